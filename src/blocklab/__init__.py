@@ -1,0 +1,3 @@
+"""blocklab: a laboratory for database storage parameters."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""The device's own limits, measured with fio."""

@@ -1,0 +1,1 @@
+"""Engines: one file per engine behind the protocol in base.py."""

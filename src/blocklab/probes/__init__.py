@@ -1,0 +1,1 @@
+"""Probes: context managers that measure around a workload."""

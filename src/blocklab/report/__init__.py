@@ -1,0 +1,1 @@
+"""Exporters, one per format, returning bytes; a writer does the I/O."""

@@ -1,0 +1,177 @@
+"""Versioned result files: a run directory and the rows in it.
+
+A run directory holds:
+  experiment.toml    the experiment file as given (plus the overrides applied)
+  spec.json          the validated spec the run used
+  plan.json          the cells in order and the random seed
+  environment.json   host, kernel, CPU, file system, device, engine version, full parameter set
+  results.jsonl      one JSON line per finished cell, appended and flushed (format FORMAT)
+  summary.json       the analysis, rewritten after every cell
+
+Every line is complete or absent: a line is written with a single write() and
+fsync'd, and a torn last line (a crash mid-write) is ignored on load.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+FORMAT = 1
+
+EXPERIMENT_FILE = "experiment.toml"
+SPEC_FILE = "spec.json"
+PLAN_FILE = "plan.json"
+ENVIRONMENT_FILE = "environment.json"
+RESULTS_FILE = "results.jsonl"
+SUMMARY_FILE = "summary.json"
+
+
+class ResultsError(ValueError):
+    """A run directory that cannot be read: says which file and why."""
+
+
+@dataclass(frozen=True)
+class ResultRow:
+    """One measured cell. `settings` is what was asked, `applied` what the engine reported."""
+
+    cell: int
+    block: int
+    settings: dict[str, Any]
+    applied: dict[str, str]
+    metrics: dict[str, float]
+    status: str = "ok"  # "ok", or the error text
+    cell_id: str = ""
+    started: str = ""
+    notes: dict[str, Any] = field(default_factory=dict)
+    format: int = FORMAT
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "format": self.format,
+                "cell": self.cell,
+                "cell_id": self.cell_id,
+                "block": self.block,
+                "settings": self.settings,
+                "applied": self.applied,
+                "metrics": self.metrics,
+                "status": self.status,
+                "started": self.started,
+                "notes": self.notes,
+            },
+            sort_keys=False,
+            default=str,
+        )
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ResultRow":
+        fmt = d.get("format")
+        if fmt != FORMAT:
+            raise ResultsError(f"result row has format {fmt!r}; this blocklab reads format {FORMAT}")
+        return cls(
+            cell=int(d["cell"]),
+            block=int(d["block"]),
+            settings=dict(d["settings"]),
+            applied=dict(d.get("applied", {})),
+            metrics={k: float(v) for k, v in d.get("metrics", {}).items() if v is not None},
+            status=str(d.get("status", "ok")),
+            cell_id=str(d.get("cell_id", "")),
+            started=str(d.get("started", "")),
+            notes=dict(d.get("notes", {})),
+        )
+
+
+class RunDir:
+    """Reading and writing one run directory."""
+
+    def __init__(self, path: Path | str):
+        self.path = Path(path)
+        self.torn_lines = 0
+
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+    # writing --------------------------------------------------------------
+    def create(self) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+
+    def write_json(self, name: str, data: Any) -> None:
+        write_atomic(self.file(name), (json.dumps(data, indent=2, default=str) + "\n").encode())
+
+    def write_text(self, name: str, text: str) -> None:
+        write_atomic(self.file(name), text.encode())
+
+    def append(self, row: ResultRow) -> None:
+        """One line, one write, flushed to disk: a crash loses at most the cell in flight."""
+        path = self.file(RESULTS_FILE)
+        data = (row.to_json() + "\n").encode()
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            _repair_torn_tail(fd, path)
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    # reading --------------------------------------------------------------
+    def exists(self) -> bool:
+        return self.file(PLAN_FILE).exists()
+
+    def read_json(self, name: str) -> Any:
+        path = self.file(name)
+        try:
+            return json.loads(path.read_text())
+        except FileNotFoundError:
+            raise ResultsError(f"{path}: missing; is {self.path} a blocklab results directory?") from None
+        except json.JSONDecodeError as err:
+            raise ResultsError(f"{path}: not valid JSON ({err})") from None
+
+    def rows(self) -> list[ResultRow]:
+        return list(self.iter_rows())
+
+    def iter_rows(self) -> Iterator[ResultRow]:
+        path = self.file(RESULTS_FILE)
+        if not path.exists():
+            return
+        with open(path, "rb") as f:
+            lines = f.read().split(b"\n")
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError:
+                # a line torn by a crash mid-write: the cell in flight, which
+                # --resume runs again. Counted, never fatal.
+                self.torn_lines += 1
+                continue
+            yield ResultRow.from_dict(data)
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write via a temporary file and rename, so readers never see half a file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _repair_torn_tail(fd: int, path: Path) -> None:
+    """If the file ends without a newline (a crash mid-line), start on a fresh line."""
+    size = os.fstat(fd).st_size
+    if size == 0:
+        return
+    with open(path, "rb") as f:
+        f.seek(size - 1)
+        if f.read(1) != b"\n":
+            os.write(fd, b"\n")

@@ -1,0 +1,1 @@
+"""Workloads: one file per workload."""
