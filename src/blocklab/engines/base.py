@@ -101,6 +101,8 @@ class KnobInfo:
 
     def describe_value(self, value: Any) -> str:
         """Value as a person reads it: 16 -> '16 (128 kB)' for a block-counted size."""
+        if isinstance(value, bool):
+            return "on" if value else "off"
         if self.unit_bytes and isinstance(value, int):
             return f"{value} ({fmt_bytes(value * self.unit_bytes)})"
         return str(value)

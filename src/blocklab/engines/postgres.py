@@ -146,6 +146,7 @@ class PostgresEngine:
             timeout=timeout,
             user=user,
             cwd="/",
+            start_new_session=True,  # a Ctrl-C at the terminal must not kill pg_ctl half-way
         )
         if result.returncode != 0:
             raise EngineError(
@@ -533,13 +534,21 @@ class PostgresEngine:
     def relation_bytes(self, rel: str) -> int:
         return int(self.query("SELECT pg_relation_size(%s::regclass)", (rel,))[0][0])
 
-    def io_counters(self) -> dict[str, float]:
-        """pg_stat_io summed over backend types (reads by I/O workers included)."""
-        with self.connect(session=False) as conn:
+    def io_counters(self, conn: psycopg.Connection | None = None) -> dict[str, float]:
+        """pg_stat_io summed over backend types (reads by I/O workers included).
+        Pass the measuring connection so its own pending statistics are flushed first."""
+        if conn is not None:
             return read_stat_io(conn)
+        with self.connect(session=False) as own:
+            return read_stat_io(own)
 
-    def server_pids(self) -> dict[int, str]:
-        return {int(r[0]): r[1] for r in self.query("SELECT pid, backend_type FROM pg_stat_activity")}
+    def server_pids(self) -> list[int]:
+        """Server processes we may read /proc of (local servers only)."""
+        pids = [int(r[0]) for r in self.query("SELECT pid FROM pg_stat_activity")]
+        return [p for p in pids if _is_postgres_process(p)]
+
+    def direct_io_active(self) -> bool:
+        return "data" in self.query("SHOW debug_io_direct")[0][0] if "debug_io_direct" in self._catalog else False
 
 
 def read_stat_io(conn: psycopg.Connection) -> dict[str, float]:
@@ -554,6 +563,13 @@ def read_stat_io(conn: psycopg.Connection) -> dict[str, float]:
     ).fetchone()
     keys = ("reads", "read_bytes", "read_time_ms", "writes", "write_bytes", "write_time_ms", "hits", "evictions", "fsyncs")
     return {k: float(v) for k, v in zip(keys, row)}
+
+
+def _is_postgres_process(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip() in ("postgres", "postmaster")
+    except OSError:
+        return False
 
 
 def _drop_os_cache(path: Path) -> bool:

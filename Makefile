@@ -1,0 +1,29 @@
+# The two commands of the README: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test system venv clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+system:
+	@bash scripts/install-system-packages.sh
+
+# Builds the virtualenv, installs what is missing, runs the default recipe on
+# the embedded PostgreSQL and writes the results (and report) under results/.
+demo: system venv
+	$(BIN)/blocklab run mbrc
+
+test: system venv
+	$(BIN)/pytest -q
+
+clean:
+	rm -rf $(VENV) results .pytest_cache

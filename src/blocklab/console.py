@@ -1,0 +1,107 @@
+"""What the person at the terminal sees while a run goes: one line per cell in
+the seed's spirit, a progress bar with ETA over the whole plan, the final table.
+
+When stdout is not a terminal (logs, CI) there is no bar and no colour, only
+plain lines."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from .plan import Cell
+from .results import ResultRow
+
+
+def make_console() -> Console:
+    tty = sys.stdout.isatty()
+    return Console(no_color=not tty, highlight=False, force_terminal=tty or None, soft_wrap=not tty)
+
+
+class ConsoleReporter:
+    def __init__(self, console: Console, knob_describer: Any = None):
+        self.console = console
+        self.progress: Progress | None = None
+        self.task: Any = None
+        self.describe = knob_describer or (lambda cell: cell.setting.label)
+
+    def phase(self, text: str) -> None:
+        self.console.print(text)
+
+    def plan_started(self, total: int, todo: int, estimate_s: float) -> None:
+        skipped = total - todo
+        extra = f" ({skipped} already done)" if skipped else ""
+        self.console.print(f"running {todo} of {total} cells{extra}, roughly {estimate_s:.0f} s of measurement")
+        if self.console.is_terminal:
+            self.progress = Progress(
+                TextColumn("[bold]cells"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("elapsed"),
+                TimeElapsedColumn(),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+                console=self.console,
+                transient=True,
+            )
+            self.progress.start()
+            self.task = self.progress.add_task("cells", total=todo)
+
+    def cell_done(self, cell: Cell, row: ResultRow, line: str) -> None:
+        text = f"[block {cell.block + 1}] {self.describe(cell)} ... {line}"
+        self.console.print(text if row.ok else f"[red]{text}[/red]")
+        if self.progress is not None:
+            self.progress.advance(self.task)
+
+    def finished(self, summary: dict[str, Any]) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+
+
+def settings_table(summary: dict[str, Any], unit: str, describe: Any) -> Table:
+    """Median, interval, min and max per setting, the best marked."""
+    table = Table(title=f"{summary['metric']} per setting ({summary['goal']} is best)")
+    for col in ("setting", "n", "median", "95% CI", "min", "max", "vs best", "note"):
+        table.add_column(col, justify="left" if col in ("setting", "note") else "right")
+    best = summary.get("best_label")
+    close = set(summary.get("indistinguishable", []))
+    for label, s in summary["settings"].items():
+        if "median" not in s:
+            table.add_row(describe(label), "0", "-", "-", "-", "-", "-", "no measurement")
+            continue
+        note = "best" if label == best else ("indistinguishable" if label in close else "")
+        if s.get("outliers"):
+            note = (note + ", " if note else "") + f"{len(s['outliers'])} outlier(s)"
+        ratio = s.get("ratio_to_best")
+        table.add_row(
+            describe(label),
+            str(s["n"]),
+            human(s["median"]),
+            f"[{human(s['ci_low'])}, {human(s['ci_high'])}]",
+            human(s["minimum"]),
+            human(s["maximum"]),
+            f"{ratio:.2f}x" if ratio is not None else "",
+            note,
+        )
+    return table
+
+
+def human(x: float) -> str:
+    a = abs(x)
+    if a >= 1e9:
+        return f"{x / 1e9:.2f} G"
+    if a >= 1e6:
+        return f"{x / 1e6:.2f} M"
+    if a >= 1e4:
+        return f"{x / 1e3:.1f} k"
+    if a >= 100:
+        return f"{x:,.0f}"
+    return f"{x:.3g}"

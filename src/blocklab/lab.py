@@ -1,0 +1,110 @@
+"""The library entry points the CLI calls (library first, CLI a thin layer)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import recipes
+from .engines.base import ApplyClass
+from .results import PLAN_FILE, SPEC_FILE, RunDir
+from .runner import Experiment, prepare
+from .spec import Spec, SpecError, load_spec, parse_set_option
+
+
+@dataclass
+class Overrides:
+    """Command-line changes to an experiment file, applied before validation."""
+
+    sets: list[str] = field(default_factory=list)  # --set KNOB=V1,V2
+    repeats: int | None = None
+    rows: int | None = None
+    engine: str | None = None
+    dsn: str | None = None
+    seed: int | None = None
+    quick: bool = False
+
+    def as_dotted(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.quick:
+            out["quick"] = True
+        if self.engine:
+            out["engine.kind"] = self.engine
+        if self.dsn:
+            out["engine.dsn"] = self.dsn
+        if self.repeats is not None:
+            out["measure.repeats"] = self.repeats
+            out["measure.max_repeats"] = max(self.repeats, 20)
+        if self.rows is not None:
+            out["dataset.rows"] = self.rows
+        if self.seed is not None:
+            out["measure.seed"] = self.seed
+        for text in self.sets:
+            name, values = parse_set_option(text)
+            out[f"knobs.{name}"] = values
+        return out
+
+    def check(self) -> None:
+        if self.repeats is not None and self.repeats < 1:
+            raise SpecError(f"--repeats {self.repeats}: must be at least 1")
+        if self.rows is not None and self.rows < 1:
+            raise SpecError(f"--rows {self.rows}: must be at least 1")
+
+
+def load_experiment(
+    target: str,
+    overrides: Overrides,
+    *,
+    allow_server_changes: bool = False,
+    cache_dir: Path | None = None,
+) -> Experiment:
+    """FILE or RECIPE + overrides -> a validated Experiment (engine checked, nothing run)."""
+    overrides.check()
+    path = recipes.resolve(target)
+    spec, text = load_spec(path, overrides.as_dotted())
+    exp = prepare(spec, text, str(path), allow_server_changes=allow_server_changes, cache_dir=cache_dir)
+    exp.options = {k: v for k, v in overrides.as_dotted().items()}
+    return exp
+
+
+def load_saved_experiment(run_path: Path, *, allow_server_changes: bool = False, cache_dir: Path | None = None) -> Experiment:
+    """The experiment a results directory was started with, for --resume."""
+    run_dir = RunDir(run_path)
+    if not run_dir.file(PLAN_FILE).exists():
+        raise SpecError(f"--resume {run_path}: not a blocklab results directory (no {PLAN_FILE})")
+    saved = run_dir.read_json(SPEC_FILE)
+    spec = Spec.model_validate(saved["spec"])
+    text = run_dir.file("experiment.toml").read_text()
+    exp = prepare(spec, text, saved["source"], allow_server_changes=allow_server_changes, cache_dir=cache_dir)
+    exp.options = saved.get("options", {})
+    return exp
+
+
+def plan_text(exp: Experiment) -> list[str]:
+    """The dry run: the cells in order, where restarts happen, an estimated time."""
+    plan = exp.plan()
+    costly = {index: (cls, knobs) for index, cls, knobs in plan.costly_changes()}
+    restart_s = {ApplyClass.RESTART: 2.0, ApplyClass.REINIT: 10.0}
+    lines = [
+        f"experiment {exp.spec.name}: {len(plan.settings)} settings x {exp.spec.measure.repeats} repeats "
+        f"= {len(plan.cells)} cells, seed {plan.seed}, cache {exp.spec.measure.cache}",
+        f"engine {exp.spec.engine.kind}" + (f" at {exp.spec.engine.dsn}" if exp.spec.engine.dsn else " (embedded)"),
+    ]
+    for name, value in exp.fixed.items():
+        info = exp.knob_infos[name]
+        lines.append(f"fixed   {name} = {info.describe_value(value)}  [{info.apply.label}]")
+    for name, values in exp.knobs.items():
+        info = exp.knob_infos[name]
+        lines.append(f"sweep   {name} ({exp.spec.engine.kind} {info.native}) = {values}  [{info.apply.label}]")
+    total = 0.0
+    for cell in plan.cells:
+        note = ""
+        if cell.index in costly:
+            cls, knobs = costly[cell.index]
+            note = f"   <- {cls.label}: {', '.join(knobs)}"
+            total += restart_s.get(cls, 0.0)
+        lines.append(f"  {cell.index + 1:4d}  block {cell.block + 1}  {cell.setting.label}{note}")
+        total += exp.workload.estimate_seconds()
+    lines.append(f"{len(costly)} restart/reinit step(s); estimated time {total:.0f} s (plus building the data set once)")
+    return lines

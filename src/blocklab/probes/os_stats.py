@@ -1,0 +1,144 @@
+"""Operating-system counters: the block device under a path, /proc/diskstats, process CPU.
+
+The device counters are the physical truth a cold-cache proof and the SLOB
+measurements lean on: what the engine asked for is in its own statistics, what
+the disk did is here.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+SECTOR = 512  # /proc/diskstats counts 512-byte sectors whatever the device's sector size
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class Device:
+    name: str  # e.g. vda, nvme0n1p2
+    major: int
+    minor: int
+    mount_point: str
+    fs_type: str
+    model: str = ""
+    rotational: bool | None = None
+
+    def to_dict(self) -> dict:
+        return self.__dict__.copy()
+
+
+def device_of(path: str | Path) -> Device:
+    """The block device and file system holding `path`."""
+    path = Path(path).resolve()
+    while not path.exists():
+        path = path.parent
+    st = os.stat(path)
+    major, minor = os.major(st.st_dev), os.minor(st.st_dev)
+    name = _sysfs_name(major, minor)
+    mount_point, fs_type = _mount_of(path)
+    disk = _whole_disk(name)
+    return Device(
+        name=name,
+        major=major,
+        minor=minor,
+        mount_point=mount_point,
+        fs_type=fs_type,
+        model=_read(f"/sys/block/{disk}/device/model") if disk else "",
+        rotational=(_read(f"/sys/block/{disk}/queue/rotational") == "1") if disk else None,
+    )
+
+
+def _sysfs_name(major: int, minor: int) -> str:
+    link = Path(f"/sys/dev/block/{major}:{minor}")
+    try:
+        return link.resolve().name
+    except OSError:
+        return f"{major}:{minor}"
+
+
+def _whole_disk(name: str) -> str:
+    """The disk a partition belongs to (queue/ and device/ live there)."""
+    if Path(f"/sys/block/{name}").exists():
+        return name
+    for disk in os.listdir("/sys/block") if os.path.isdir("/sys/block") else []:
+        if Path(f"/sys/block/{disk}/{name}").exists():
+            return disk
+    return ""
+
+
+def _mount_of(path: Path) -> tuple[str, str]:
+    best = ("/", "")
+    try:
+        lines = Path("/proc/mounts").read_text().splitlines()
+    except OSError:
+        return best
+    for line in lines:
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        mount = parts[1].replace("\\040", " ")
+        if (str(path) == mount or str(path).startswith(mount.rstrip("/") + "/")) and len(mount) >= len(best[0]):
+            best = (mount, parts[2])
+    return best
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return ""
+
+
+@dataclass(frozen=True)
+class DiskCounters:
+    reads: int
+    read_bytes: int
+    read_ms: int
+    writes: int
+    write_bytes: int
+    write_ms: int
+
+    def minus(self, earlier: "DiskCounters") -> "DiskCounters":
+        return DiskCounters(*(a - b for a, b in zip(self.__dict__.values(), earlier.__dict__.values())))
+
+
+def disk_counters(device_name: str) -> DiskCounters | None:
+    """Cumulative counters of one device from /proc/diskstats, or None if absent."""
+    try:
+        lines = Path("/proc/diskstats").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        f = line.split()
+        if len(f) >= 11 and f[2] == device_name:
+            return DiskCounters(
+                reads=int(f[3]),
+                read_bytes=int(f[5]) * SECTOR,
+                read_ms=int(f[6]),
+                writes=int(f[7]),
+                write_bytes=int(f[9]) * SECTOR,
+                write_ms=int(f[10]),
+            )
+    return None
+
+
+def process_cpu_seconds(pids: list[int]) -> float:
+    """user + system CPU seconds of these processes so far (vanished ones count 0)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15 of stat)
+    return total / _TICKS
+
+
+def system_cpu_times() -> tuple[float, float]:
+    """(busy, total) jiffies of all CPUs, for a CPU-busy percentage over an interval."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    total = sum(fields[:8])
+    return float(total - idle), float(total)

@@ -1,0 +1,291 @@
+"""Execute a plan: per cell apply -> cache state -> workload (with probes) -> one result row.
+
+Rows are appended and flushed after every cell, the summary rewritten, so a
+crash or Ctrl-C loses at most the cell in flight; `resume` runs only the cells
+missing from results.jsonl. The engine is stopped (and a DSN server's settings
+restored) on normal exit, on error and on Ctrl-C/SIGTERM.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+from .analysis.summary import label_of, summarise
+from .engines import make_engine
+from .engines.base import ApplyClass, EngineError, KnobError, KnobInfo
+from .environment import collect as collect_environment
+from .plan import Cell, Plan, make_plan
+from .results import (
+    ENVIRONMENT_FILE,
+    EXPERIMENT_FILE,
+    PLAN_FILE,
+    SPEC_FILE,
+    SUMMARY_FILE,
+    ResultRow,
+    RunDir,
+)
+from .spec import Spec, SpecError
+from .workloads import make_workload
+from .workloads.base import Workload
+
+
+class Reporter(Protocol):
+    """What the runner tells the person watching (the CLI prints, tests record)."""
+
+    def phase(self, text: str) -> None: ...
+    def plan_started(self, total: int, todo: int, estimate_s: float) -> None: ...
+    def cell_done(self, cell: Cell, row: ResultRow, line: str) -> None: ...
+    def finished(self, summary: dict[str, Any]) -> None: ...
+
+
+class SilentReporter:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def phase(self, text: str) -> None:
+        self.lines.append(text)
+
+    def plan_started(self, total: int, todo: int, estimate_s: float) -> None:
+        self.lines.append(f"plan {todo}/{total}")
+
+    def cell_done(self, cell: Cell, row: ResultRow, line: str) -> None:
+        self.lines.append(line)
+
+    def finished(self, summary: dict[str, Any]) -> None:
+        self.lines.append(summary.get("verdict", ""))
+
+
+@dataclass
+class Experiment:
+    """A validated experiment, ready to run: everything checked, nothing changed yet."""
+
+    spec: Spec
+    spec_text: str
+    source: str
+    engine: Any
+    workload: Workload
+    knob_infos: dict[str, KnobInfo]
+    knobs: dict[str, list[Any]]  # canonical values
+    fixed: dict[str, Any]  # canonical fixed settings
+    metric: str
+    goal: str
+    seed: int
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def plan(self) -> Plan:
+        apply = {k: info.apply for k, info in self.knob_infos.items() if k in self.knobs}
+        return make_plan(self.knobs, self.spec.measure.repeats, self.seed, apply)
+
+    def describe_setting(self, label: str) -> str:
+        """'multiblock_read=16' -> '16 (128 kB)' when there is one knob."""
+        if len(self.knobs) == 1:
+            knob = next(iter(self.knobs))
+            value = label.split("=", 1)[1]
+            info = self.knob_infos[knob]
+            return info.describe_value(int(value)) if value.lstrip("-").isdigit() else value
+        return label
+
+    def knob_label(self) -> str:
+        return ", ".join(self.knobs) if self.knobs else "setting"
+
+    def baseline_label(self) -> str | None:
+        """The engine's default value when it is in the sweep, else the first value."""
+        if len(self.knobs) != 1:
+            return None
+        knob, values = next(iter(self.knobs.items()))
+        default = self.knob_infos[knob].default
+        chosen = default if default in values else values[0]
+        return label_of({knob: chosen})
+
+
+def prepare(
+    spec: Spec,
+    spec_text: str,
+    source: str,
+    *,
+    allow_server_changes: bool = False,
+    cache_dir: Path | None = None,
+) -> Experiment:
+    """Validate everything that needs the engine. Raises SpecError; the engine is
+    left stopped on failure. Nothing is changed on a DSN server here."""
+    workload = make_workload(spec.workload, spec.dataset, spec.engine.kind, source)
+    engine = make_engine(
+        spec.engine.kind, dsn=spec.engine.dsn, allow_server_changes=allow_server_changes, cache_dir=cache_dir
+    )
+    try:
+        engine.start()
+        infos: dict[str, KnobInfo] = {name: engine.knob(name) for name in [*spec.engine.settings, *spec.knobs]}
+        raw_fixed = dict(spec.engine.settings)
+        fixed = engine.check_settings(raw_fixed)
+        knobs: dict[str, list[Any]] = {
+            name: [engine.check_settings({**raw_fixed, name: v})[name] for v in values]
+            for name, values in spec.knobs.items()
+        }
+        for point in _grid_points(knobs):  # combinations too (e.g. a value above a fixed ceiling)
+            engine.check_settings({**fixed, **point})
+    except (KnobError, EngineError) as err:
+        engine.stop()
+        raise SpecError(f"{source}: {err}") from None
+    except BaseException:
+        engine.stop()
+        raise
+    metric = spec.measure.metric or workload.default_metric
+    goal = spec.measure.goal or workload.default_goal
+    seed = spec.measure.seed if spec.measure.seed is not None else random.SystemRandom().randrange(2**31)
+    return Experiment(spec, spec_text, source, engine, workload, infos, knobs, fixed, metric, goal, seed)
+
+
+def _grid_points(knobs: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    from .plan import grid
+
+    return [s.as_dict() for s in grid(knobs)]
+
+
+# ---------------------------------------------------------------------- running
+class Interrupted(Exception):
+    """Ctrl-C or SIGTERM: the cell in flight is dropped, everything before it is kept."""
+
+
+def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = False) -> dict[str, Any]:
+    """Run (or resume) an experiment into `run_dir`; returns the summary."""
+    plan = _load_or_write_plan(exp, run_dir, resume)
+    done = {row.cell_id for row in run_dir.rows()}
+    todo = [c for c in plan.cells if c.cell_id not in done]
+    previous_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        with _engine_stopped_at_exit(exp.engine):
+            reporter.phase(f"engine {exp.spec.engine.kind}: checking the data set")
+            env = collect_environment(exp.engine.info(), exp.engine.data_dir(), {"dataset_rows": exp.spec.dataset.rows})
+            if not resume or not run_dir.file(ENVIRONMENT_FILE).exists():
+                run_dir.write_json(ENVIRONMENT_FILE, env)
+            reporter.plan_started(len(plan.cells), len(todo), len(todo) * exp.workload.estimate_seconds())
+            for cell in todo:
+                row = run_cell(exp, cell, reporter)
+                run_dir.append(row)
+                summary = write_summary(exp, run_dir, plan)
+                line = exp.workload.describe(row.metrics) if row.ok else f"FAILED: {row.status}"
+                reporter.cell_done(cell, row, line)
+    except KeyboardInterrupt:
+        raise Interrupted(f"interrupted; {len(run_dir.rows())} of {len(plan.cells)} cells are saved") from None
+    finally:
+        signal.signal(signal.SIGTERM, previous_sigterm)
+    summary = write_summary(exp, run_dir, plan)
+    reporter.finished(summary)
+    return summary
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+class _engine_stopped_at_exit:
+    def __init__(self, engine: Any):
+        self.engine = engine
+
+    def __enter__(self) -> None:
+        self.engine.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        # a second Ctrl-C while stopping must not leave the server running
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            self.engine.stop()
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+
+def run_cell(exp: Experiment, cell: Cell, reporter: Reporter) -> ResultRow:
+    settings = {**exp.fixed, **cell.setting.as_dict()}
+    started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    notes: dict[str, Any] = {}
+    try:
+        t0 = time.perf_counter()
+        applied = exp.engine.apply(settings)
+        notes["apply_s"] = round(time.perf_counter() - t0, 3)
+        exp.workload.prepare(exp.engine)
+        if exp.spec.measure.cache == "cold":
+            notes["evicted"] = exp.engine.evict(exp.workload.relations())
+        metrics = exp.workload.run(exp.engine)
+        status = "ok"
+    except (KeyboardInterrupt, Interrupted):
+        raise
+    except Exception as err:  # a failed cell is a result too; the run goes on
+        applied, metrics, status = {}, {}, f"{type(err).__name__}: {err}"
+    return ResultRow(
+        cell=cell.index,
+        block=cell.block,
+        settings=cell.setting.as_dict(),
+        applied=applied,
+        metrics=metrics,
+        status=status,
+        cell_id=cell.cell_id,
+        started=started,
+        notes={**notes, "fixed": {k: str(v) for k, v in exp.fixed.items()}},
+    )
+
+
+def _load_or_write_plan(exp: Experiment, run_dir: RunDir, resume: bool) -> Plan:
+    if resume:
+        saved = run_dir.read_json(PLAN_FILE)
+        exp.seed = int(saved["seed"])
+        plan = exp.plan()
+        if [c.cell_id for c in plan.cells] != [c["cell_id"] for c in saved["cells"]]:
+            raise SpecError(
+                f"{run_dir.path}: the experiment differs from the one this run started with; "
+                "resume needs the same experiment file and options"
+            )
+        return plan
+    run_dir.create()
+    if run_dir.file(PLAN_FILE).exists():
+        raise SpecError(f"{run_dir.path}: already holds a run; use --resume {run_dir.path} or another --out")
+    plan = exp.plan()
+    run_dir.write_text(EXPERIMENT_FILE, exp.spec_text)
+    run_dir.write_json(SPEC_FILE, {"source": exp.source, "spec": exp.spec.model_dump(), "options": exp.options})
+    run_dir.write_json(PLAN_FILE, plan.to_dict())
+    return plan
+
+
+def write_summary(exp: Experiment, run_dir: RunDir, plan: Plan) -> dict[str, Any]:
+    labels = [s.label for s in plan.settings]
+    summary = summarise(
+        run_dir.rows(),
+        metric=exp.metric,
+        goal=exp.goal,
+        setting_labels=labels,
+        settings_by_label={s.label: s.as_dict() for s in plan.settings},
+        baseline=exp.baseline_label(),
+        practical=exp.spec.measure.practical,
+        seed=exp.seed,
+        describe_setting=exp.describe_setting,
+        knob_label=exp.knob_label(),
+        unit=_unit_of(exp.metric),
+    )
+    summary["experiment"] = exp.spec.name
+    summary["cells_planned"] = len(plan.cells)
+    summary["seed"] = exp.seed
+    run_dir.write_json(SUMMARY_FILE, summary)
+    return summary
+
+
+def _unit_of(metric: str) -> str:
+    return {"rows_per_s": "rows/s", "mb_per_s": "MB/s", "elapsed_s": "s", "iops": "IOPS"}.get(metric, "")
+
+
+def new_run_dir(root: Path, name: str) -> RunDir:
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    path = root / f"{name}-{stamp}"
+    n = 1
+    while path.exists():
+        n += 1
+        path = root / f"{name}-{stamp}-{n}"
+    return RunDir(path)
+
+
+Callback = Callable[..., None]
+__all__ = ["Experiment", "Interrupted", "prepare", "run", "run_cell", "new_run_dir", "SilentReporter", "ApplyClass"]

@@ -1,0 +1,223 @@
+"""Experiment files (TOML) -> a validated Spec.
+
+Every error names the file, the field, the bad value and what is accepted, and
+is raised before anything runs. Engine-specific checks (does this server have
+the knob, is the value in its range) happen in `validate.py`, which asks the
+engine; this module checks everything that needs no engine.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .engines.base import GENERIC_KNOBS
+
+Scalar = Union[bool, int, float, str]
+ENGINES = ("postgres", "sqlite", "mariadb", "null")
+NATIVE_PREFIX = {"postgres": "pg.", "sqlite": "sqlite.", "mariadb": "mariadb.", "null": "null."}
+IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+class SpecError(ValueError):
+    """An experiment file or option that is wrong; the message says where and what is accepted."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EngineSpec(_Strict):
+    kind: Literal["postgres", "sqlite", "mariadb", "null"] = "postgres"
+    dsn: str | None = Field(default=None, description="connect to this server instead of an embedded one")
+    settings: dict[str, Scalar] = Field(default_factory=dict, description="knobs held fixed for the whole run")
+
+
+class DatasetSpec(_Strict):
+    table: str = "blocklab_scan"
+    rows: int = Field(default=3_000_000, ge=1, le=2_000_000_000)
+    shape: Literal["seed"] = Field(default="seed", description="seed: (id integer, name 'blabla ' || id)")
+
+    @field_validator("table")
+    @classmethod
+    def _table_is_identifier(cls, value: str) -> str:
+        if not IDENTIFIER.match(value):
+            raise ValueError("must be a lower-case SQL identifier: letters, digits and _, at most 63")
+        return value
+
+
+class WorkloadSpec(BaseModel):
+    """`kind` picks the workload; its other fields are that workload's options,
+    checked by the workload's own model (see workloads/)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    kind: str = "full_scan"  # checked against the workloads/ modules in workloads.make_workload
+
+    def options(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class MeasureSpec(_Strict):
+    repeats: int = Field(default=3, ge=1, le=1000)
+    cache: Literal["cold", "warm"] = "cold"
+    seed: int | None = Field(default=None, ge=0, description="random seed of the plan order; drawn and recorded if absent")
+    metric: str | None = Field(default=None, description="metric the verdict is about; the workload's default if absent")
+    goal: Literal["max", "min"] | None = None
+    practical: float = Field(default=0.0, ge=0.0, lt=1.0, description="differences below this fraction count as none")
+    target_ci: float | None = Field(default=None, gt=0.0, lt=1.0)
+    max_repeats: int = Field(default=20, ge=1, le=1000)
+
+
+class Spec(_Strict):
+    name: str = "experiment"
+    description: str = ""
+    engine: EngineSpec = Field(default_factory=EngineSpec)
+    dataset: DatasetSpec = Field(default_factory=DatasetSpec)
+    workload: WorkloadSpec = Field(default_factory=WorkloadSpec)
+    knobs: dict[str, list[Scalar]] = Field(default_factory=dict)
+    measure: MeasureSpec = Field(default_factory=MeasureSpec)
+
+    @field_validator("knobs")
+    @classmethod
+    def _knob_lists(cls, knobs: dict[str, list[Scalar]]) -> dict[str, list[Scalar]]:
+        for name, values in knobs.items():
+            if not values:
+                raise ValueError(f"knob {name!r} has an empty list; give at least one value")
+            if len(set(map(str, values))) != len(values):
+                raise ValueError(f"knob {name!r} lists a value twice: {values}")
+        return knobs
+
+    @model_validator(mode="after")
+    def _knob_names(self) -> "Spec":
+        prefix = NATIVE_PREFIX[self.engine.kind]
+        named = [("knobs", n) for n in self.knobs] + [("engine.settings", n) for n in self.engine.settings]
+        for section, name in named:
+            if name in GENERIC_KNOBS or name.startswith(prefix):
+                continue
+            other = next((e for e, p in NATIVE_PREFIX.items() if name.startswith(p)), None)
+            if other:
+                raise ValueError(f"{section}.{name}: a {other} parameter, but the engine is {self.engine.kind}")
+            raise ValueError(
+                f"{section}.{name}: unknown knob; accepted: {', '.join(GENERIC_KNOBS)}, or a native parameter as {prefix}NAME"
+            )
+        return self
+
+    def settings_count(self) -> int:
+        count = 1
+        for values in self.knobs.values():
+            count *= len(values)
+        return count
+
+
+# ---------------------------------------------------------------------- loading
+def load_spec(path: Path | str, overrides: dict[str, Any] | None = None, variant: str | None = None) -> tuple[Spec, str]:
+    """Read, merge overrides into, and validate one experiment file.
+
+    Returns the spec and the file's text (saved beside the results)."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise SpecError(f"{path}: no such experiment file") from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise SpecError(f"{path}: malformed TOML: {err}") from None
+    return spec_from_dict(raw, str(path), overrides or {}, variant), text
+
+
+def spec_from_dict(raw: dict[str, Any], source: str, overrides: dict[str, Any], variant: str | None = None) -> Spec:
+    raw = copy.deepcopy(raw)
+    quick = raw.pop("quick", None)
+    variants = raw.pop("variants", {})
+    engine_kind = overrides.get("engine.kind") or raw.get("engine", {}).get("kind", "postgres")
+    if engine_kind in variants:  # per-engine knobs and sizes of a recipe
+        _merge_dotted(raw, variants[engine_kind], source, f"variants.{engine_kind}")
+    if overrides.pop("quick", False):
+        if quick is None:
+            raise SpecError(f"{source}: --quick: this experiment has no [quick] section")
+        _merge_dotted(raw, quick, source, "quick")
+        if engine_kind in variants and isinstance(variants[engine_kind].get("quick"), dict):
+            _merge_dotted(raw, variants[engine_kind]["quick"], source, f"variants.{engine_kind}.quick")
+    raw.get("engine", {}).pop("quick", None)
+    _merge_dotted(raw, overrides, source, "option")
+    try:
+        return Spec.model_validate(raw)
+    except ValidationError as err:
+        raise SpecError(format_validation_error(err, source)) from None
+
+
+def _merge_dotted(raw: dict[str, Any], updates: dict[str, Any], source: str, what: str) -> None:
+    for dotted, value in updates.items():
+        if dotted == "quick":
+            continue
+        if isinstance(value, dict) and "." not in dotted and dotted in ("engine", "dataset", "workload", "measure"):
+            for key, sub in value.items():
+                _set_dotted(raw, f"{dotted}.{key}", sub)
+            continue
+        if dotted == "knobs" and isinstance(value, dict):
+            raw["knobs"] = dict(value)
+            continue
+        _set_dotted(raw, dotted, value)
+
+
+def _set_dotted(raw: dict[str, Any], dotted: str, value: Any) -> None:
+    # knob names may contain dots themselves (pg.io_combine_limit): split only the section part
+    for section in ("knobs.", "engine.settings."):
+        if dotted.startswith(section):
+            node = raw.setdefault("knobs", {}) if section == "knobs." else raw.setdefault("engine", {}).setdefault("settings", {})
+            node[dotted[len(section):]] = value
+            return
+    node = raw
+    keys = dotted.split(".")
+    for key in keys[:-1]:
+        node = node.setdefault(key, {})
+    node[keys[-1]] = value
+
+
+def format_validation_error(err: ValidationError, source: str) -> str:
+    lines = [f"{source}: {err.error_count()} problem(s) in the experiment:"]
+    for problem in err.errors():
+        field = ".".join(str(p) for p in problem["loc"])
+        given = problem.get("input")
+        message = problem["msg"].removeprefix("Value error, ")
+        if problem["type"] == "extra_forbidden":
+            lines.append(f"  {field}: unknown field (value {given!r}); see `blocklab recipes --show mbrc` for the fields")
+        elif problem["type"] == "missing":
+            lines.append(f"  {field}: required")
+        elif not field:
+            lines.append(f"  {message}")
+        elif isinstance(given, (dict, list)) and problem["type"] == "value_error":
+            lines.append(f"  {field}: {message}")
+        else:
+            lines.append(f"  {field}: {given!r} is not accepted: {message}")
+    return "\n".join(lines)
+
+
+def parse_set_option(text: str) -> tuple[str, list[Any]]:
+    """--set KNOB=V1,V2,... -> (knob, [values]) with TOML-like scalars."""
+    if "=" not in text:
+        raise SpecError(f"--set {text!r}: expected KNOB=V1,V2,... (for example --set multiblock_read=8,16,32)")
+    name, _, values = text.partition("=")
+    name = name.strip()
+    if not name:
+        raise SpecError(f"--set {text!r}: the knob name is empty; expected KNOB=V1,V2,...")
+    items = [v.strip() for v in values.split(",") if v.strip()]
+    if not items:
+        raise SpecError(f"--set {text!r}: no values after '='; expected KNOB=V1,V2,...")
+    return name, [_scalar(v) for v in items]
+
+
+def _scalar(text: str) -> Any:
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    if re.fullmatch(r"-?\d+\.\d*", text):
+        return float(text)
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    return text

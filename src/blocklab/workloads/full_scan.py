@@ -1,0 +1,125 @@
+"""Workload `full_scan`: SELECT count(*) as one serial sequential scan (the seed's
+FULL + NOPARALLEL hints), timed, with the I/O it caused.
+
+The data set is the seed's test table: (id, 'blabla ' || id), built server-side
+in one statement and reused while its fingerprint (rows, shape) matches.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from pydantic import Field
+
+from ..probes.io import IoProbe, cold_proof
+from ..spec import DatasetSpec
+from .base import Options
+
+
+class FullScanOptions(Options):
+    parallel: bool = Field(default=False, description="allow parallel workers (the seed forbids them)")
+
+
+class FullScan:
+    name = "full_scan"
+    default_metric = "rows_per_s"
+    default_goal = "max"
+    engines = ("postgres",)
+    Options = FullScanOptions
+
+    def __init__(self, options: FullScanOptions, dataset: DatasetSpec):
+        self.options = options
+        self.dataset = dataset
+
+    def relations(self) -> list[str]:
+        return [self.dataset.table]
+
+    # ------------------------------------------------------------------ data set
+    def fingerprint(self) -> str:
+        return json.dumps({"blocklab_dataset": "scan", "rows": self.dataset.rows, "shape": self.dataset.shape})
+
+    def prepare(self, engine: Any) -> None:
+        if _table_comment(engine, self.dataset.table) == self.fingerprint():
+            return
+        build_scan_table(engine, self.dataset.table, self.dataset.rows, self.fingerprint())
+
+    # ------------------------------------------------------------------ timed run
+    def run(self, engine: Any) -> dict[str, float]:
+        table = self.dataset.table
+        relation_bytes = engine.relation_bytes(table)
+        with engine.connect() as conn:
+            if not self.options.parallel:
+                conn.execute("SET max_parallel_workers_per_gather = 0")
+            direct = engine.direct_io_active()
+            with IoProbe(engine, conn) as probe:
+                t0 = time.perf_counter()
+                rows = conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
+                elapsed = time.perf_counter() - t0
+        d = probe.deltas
+        metrics = {
+            "elapsed_s": elapsed,
+            "rows": float(rows),
+            "rows_per_s": rows / elapsed,
+            "mb_per_s": relation_bytes / elapsed / 1e6,
+            "relation_bytes": float(relation_bytes),
+            "reads": d.get("reads", 0.0),
+            "read_bytes": d.get("read_bytes", 0.0),
+            "avg_read_kb": d["read_bytes"] / d["reads"] / 1024 if d.get("reads") else 0.0,
+            "read_time_ms": d.get("read_time_ms", 0.0),
+            "hits": d.get("hits", 0.0),
+            "server_cpu_s": d.get("server_cpu_s", 0.0),
+            "direct_io": 1.0 if direct else 0.0,
+        }
+        for key in ("device_reads", "device_read_bytes"):
+            if key in d:
+                metrics[key] = d[key]
+        metrics.update(cold_proof(relation_bytes, metrics["read_bytes"], d.get("device_read_bytes"), direct))
+        return metrics
+
+    def describe(self, m: dict[str, float]) -> str:
+        text = (
+            f"{m['elapsed_s']:.2f} s, {m['rows']:,.0f} rows, {m['rows_per_s']:,.0f} rows/s, "
+            f"{m['mb_per_s']:,.0f} MB/s, avg I/O {m['avg_read_kb']:.0f} kB"
+        )
+        return text if m.get("cold_proven", 1.0) else text + " (cold cache NOT proven)"
+
+    def estimate_seconds(self) -> float:
+        # ~50 bytes a row; a cold scan runs at a few hundred MB/s on an SSD
+        return self.dataset.rows * 52 / 400e6 + 0.3
+
+
+WORKLOAD = FullScan
+
+
+def _table_comment(engine: Any, table: str) -> str | None:
+    rows = engine.query(
+        "SELECT obj_description(c.oid, 'pg_class') FROM pg_class c "
+        "WHERE c.relname = %s AND c.relnamespace = 'public'::regnamespace",
+        (table,),
+    )
+    return rows[0][0] if rows else None
+
+
+def build_scan_table(engine: Any, table: str, rows: int, fingerprint: str) -> float:
+    """Create the seed's table server-side in one transaction (with wal_level
+    minimal the rows skip the WAL), then freeze it so no later scan pays for
+    hint bits. Returns the seconds it took."""
+    t0 = time.perf_counter()
+    with engine.connect(session=False, autocommit=False) as conn:
+        conn.execute(f'DROP TABLE IF EXISTS "{table}"')
+        conn.execute(f'CREATE TABLE "{table}" (id integer, name text)')
+        conn.execute(
+            f"INSERT INTO \"{table}\" SELECT i, 'blabla ' || i FROM generate_series(1, %s) AS i", (rows,)
+        )
+        conn.execute(f"COMMENT ON TABLE \"{table}\" IS {_literal(fingerprint)}")
+        conn.commit()
+    with engine.connect(session=False) as conn:
+        conn.execute(f'VACUUM (FREEZE, ANALYZE) "{table}"')
+        conn.execute("CHECKPOINT")
+    return time.perf_counter() - t0
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
