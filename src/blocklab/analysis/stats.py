@@ -1,0 +1,504 @@
+"""Statistics for sweeps: medians, bootstrap intervals, ratios, outliers.
+
+Pure numpy/scipy; no engine, no I/O.
+
+Conventions
+-----------
+* Every interval is a 95% percentile-bootstrap interval. The resampling is
+  vectorised: one matrix of random indices per setting (rows = resamples),
+  reduced with ``np.median(axis=1)``.
+* Each setting gets its own random stream, spawned from ``SeedSequence(seed)``
+  by the setting's position, so a run is reproducible and the groups are
+  resampled independently of each other.
+* Ratios are always ``setting / reference`` on the metric's own scale
+  (``ratio_to_baseline = median(s) / median(baseline)``). Whether a ratio above
+  1 is good depends on the goal: ``"max"`` for throughput-like metrics,
+  ``"min"`` for elapsed-like ones. The ratio interval is the percentile
+  interval of the bootstrap medians of the setting divided, draw by draw, by
+  the independent bootstrap medians of the reference.
+* Outliers are flagged with the modified z-score and never dropped.
+* A setting with fewer than two samples has no interval: its ``ci_low`` and
+  ``ci_high`` equal its median (and ``n`` tells why).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from typing import Any, Hashable, Mapping, Sequence
+
+import numpy as np
+from scipy import stats as _scipy_stats
+
+CONFIDENCE = 0.95
+MIN_RESAMPLES = 2000
+DEFAULT_RESAMPLES = 4000
+GOALS = ("max", "min")
+
+# Largest resample matrix built at once (elements); bigger jobs are cut into
+# row chunks, each still vectorised.
+_CHUNK_ELEMENTS = 4_000_000
+# Modified z-score (Iglewicz & Hoaglin): 0.6745 * (x - median) / MAD > 3.5.
+_MZ_FACTOR = 0.6745
+_MZ_THRESHOLD = 3.5
+# When MAD == 0 (more than half the values identical) fall back to the mean
+# absolute deviation: |x - median| / (1.253314 * meanAD).
+_MEANAD_FACTOR = 1.253314
+
+
+# --------------------------------------------------------------------------
+# result types
+
+
+def _jsonable(value: Any) -> Any:
+    """A JSON-friendly copy: NaN/inf -> None, tuples -> lists, numpy -> Python."""
+    if isinstance(value, (bool, type(None), str)):
+        return value
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        v = float(value)
+        return v if math.isfinite(v) else None
+    if isinstance(value, Mapping):
+        return {str(k) if not isinstance(k, str) else k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return [_jsonable(v) for v in value]
+    return str(value)
+
+
+@dataclass(frozen=True)
+class SettingStats:
+    """The figures for one setting. Ratios are ``this setting / reference``."""
+
+    key: Hashable
+    n: int
+    median: float
+    ci_low: float
+    ci_high: float
+    cv: float  # sample standard deviation / mean; NaN when n < 2 or mean == 0
+    minimum: float
+    maximum: float
+    outliers: tuple[float, ...]
+    ratio_to_baseline: float
+    ratio_ci_low: float
+    ratio_ci_high: float
+    ratio_to_best: float
+    ratio_to_best_ci_low: float
+    ratio_to_best_ci_high: float
+    outlier_indices: tuple[int, ...] = ()
+
+    @property
+    def has_interval(self) -> bool:
+        """False when n < 2: the interval is then only the median itself."""
+        return self.n >= 2
+
+    @property
+    def half_width(self) -> float:
+        return (self.ci_high - self.ci_low) / 2.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: _jsonable(getattr(self, f.name)) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """The analysis of one metric over the settings of a sweep."""
+
+    metric: str
+    goal: str
+    baseline: Hashable | None
+    best: Hashable | None
+    indistinguishable: tuple  # keys, best excluded, in insertion order
+    settings: Mapping[Hashable, SettingStats]
+    resamples: int
+    seed: int
+    practical: float
+
+    def distinguishable(self) -> tuple:
+        """Measured settings other than the best that are demonstrably worse."""
+        return tuple(
+            k
+            for k, s in self.settings.items()
+            if s.n > 0 and k != self.best and k not in self.indistinguishable
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric,
+            "goal": self.goal,
+            "baseline": _jsonable(self.baseline),
+            "best": _jsonable(self.best),
+            "indistinguishable": _jsonable(list(self.indistinguishable)),
+            # A list, not an object: keys may be tuples, and order matters.
+            "settings": [s.to_dict() for s in self.settings.values()],
+            "resamples": self.resamples,
+            "seed": self.seed,
+            "practical": _jsonable(self.practical),
+            "confidence": CONFIDENCE,
+        }
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """B against A: ``ratio = median(B) / median(A)``."""
+
+    ratio: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    verdict: str
+    goal: str = "max"
+    median_a: float = math.nan
+    median_b: float = math.nan
+    n_a: int = 0
+    n_b: int = 0
+    significant: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: _jsonable(getattr(self, f.name)) for f in fields(self)}
+
+
+# --------------------------------------------------------------------------
+# building blocks
+
+
+def _check_goal(goal: str) -> str:
+    if goal not in GOALS:
+        raise ValueError(f"goal must be 'max' (higher is better) or 'min' (lower is better), not {goal!r}")
+    return goal
+
+
+def _check_resamples(resamples: int) -> int:
+    if int(resamples) != resamples or resamples < MIN_RESAMPLES:
+        raise ValueError(f"resamples must be an integer >= {MIN_RESAMPLES}, not {resamples!r}")
+    return int(resamples)
+
+
+def _as_array(values: Sequence[float], what: str = "samples") -> np.ndarray:
+    x = np.asarray(values, dtype=np.float64).reshape(-1)
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"{what} contain non-finite values (NaN or inf): {list(values)!r}")
+    return x
+
+
+def bootstrap_medians(values: Sequence[float] | np.ndarray, rng: np.random.Generator, resamples: int) -> np.ndarray:
+    """``resamples`` bootstrap medians of ``values`` (vectorised resample matrix).
+
+    With fewer than two values every resample is the data itself, so the
+    result is constant (or all NaN for no data)."""
+    x = np.asarray(values, dtype=np.float64).reshape(-1)
+    n = x.size
+    if n == 0:
+        return np.full(resamples, np.nan)
+    if n == 1:
+        return np.full(resamples, x[0])
+    out = np.empty(resamples)
+    rows = max(1, _CHUNK_ELEMENTS // n)
+    for start in range(0, resamples, rows):
+        stop = min(resamples, start + rows)
+        idx = rng.integers(0, n, size=(stop - start, n))
+        out[start:stop] = np.median(x[idx], axis=1)
+    return out
+
+
+def _percentile_interval(draws: np.ndarray) -> tuple[float, float]:
+    finite = draws[np.isfinite(draws)]
+    if finite.size < draws.size or finite.size == 0:
+        # A reference median of zero makes the ratio meaningless.
+        return math.nan, math.nan
+    tail = (1.0 - CONFIDENCE) / 2.0
+    lo, hi = np.quantile(finite, [tail, 1.0 - tail])
+    return float(lo), float(hi)
+
+
+def _ratio(num: float, den: float) -> float:
+    if den == 0 or not math.isfinite(num) or not math.isfinite(den):
+        return math.nan
+    return num / den
+
+
+def _ratio_interval(num_draws: np.ndarray, den_draws: np.ndarray) -> tuple[float, float]:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return _percentile_interval(num_draws / den_draws)
+
+
+def median_ci(
+    values: Sequence[float], *, seed: int = 0, resamples: int = DEFAULT_RESAMPLES
+) -> tuple[float, float, float]:
+    """(median, ci_low, ci_high) of one sample; the interval is degenerate for n < 2."""
+    resamples = _check_resamples(resamples)
+    x = _as_array(values)
+    if x.size == 0:
+        return math.nan, math.nan, math.nan
+    med = float(np.median(x))
+    if x.size < 2:
+        return med, med, med
+    lo, hi = _percentile_interval(bootstrap_medians(x, np.random.default_rng(seed), resamples))
+    return med, lo, hi
+
+
+def flag_outliers(values: Sequence[float]) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    """Indices and values whose modified z-score exceeds 3.5 (never removed).
+
+    ``|0.6745 * (x - median) / MAD| > 3.5``. If MAD is 0 (more than half the
+    values equal) the mean absolute deviation is used instead
+    (``|x - median| / (1.2533 * meanAD)``); if that is 0 too, every value is
+    equal and nothing is flagged."""
+    x = np.asarray(values, dtype=np.float64).reshape(-1)
+    if x.size < 3:
+        return (), ()
+    med = np.median(x)
+    dev = np.abs(x - med)
+    mad = np.median(dev)
+    if mad > 0:
+        score = _MZ_FACTOR * dev / mad
+    else:
+        mean_ad = dev.mean()
+        if mean_ad == 0:
+            return (), ()
+        score = dev / (_MEANAD_FACTOR * mean_ad)
+    idx = np.flatnonzero(score > _MZ_THRESHOLD)
+    return tuple(int(i) for i in idx), tuple(float(x[i]) for i in idx)
+
+
+def _cv(x: np.ndarray) -> float:
+    if x.size < 2:
+        return math.nan
+    mean = x.mean()
+    if mean == 0:
+        return math.nan
+    return float(x.std(ddof=1) / abs(mean))
+
+
+def _better(a: float, b: float, goal: str) -> bool:
+    return a > b if goal == "max" else a < b
+
+
+# --------------------------------------------------------------------------
+# the analysis of a sweep
+
+
+def analyse(
+    samples: Mapping[Hashable, Sequence[float]],
+    *,
+    goal: str = "max",
+    baseline: Hashable | None = None,
+    practical: float = 0.0,
+    seed: int = 0,
+    resamples: int = DEFAULT_RESAMPLES,
+    metric: str = "",
+) -> Analysis:
+    """Per-setting statistics, ratios to the baseline and to the best, the best.
+
+    ``samples`` maps a setting key to its measured values (insertion order is
+    kept). ``baseline`` defaults to the first key with data. A setting is
+    *indistinguishable* from the best when the 95% interval of its ratio to the
+    best contains 1, or when its median differs from the best's by no more
+    than ``practical`` (a fraction of the best median, e.g. 0.03)."""
+    goal = _check_goal(goal)
+    resamples = _check_resamples(resamples)
+    if not samples:
+        raise ValueError("no settings to analyse")
+    if not (practical >= 0 and math.isfinite(practical)):
+        raise ValueError(f"practical must be a non-negative fraction, not {practical!r}")
+
+    keys = list(samples)
+    arrays = {k: _as_array(samples[k], f"samples of {k!r}") for k in keys}
+    measured = [k for k in keys if arrays[k].size > 0]
+    if baseline is None:
+        baseline = measured[0] if measured else None
+    elif baseline not in arrays:
+        raise ValueError(f"baseline {baseline!r} is not one of the settings: {keys!r}")
+    elif arrays[baseline].size == 0:
+        raise ValueError(f"baseline {baseline!r} has no samples")
+
+    children = np.random.SeedSequence(seed).spawn(len(keys))
+    draws: dict[Hashable, np.ndarray] = {}
+    medians: dict[Hashable, float] = {}
+    for k, child in zip(keys, children):
+        x = arrays[k]
+        medians[k] = float(np.median(x)) if x.size else math.nan
+        draws[k] = bootstrap_medians(x, np.random.default_rng(child), resamples)
+
+    best: Hashable | None = None
+    for k in measured:
+        if best is None or _better(medians[k], medians[best], goal):
+            best = k
+
+    def ratio_to(k: Hashable, ref: Hashable | None) -> tuple[float, float, float]:
+        if ref is None or arrays[k].size == 0:
+            return math.nan, math.nan, math.nan
+        if k == ref:
+            return 1.0, 1.0, 1.0
+        r = _ratio(medians[k], medians[ref])
+        if math.isnan(r):
+            return math.nan, math.nan, math.nan
+        lo, hi = _ratio_interval(draws[k], draws[ref])
+        return r, lo, hi
+
+    settings: dict[Hashable, SettingStats] = {}
+    indistinguishable: list[Hashable] = []
+    for k in keys:
+        x = arrays[k]
+        n = int(x.size)
+        if n == 0:
+            nan = math.nan
+            settings[k] = SettingStats(k, 0, nan, nan, nan, nan, nan, nan, (), nan, nan, nan, nan, nan, nan, ())
+            continue
+        med = medians[k]
+        if n >= 2:
+            lo, hi = _percentile_interval(draws[k])
+        else:
+            lo = hi = med
+        out_idx, out_val = flag_outliers(x)
+        rb, rb_lo, rb_hi = ratio_to(k, baseline)
+        rt, rt_lo, rt_hi = ratio_to(k, best)
+        settings[k] = SettingStats(
+            key=k,
+            n=n,
+            median=med,
+            ci_low=lo,
+            ci_high=hi,
+            cv=_cv(x),
+            minimum=float(x.min()),
+            maximum=float(x.max()),
+            outliers=out_val,
+            ratio_to_baseline=rb,
+            ratio_ci_low=rb_lo,
+            ratio_ci_high=rb_hi,
+            ratio_to_best=rt,
+            ratio_to_best_ci_low=rt_lo,
+            ratio_to_best_ci_high=rt_hi,
+            outlier_indices=out_idx,
+        )
+        if k != best:
+            overlaps = rt_lo <= 1.0 <= rt_hi  # False for NaN
+            best_med = medians[best]
+            close = abs(med - best_med) <= practical * abs(best_med)
+            if overlaps or close:
+                indistinguishable.append(k)
+
+    return Analysis(
+        metric=metric,
+        goal=goal,
+        baseline=baseline,
+        best=best,
+        indistinguishable=tuple(indistinguishable),
+        settings=settings,
+        resamples=resamples,
+        seed=seed,
+        practical=float(practical),
+    )
+
+
+def noisy_settings(analysis: Analysis, target: float) -> list[Hashable]:
+    """Settings whose interval half-width exceeds ``target * |median|``.
+
+    Settings with fewer than two samples have no interval yet and are always
+    returned: they need more repeats before anything can be said."""
+    if not (target > 0 and math.isfinite(target)):
+        raise ValueError(f"target must be a positive fraction, not {target!r}")
+    noisy = []
+    for k, s in analysis.settings.items():
+        if s.n < 2 or not math.isfinite(s.half_width):
+            noisy.append(k)
+        elif s.half_width > target * abs(s.median):
+            noisy.append(k)
+    return noisy
+
+
+# --------------------------------------------------------------------------
+# two samples (the `compare` command)
+
+
+def _fmt_factor(f: float) -> str:
+    if not math.isfinite(f):
+        return "?"
+    if f < 2:
+        return f"{f:.2f}"
+    if f < 10:
+        return f"{f:.1f}"
+    return f"{f:.0f}"
+
+
+def _fmt_p(p: float) -> str:
+    if not math.isfinite(p):
+        return "p=n/a"
+    if p < 0.001:
+        return "p<0.001"
+    return f"p={p:.2g}" if p < 0.1 else f"p={p:.2f}"
+
+
+def compare_samples(
+    a: Sequence[float],
+    b: Sequence[float],
+    *,
+    goal: str = "max",
+    seed: int = 0,
+    resamples: int = DEFAULT_RESAMPLES,
+    alpha: float = 0.05,
+    name_a: str = "A",
+    name_b: str = "B",
+) -> Comparison:
+    """B against A: ratio of medians B/A with its bootstrap interval (the two
+    samples resampled independently) and a two-sided Mann-Whitney U p-value.
+
+    The difference is called significant when the interval excludes 1 and
+    p < alpha; when only one of the two says so the verdict says it is unclear."""
+    goal = _check_goal(goal)
+    resamples = _check_resamples(resamples)
+    xa = _as_array(a, f"samples of {name_a}")
+    xb = _as_array(b, f"samples of {name_b}")
+    if xa.size == 0 or xb.size == 0:
+        raise ValueError(f"both samples need at least one value ({name_a}: {xa.size}, {name_b}: {xb.size})")
+    sa, sb = np.random.SeedSequence(seed).spawn(2)
+    da = bootstrap_medians(xa, np.random.default_rng(sa), resamples)
+    db = bootstrap_medians(xb, np.random.default_rng(sb), resamples)
+    med_a, med_b = float(np.median(xa)), float(np.median(xb))
+    ratio = _ratio(med_b, med_a)
+    lo, hi = _ratio_interval(db, da) if math.isfinite(ratio) else (math.nan, math.nan)
+
+    p = float(_scipy_stats.mannwhitneyu(xb, xa, alternative="two-sided").pvalue)
+    if not math.isfinite(p):
+        p = 1.0
+
+    ci_excludes_one = math.isfinite(lo) and (lo > 1.0 or hi < 1.0)
+    significant = ci_excludes_one and p < alpha
+    small = " (n<2 on one side: no real interval)" if min(xa.size, xb.size) < 2 else ""
+
+    if not math.isfinite(ratio):
+        verdict = f"{name_b} vs {name_a}: ratio undefined (median of {name_a} is 0), {_fmt_p(p)}"
+    else:
+        # Factor >= 1 and its interval, in the direction of the difference.
+        b_higher = ratio >= 1.0
+        if b_higher:
+            factor, f_lo, f_hi = ratio, lo, hi
+        else:
+            factor, f_lo, f_hi = 1.0 / ratio, 1.0 / hi, 1.0 / lo
+        faster = b_higher == (goal == "max")
+        word = "faster" if faster else "slower"
+        interval = f"[{_fmt_factor(f_lo)}, {_fmt_factor(f_hi)}]"
+        raw = f"{name_b}/{name_a} = {ratio:.3f} [{lo:.3f}, {hi:.3f}], {_fmt_p(p)}"
+        if significant:
+            verdict = f"{name_b} is {_fmt_factor(factor)}x {word} than {name_a} {interval}, {_fmt_p(p)}"
+        elif ci_excludes_one or p < alpha:
+            which = "the interval excludes 1 but the U test does not agree" if ci_excludes_one else (
+                "the U test says different but the interval contains 1"
+            )
+            verdict = f"unclear: {name_b} looks {_fmt_factor(factor)}x {word} than {name_a} ({raw}); {which}"
+        else:
+            verdict = f"no significant difference between {name_b} and {name_a}: {raw}"
+    verdict += small
+    return Comparison(
+        ratio=ratio,
+        ci_low=lo,
+        ci_high=hi,
+        p_value=p,
+        verdict=verdict,
+        goal=goal,
+        median_a=med_a,
+        median_b=med_b,
+        n_a=int(xa.size),
+        n_b=int(xb.size),
+        significant=significant,
+    )

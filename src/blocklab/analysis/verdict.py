@@ -1,0 +1,225 @@
+"""The analysis of a sweep, told in a few sentences a human can paste into a ticket.
+
+    Best multiblock_read = 16 (128 kB): 25.9 M rows/s [25.1, 26.4] (median
+    rows_per_s, 95% CI, n=5). 8, 32, 64 are indistinguishable from it.
+    1 is 3.6x slower [3.4, 3.8]; 2 is 1.9x slower [1.8, 2.0].
+
+"x slower" always means worse for the goal: a lower throughput when the goal
+is "max", a larger elapsed time when it is "min".
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Hashable
+
+from .stats import Analysis, SettingStats
+
+_SUFFIXES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K"))
+_MAX_SLOWER_LISTED = 3
+
+
+# --------------------------------------------------------------------------
+# numbers for humans
+
+
+def _scale(value: float) -> tuple[float, str]:
+    a = abs(value)
+    for factor, suffix in _SUFFIXES:
+        if a >= factor:
+            return factor, suffix
+    return 1.0, ""
+
+
+def _tiny(value: float) -> bool:
+    """Below 0.001 the numbers are written in scientific notation."""
+    return 0 < abs(value) < 1e-3
+
+
+def _decimals(scaled: float) -> int:
+    """Decimals for about three significant digits."""
+    a = abs(scaled)
+    if a == 0 or not math.isfinite(a):
+        return 0
+    if a >= 100:
+        return 0
+    return 2 - math.floor(math.log10(a))
+
+
+def _join_unit(number: str, suffix: str, unit: str) -> str:
+    if unit:
+        return f"{number} {suffix} {unit}" if suffix else f"{number} {unit}"
+    return f"{number}{suffix}"
+
+
+def format_value(value: float, unit: str = "") -> str:
+    """25_900_000 -> "25.9 M rows/s"; 0.01234 -> "0.0123 s"; NaN -> "n/a"."""
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    if _tiny(value):
+        return _join_unit(f"{value:.2e}", "", unit)
+    factor, suffix = _scale(value)
+    scaled = value / factor
+    return _join_unit(f"{scaled:.{_decimals(scaled)}f}", suffix, unit)
+
+
+def format_with_interval(value: float, low: float, high: float, unit: str = "") -> str:
+    """"25.9 M rows/s [25.1, 26.4]": the interval on the value's scale, with
+    enough decimals that bounds that differ from the value do not look equal."""
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    if _tiny(value):
+        text = _join_unit(f"{value:.2e}", "", unit)
+        if math.isfinite(low) and math.isfinite(high):
+            text += f" [{low:.2e}, {high:.2e}]"
+        return text
+    factor, suffix = _scale(value)
+    v, lo, hi = value / factor, low / factor, high / factor
+    d = _decimals(v)
+    for _ in range(2):
+        same_lo = f"{lo:.{d}f}" == f"{v:.{d}f}" and lo != v
+        same_hi = f"{hi:.{d}f}" == f"{v:.{d}f}" and hi != v
+        if not (same_lo or same_hi):
+            break
+        d += 1
+    text = _join_unit(f"{v:.{d}f}", suffix, unit)
+    if math.isfinite(lo) and math.isfinite(hi):
+        text += f" [{lo:.{d}f}, {hi:.{d}f}]"
+    return text
+
+
+def _factor_decimals(f: float) -> int:
+    if f < 2:
+        return 2
+    if f < 10:
+        return 1
+    return 0
+
+
+def format_factor(factor: float, low: float = math.nan, high: float = math.nan, word: str = "") -> str:
+    """"3.6x slower [3.4, 3.8]" (the interval omitted when undefined)."""
+    d = _factor_decimals(factor) if math.isfinite(factor) else 0
+    text = f"{factor:.{d}f}x" if math.isfinite(factor) else "?x"
+    if word:
+        text += f" {word}"
+    if math.isfinite(low) and math.isfinite(high):
+        text += f" [{low:.{d}f}, {high:.{d}f}]"
+    return text
+
+
+# --------------------------------------------------------------------------
+# the verdict
+
+
+def slowdown(stats: SettingStats, goal: str) -> tuple[float, float, float]:
+    """How many times worse than the best (>= 1 for a worse setting), with its
+    interval. For goal "max" it is best/setting, for "min" setting/best."""
+    r, lo, hi = stats.ratio_to_best, stats.ratio_to_best_ci_low, stats.ratio_to_best_ci_high
+    if goal == "min":
+        return r, lo, hi
+    with_zero = lambda x: math.inf if x == 0 else 1.0 / x  # noqa: E731
+    return with_zero(r), with_zero(hi), with_zero(lo)
+
+
+def _default_describe(key: Hashable) -> str:
+    if isinstance(key, tuple):
+        return ", ".join(str(part) for part in key)
+    return str(key)
+
+
+def _listing(names: list[str]) -> str:
+    return ", ".join(names)
+
+
+def _are(names: list[str]) -> str:
+    return "is" if len(names) == 1 else "are"
+
+
+def verdict_text(
+    analysis: Analysis,
+    *,
+    knob_label: str = "setting",
+    describe: Callable[[Hashable], str] | None = None,
+    metric: str | None = None,
+    unit: str = "",
+) -> str:
+    """A few sentences: the best setting with its median and interval, the
+    settings indistinguishable from it, how much slower the others are (worst
+    first, with intervals), and what needs care (single samples, outliers)."""
+    d = describe or _default_describe
+    metric = analysis.metric if metric is None else metric
+    goal = analysis.goal
+    settings = analysis.settings
+    measured = [k for k, s in settings.items() if s.n > 0]
+    empty = [k for k, s in settings.items() if s.n == 0]
+
+    if analysis.best is None or not measured:
+        return "No measurements yet." if not empty else f"No measurements yet for {_listing([d(k) for k in empty])}."
+
+    best = settings[analysis.best]
+    what = f"median {metric}" if metric else "median"
+    if best.n >= 2:
+        figure = f"{format_with_interval(best.median, best.ci_low, best.ci_high, unit)} ({what}, 95% CI, n={best.n})"
+    else:
+        figure = f"{format_value(best.median, unit)} ({what}, a single sample: no interval)"
+
+    sentences: list[str] = []
+    others = [k for k in measured if k != analysis.best]
+    if not others:
+        sentences.append(f"Only {knob_label} = {d(analysis.best)} was measured: {figure}. Nothing to compare it with.")
+    else:
+        sentences.append(f"Best {knob_label} = {d(analysis.best)}: {figure}.")
+        same = [k for k in others if k in analysis.indistinguishable]
+        worse = [k for k in others if k not in analysis.indistinguishable]
+        rule = ""
+        if analysis.practical > 0:
+            rule = f" (interval of the ratio contains 1, or within {analysis.practical * 100:g}%)"
+        if same and not worse:
+            sentences.append(
+                f"No setting is demonstrably better: {_listing([d(k) for k in same])} "
+                f"{_are(same)} indistinguishable from it{rule}."
+            )
+            # Still say how large the largest gap is, for the record.
+            k = max(same, key=lambda k: _sort_factor(slowdown(settings[k], goal)[0]))
+            f, lo, hi = slowdown(settings[k], goal)
+            if math.isfinite(f) and f > 1.0:
+                sentences.append(f"The largest gap: {d(k)} is {format_factor(f, lo, hi, 'slower')}.")
+        elif same:
+            sentences.append(f"{_listing([d(k) for k in same])} {_are(same)} indistinguishable from it{rule}.")
+        if worse:
+            ranked = sorted(worse, key=lambda k: -_sort_factor(slowdown(settings[k], goal)[0]))
+            shown = len(ranked) if len(ranked) <= _MAX_SLOWER_LISTED + 1 else _MAX_SLOWER_LISTED
+            listed = ranked[:shown]
+            parts = []
+            for k in listed:
+                f, lo, hi = slowdown(settings[k], goal)
+                parts.append(f"{d(k)} is {format_factor(f, lo, hi, 'slower')}")
+            if not same:
+                lead = "Every other setting is slower: " if len(worse) > 1 else ""
+                sentences.append(lead + "; ".join(parts) + ".")
+            else:
+                sentences.append("; ".join(parts) + ".")
+            rest = ranked[shown:]
+            if rest:
+                fs = [slowdown(settings[k], goal)[0] for k in rest]
+                lo_f, hi_f = min(fs), max(fs)
+                span = f"{format_factor(lo_f)} to {format_factor(hi_f)}"
+                sentences.append(f"{len(rest)} more ({_listing([d(k) for k in rest])}) are {span} slower.")
+
+    single = [k for k in measured if settings[k].n == 1]
+    if single and others:
+        sentences.append(
+            f"{_listing([d(k) for k in single])} {'has' if len(single) == 1 else 'have'} a single sample "
+            "and no interval of its own: repeat to be sure."
+        )
+    flagged = [k for k in measured if settings[k].outliers]
+    if flagged:
+        notes = [f"{d(k)}: {len(settings[k].outliers)} of {settings[k].n}" for k in flagged]
+        sentences.append(f"Outliers flagged and kept in the statistics: {'; '.join(notes)}.")
+    if empty:
+        sentences.append(f"No measurements for {_listing([d(k) for k in empty])}.")
+    return " ".join(sentences)
+
+
+def _sort_factor(f: float) -> float:
+    return f if math.isfinite(f) else math.inf
