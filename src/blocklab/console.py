@@ -53,7 +53,7 @@ class ConsoleReporter:
 
     def cell_done(self, cell: Cell, row: ResultRow, line: str) -> None:
         text = f"[block {cell.block + 1}] {self.describe(cell)} ... {line}"
-        self.console.print(text if row.ok else f"[red]{text}[/red]")
+        self.console.print(text, markup=False, style=None if row.ok else "red")
         if self.progress is not None:
             self.progress.advance(self.task)
 

@@ -160,7 +160,8 @@ def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = 
     previous_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         with _engine_stopped_at_exit(exp.engine):
-            reporter.phase(f"engine {exp.spec.engine.kind}: checking the data set")
+            reporter.phase(f"engine {exp.spec.engine.kind}: applying the fixed settings, checking the data set")
+            exp.engine.apply(exp.fixed)  # so environment.json records the parameters the run measures under
             env = collect_environment(exp.engine.info(), exp.engine.data_dir(), {"dataset_rows": exp.spec.dataset.rows})
             if not resume or not run_dir.file(ENVIRONMENT_FILE).exists():
                 run_dir.write_json(ENVIRONMENT_FILE, env)

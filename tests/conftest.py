@@ -1,0 +1,47 @@
+"""Shared fixtures. Engine tests start the engines they need themselves, in a
+cache directory of their own under /var/tmp (the unprivileged server user
+cannot enter pytest's /tmp/pytest-of-root)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def cache_dir() -> Path:
+    path = Path(tempfile.mkdtemp(prefix="blocklab-test-", dir="/var/tmp"))
+    os.chmod(path, 0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def pg_engine(cache_dir):
+    """One embedded PostgreSQL 18 for the session's engine tests."""
+    from blocklab.engines.postgres import PostgresEngine
+
+    engine = PostgresEngine(cache_dir=cache_dir / "shared")
+    engine.start()
+    yield engine
+    engine.stop()
+
+
+@pytest.fixture
+def cli_env(cache_dir, tmp_path) -> dict[str, str]:
+    """Environment for running the `blocklab` command in a subprocess."""
+    env = dict(os.environ)
+    env["BLOCKLAB_CACHE"] = str(cache_dir / f"cli-{tmp_path.name}")
+    env["BLOCKLAB_RESULTS"] = str(tmp_path / "results")
+    env.pop("FORCE_COLOR", None)
+    return env
+
+
+def blocklab_bin() -> str:
+    return str(Path(os.__file__).parents[0]) if False else shutil.which("blocklab") or str(ROOT / ".venv/bin/blocklab")

@@ -1,0 +1,122 @@
+"""The runner on the null engine: rows, failures, interruption and resume."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from blocklab.results import RESULTS_FILE, RunDir
+from blocklab.runner import Interrupted, SilentReporter, prepare, run
+from blocklab.spec import spec_from_dict
+
+
+def null_experiment(**workload):
+    raw = {
+        "name": "nulltest",
+        "engine": {"kind": "null", "settings": {"null.mode": "a"}},
+        "workload": {"kind": "null", **workload},
+        "knobs": {"null.level": [1, 2, 3]},
+        "measure": {"repeats": 3, "seed": 5, "cache": "warm"},
+    }
+    spec = spec_from_dict(raw, "test", {})
+    return prepare(spec, "# test", "test")
+
+
+def test_full_run_writes_one_row_per_cell(tmp_path):
+    exp = null_experiment()
+    run_dir = RunDir(tmp_path / "run")
+    summary = run(exp, run_dir, SilentReporter())
+    rows = run_dir.rows()
+    assert len(rows) == 9
+    assert sorted(r.cell_id for r in rows) == sorted(c.cell_id for c in exp.plan().cells)
+    first = json.loads(run_dir.file(RESULTS_FILE).read_text().splitlines()[0])
+    for key in ("format", "cell", "block", "settings", "applied", "metrics", "status"):
+        assert key in first
+    assert first["format"] == 1 and first["status"] == "ok"
+    assert summary["best"] == {"null.level": 3}
+    assert set(summary["medians"]) == {"null.level=1", "null.level=2", "null.level=3"}
+    for name in ("experiment.toml", "spec.json", "plan.json", "environment.json", "summary.json"):
+        assert run_dir.file(name).exists(), name
+
+
+def test_failed_cell_is_recorded_and_run_goes_on(tmp_path):
+    exp = null_experiment(fail_level=2)
+    run_dir = RunDir(tmp_path / "run")
+    summary = run(exp, run_dir, SilentReporter())
+    rows = run_dir.rows()
+    assert len(rows) == 9
+    failed = [r for r in rows if not r.ok]
+    assert len(failed) == 3 and all("told to fail at level 2" in r.status for r in failed)
+    assert summary["cells_failed"] == 3
+
+
+class InterruptAfter(SilentReporter):
+    def __init__(self, n):
+        super().__init__()
+        self.n = n
+
+    def cell_done(self, cell, row, line):
+        super().cell_done(cell, row, line)
+        self.n -= 1
+        if self.n == 0:
+            raise KeyboardInterrupt
+
+
+def test_interrupt_then_resume_runs_every_cell_exactly_once(tmp_path):
+    run_dir = RunDir(tmp_path / "run")
+    exp = null_experiment()
+    with pytest.raises(Interrupted, match="4 of 9 cells are saved"):
+        run(exp, run_dir, InterruptAfter(4))
+    assert exp.engine.started is False, "the engine must be stopped on Ctrl-C"
+    assert len(run_dir.rows()) == 4
+    # a torn line from a crash mid-write must not break the resume
+    with open(run_dir.file(RESULTS_FILE), "a") as f:
+        f.write('{"format": 1, "cell": 99, "blo')
+    exp2 = null_experiment()
+    run(exp2, run_dir, SilentReporter(), resume=True)
+    ids = [r.cell_id for r in run_dir.rows()]
+    assert sorted(ids) == sorted(c.cell_id for c in exp2.plan().cells)
+    assert len(ids) == len(set(ids)) == 9
+
+
+def test_resume_refuses_a_different_experiment(tmp_path):
+    run_dir = RunDir(tmp_path / "run")
+    run(null_experiment(), run_dir, SilentReporter())
+    raw = {
+        "engine": {"kind": "null"},
+        "workload": {"kind": "null"},
+        "knobs": {"null.level": [7, 8]},
+        "measure": {"repeats": 1, "seed": 5},
+    }
+    other = prepare(spec_from_dict(raw, "test", {}), "", "test")
+    from blocklab.spec import SpecError
+
+    with pytest.raises(SpecError, match="differs from the one this run started with"):
+        run(other, run_dir, SilentReporter(), resume=True)
+
+
+def test_new_run_refuses_existing_dir(tmp_path):
+    run_dir = RunDir(tmp_path / "run")
+    run(null_experiment(), run_dir, SilentReporter())
+    from blocklab.spec import SpecError
+
+    with pytest.raises(SpecError, match="already holds a run"):
+        run(null_experiment(), run_dir, SilentReporter())
+
+
+def test_bad_knob_value_fails_before_anything_runs(tmp_path):
+    raw = {"engine": {"kind": "null"}, "workload": {"kind": "null"}, "knobs": {"null.level": [1, 5000]}}
+    from blocklab.spec import SpecError
+
+    with pytest.raises(SpecError, match=r"5000 is out of range; accepted: an integer from 0 to 1,000"):
+        prepare(spec_from_dict(raw, "test", {}), "", "test")
+
+
+def test_unknown_workload_and_option():
+    from blocklab.spec import SpecError
+
+    with pytest.raises(SpecError, match="workload.kind: 'scan' is not accepted; accepted: .*full_scan"):
+        prepare(spec_from_dict({"engine": {"kind": "null"}, "workload": {"kind": "scan"}}, "t", {}), "", "t")
+    with pytest.raises(SpecError, match="workload.speed: unknown option for workload 'null'"):
+        prepare(spec_from_dict({"engine": {"kind": "null"}, "workload": {"kind": "null", "speed": 1}}, "t", {}), "", "t")
