@@ -676,6 +676,8 @@ class MariadbEngine:
         """(native name, generic name or None) for a knob name, or KnobError."""
         if name.startswith("mariadb."):
             native = name[len("mariadb."):].strip().lower().replace("-", "_")
+            if not _IDENT.match(native):
+                raise KnobError(f"knob {name!r}: not a MariaDB variable name (letters, digits and _ after 'mariadb.')")
             generic = next((g for g, n in GENERIC_TO_NATIVE.items() if n == native), None)
             return native, generic
         if name in NOT_ON_MARIADB:
