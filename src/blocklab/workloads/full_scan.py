@@ -103,22 +103,46 @@ def _table_comment(engine: Any, table: str) -> str | None:
 
 
 def build_scan_table(engine: Any, table: str, rows: int, fingerprint: str) -> float:
-    """Create the seed's table server-side in one transaction (with wal_level
-    minimal the rows skip the WAL), then freeze it so no later scan pays for
-    hint bits. Returns the seconds it took."""
+    """Create the seed's table server-side, then freeze it so no later scan pays
+    for hint bits. Returns the seconds it took.
+
+    The fast path is COPY ... FREEZE FROM PROGRAM (perl on the server host writes
+    the rows; COPY batches them into pages, and FREEZE into a table created in
+    the same transaction skips the WAL and the later freeze pass). Servers that
+    refuse programs (a DSN without superuser) get INSERT ... SELECT generate_series."""
     t0 = time.perf_counter()
-    with engine.connect(session=False, autocommit=False) as conn:
-        conn.execute(f'DROP TABLE IF EXISTS "{table}"')
-        conn.execute(f'CREATE TABLE "{table}" (id integer, name text)')
-        conn.execute(
-            f"INSERT INTO \"{table}\" SELECT i, 'blabla ' || i FROM generate_series(1, %s) AS i", (rows,)
-        )
-        conn.execute(f"COMMENT ON TABLE \"{table}\" IS {_literal(fingerprint)}")
-        conn.commit()
+    try:
+        _copy_from_program(engine, table, rows, fingerprint)
+    except Exception:  # psycopg.Error: no permission for programs, or no perl on the server
+        _insert_select(engine, table, rows, fingerprint)
     with engine.connect(session=False) as conn:
         conn.execute(f'VACUUM (FREEZE, ANALYZE) "{table}"')
         conn.execute("CHECKPOINT")
     return time.perf_counter() - t0
+
+
+def _copy_from_program(engine: Any, table: str, rows: int, fingerprint: str) -> None:
+    # perl (essential on Debian) writes 5 M rows in ~0.6 s, buffered in 64 kB
+    # chunks; awk needs four times as long and would be the bottleneck
+    program = (
+        "perl -e '$s=\"\"; for (1..%d) { $s .= \"$_\\tblabla $_\\n\"; "
+        "if (length($s) > 65536) { print $s; $s=\"\" } } print $s'" % rows
+    )
+    with engine.connect(session=False, autocommit=False) as conn:
+        conn.execute(f'DROP TABLE IF EXISTS "{table}"')
+        conn.execute(f'CREATE TABLE "{table}" (id integer, name text)')
+        conn.execute(f'COPY "{table}" FROM PROGRAM {_literal(program)} WITH (FREEZE)')
+        conn.execute(f"COMMENT ON TABLE \"{table}\" IS {_literal(fingerprint)}")
+        conn.commit()
+
+
+def _insert_select(engine: Any, table: str, rows: int, fingerprint: str) -> None:
+    with engine.connect(session=False, autocommit=False) as conn:
+        conn.execute(f'DROP TABLE IF EXISTS "{table}"')
+        conn.execute(f'CREATE TABLE "{table}" (id integer, name text)')
+        conn.execute(f"INSERT INTO \"{table}\" SELECT i, 'blabla ' || i FROM generate_series(1, %s) AS i", (rows,))
+        conn.execute(f"COMMENT ON TABLE \"{table}\" IS {_literal(fingerprint)}")
+        conn.commit()
 
 
 def _literal(text: str) -> str:
