@@ -120,3 +120,30 @@ def test_unknown_workload_and_option():
         prepare(spec_from_dict({"engine": {"kind": "null"}, "workload": {"kind": "scan"}}, "t", {}), "", "t")
     with pytest.raises(SpecError, match="workload.speed: unknown option for workload 'null'"):
         prepare(spec_from_dict({"engine": {"kind": "null"}, "workload": {"kind": "null", "speed": 1}}, "t", {}), "", "t")
+
+
+def test_workload_options_can_be_swept(tmp_path):
+    raw = {
+        "engine": {"kind": "null"},
+        "workload": {"kind": "null"},
+        "knobs": {"null.level": [1, 2], "workload.sleep_s": [0.0, 0.001]},
+        "measure": {"repeats": 2, "seed": 1, "cache": "warm"},
+    }
+    exp = prepare(spec_from_dict(raw, "t", {}), "", "t")
+    run_dir = RunDir(tmp_path / "run")
+    summary = run(exp, run_dir, SilentReporter())
+    rows = run_dir.rows()
+    assert len(rows) == 8 and all(r.ok for r in rows)
+    assert {r.metrics["elapsed_s"] for r in rows} == {0.0, 0.001}, "each cell ran with its own option value"
+    assert "null.level=2, workload.sleep_s=0.001" in summary["settings"]
+
+
+def test_bad_swept_workload_option_names_the_knob():
+    from blocklab.spec import SpecError
+
+    raw = {"engine": {"kind": "null"}, "workload": {"kind": "null"}, "knobs": {"workload.sleep_s": [0.1, "slow"]}}
+    with pytest.raises(SpecError, match=r"knobs.workload.sleep_s: 'slow' is not accepted"):
+        prepare(spec_from_dict(raw, "t", {}), "", "t")
+    raw["knobs"] = {"workload.nope": [1]}
+    with pytest.raises(SpecError, match=r"unknown option for workload 'null'"):
+        prepare(spec_from_dict(raw, "t", {}), "", "t")

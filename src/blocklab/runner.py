@@ -30,7 +30,7 @@ from .results import (
     ResultRow,
     RunDir,
 )
-from .spec import Spec, SpecError
+from .spec import WORKLOAD_AXIS, Spec, SpecError
 from .workloads import make_workload
 from .workloads.base import Workload
 
@@ -77,6 +77,18 @@ class Experiment:
     goal: str
     seed: int
     options: dict[str, Any] = field(default_factory=dict)
+    _workloads: dict[tuple, Workload] = field(default_factory=dict)
+
+    def workload_for(self, settings: dict[str, Any]) -> Workload:
+        """The workload with this cell's swept options (one instance per combination)."""
+        _, options = split_settings(settings)
+        if not options:
+            return self.workload
+        key = tuple(sorted((k, str(v)) for k, v in options.items()))
+        if key not in self._workloads:
+            spec = self.spec
+            self._workloads[key] = make_workload(spec.workload, spec.dataset, spec.engine.kind, self.source, options)
+        return self._workloads[key]
 
     def plan(self) -> Plan:
         apply = {k: info.apply for k, info in self.knob_infos.items() if k in self.knobs}
@@ -88,7 +100,7 @@ class Experiment:
             knob = next(iter(self.knobs))
             value = label.split("=", 1)[1]
             info = self.knob_infos[knob]
-            return info.describe_value(int(value)) if value.lstrip("-").isdigit() else value
+            return info.describe_value(int(value)) if value.lstrip("-").isdigit() and info.kind != "workload" else value
         return label
 
     def knob_label(self) -> str:
@@ -115,20 +127,29 @@ def prepare(
     """Validate everything that needs the engine. Raises SpecError; the engine is
     left stopped on failure. Nothing is changed on a DSN server here."""
     workload = make_workload(spec.workload, spec.dataset, spec.engine.kind, source)
+    axes = {n: v for n, v in spec.knobs.items() if n.startswith(WORKLOAD_AXIS)}
+    axis_infos = {name: _axis_info(type(workload), name) for name in axes}
+    for name, values in axes.items():  # every swept option value must be one the workload accepts
+        for value in values:
+            make_workload(spec.workload, spec.dataset, spec.engine.kind, source, {name[len(WORKLOAD_AXIS):]: value})
     engine = make_engine(
         spec.engine.kind, dsn=spec.engine.dsn, allow_server_changes=allow_server_changes, cache_dir=cache_dir
     )
     try:
         engine.start()
-        infos: dict[str, KnobInfo] = {name: engine.knob(name) for name in [*spec.engine.settings, *spec.knobs]}
+        engine_knobs = {n: v for n, v in spec.knobs.items() if n not in axes}
+        infos: dict[str, KnobInfo] = {name: engine.knob(name) for name in [*spec.engine.settings, *engine_knobs]}
+        infos.update(axis_infos)
         raw_fixed = dict(spec.engine.settings)
         fixed = engine.check_settings(raw_fixed)
-        knobs: dict[str, list[Any]] = {
-            name: [engine.check_settings({**raw_fixed, name: v})[name] for v in values]
-            for name, values in spec.knobs.items()
-        }
-        for point in _grid_points(knobs):  # combinations too (e.g. a value above a fixed ceiling)
-            engine.check_settings({**fixed, **point})
+        knobs: dict[str, list[Any]] = {}
+        for name, values in spec.knobs.items():  # in the file's order: the plan and labels keep it
+            if name in axes:
+                knobs[name] = list(values)
+            else:
+                knobs[name] = [engine.check_settings({**raw_fixed, name: v})[name] for v in values]
+        for point in _grid_points(engine_knobs and {n: knobs[n] for n in engine_knobs}):
+            engine.check_settings({**fixed, **point})  # combinations too (a value above a fixed ceiling)
     except (KnobError, EngineError) as err:
         engine.stop()
         raise SpecError(f"{source}: {err}") from None
@@ -144,7 +165,22 @@ def prepare(
 def _grid_points(knobs: dict[str, list[Any]]) -> list[dict[str, Any]]:
     from .plan import grid
 
-    return [s.as_dict() for s in grid(knobs)]
+    return [s.as_dict() for s in grid(knobs)] if knobs else []
+
+
+def _axis_info(workload_cls: Any, name: str) -> KnobInfo:
+    """A swept workload option as a knob: its cost tells the plan how to order it
+    (a workload declares costly options, e.g. one that rebuilds its data, in AXIS_COST)."""
+    option = name[len(WORKLOAD_AXIS):]
+    cost = getattr(workload_cls, "AXIS_COST", {}).get(option, ApplyClass.SESSION)
+    return KnobInfo(native=option, generic=None, kind="workload", apply=cost, description="workload option")
+
+
+def split_settings(settings: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(engine knobs, workload options) of one cell's settings."""
+    engine = {k: v for k, v in settings.items() if not k.startswith(WORKLOAD_AXIS)}
+    workload = {k[len(WORKLOAD_AXIS):]: v for k, v in settings.items() if k.startswith(WORKLOAD_AXIS)}
+    return engine, workload
 
 
 # ---------------------------------------------------------------------- running
@@ -170,7 +206,7 @@ def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = 
                 row = run_cell(exp, cell, reporter)
                 run_dir.append(row)
                 summary = write_summary(exp, run_dir, plan)
-                line = exp.workload.describe(row.metrics) if row.ok else f"FAILED: {row.status}"
+                line = exp.workload_for(cell.setting.as_dict()).describe(row.metrics) if row.ok else f"FAILED: {row.status}"
                 reporter.cell_done(cell, row, line)
     except KeyboardInterrupt:
         raise Interrupted(f"interrupted; {len(run_dir.rows())} of {len(plan.cells)} cells are saved") from None
@@ -202,17 +238,19 @@ class _engine_stopped_at_exit:
 
 
 def run_cell(exp: Experiment, cell: Cell, reporter: Reporter) -> ResultRow:
-    settings = {**exp.fixed, **cell.setting.as_dict()}
+    engine_settings, _ = split_settings(cell.setting.as_dict())
+    settings = {**exp.fixed, **engine_settings}
+    workload = exp.workload_for(cell.setting.as_dict())
     started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     notes: dict[str, Any] = {}
     try:
         t0 = time.perf_counter()
         applied = exp.engine.apply(settings)
         notes["apply_s"] = round(time.perf_counter() - t0, 3)
-        exp.workload.prepare(exp.engine)
+        workload.prepare(exp.engine)
         if exp.spec.measure.cache == "cold":
-            notes["evicted"] = exp.engine.evict(exp.workload.relations())
-        metrics = exp.workload.run(exp.engine)
+            notes["evicted"] = exp.engine.evict(workload.relations())
+        metrics = workload.run(exp.engine)
         status = "ok"
     except (KeyboardInterrupt, Interrupted):
         raise

@@ -21,6 +21,7 @@ from .engines.base import GENERIC_KNOBS
 Scalar = Union[bool, int, float, str]
 ENGINES = ("postgres", "sqlite", "mariadb", "null")
 NATIVE_PREFIX = {"postgres": "pg.", "sqlite": "sqlite.", "mariadb": "mariadb.", "null": "null."}
+WORKLOAD_AXIS = "workload."  # knobs named workload.X sweep the workload's option X
 IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
@@ -99,11 +100,14 @@ class Spec(_Strict):
         for section, name in named:
             if name in GENERIC_KNOBS or name.startswith(prefix):
                 continue
+            if name.startswith(WORKLOAD_AXIS) and section == "knobs":
+                continue  # a swept workload option, checked by the workload's own model
             other = next((e for e, p in NATIVE_PREFIX.items() if name.startswith(p)), None)
             if other:
                 raise ValueError(f"{section}.{name}: a {other} parameter, but the engine is {self.engine.kind}")
             raise ValueError(
-                f"{section}.{name}: unknown knob; accepted: {', '.join(GENERIC_KNOBS)}, or a native parameter as {prefix}NAME"
+                f"{section}.{name}: unknown knob; accepted: {', '.join(GENERIC_KNOBS)}, a native parameter as {prefix}NAME"
+                + (", or a workload option as workload.NAME" if section == "knobs" else "")
             )
         return self
 

@@ -31,15 +31,23 @@ def workload_class(kind: str, source: str = "experiment") -> Any:
     return importlib.import_module(f"{__name__}.{kind}").WORKLOAD
 
 
-def make_workload(spec: WorkloadSpec, dataset: DatasetSpec, engine_kind: str, source: str = "experiment") -> Workload:
-    """The workload object for a spec; its options are validated here, before anything runs."""
+def make_workload(
+    spec: WorkloadSpec,
+    dataset: DatasetSpec,
+    engine_kind: str,
+    source: str = "experiment",
+    axis_values: dict[str, Any] | None = None,
+) -> Workload:
+    """The workload object for a spec; its options are validated here, before anything runs.
+    `axis_values` are swept options of one cell (knobs named workload.X, without the prefix)."""
     cls = workload_class(spec.kind, source)
     try:
-        options = cls.Options.model_validate(spec.options())
+        options = cls.Options.model_validate({**spec.options(), **(axis_values or {})})
     except ValidationError as err:
         problems = []
         for p in err.errors():
-            field = "workload." + ".".join(str(x) for x in p["loc"])
+            name = ".".join(str(x) for x in p["loc"])
+            field = f"knobs.workload.{name}" if axis_values and name in axis_values else f"workload.{name}"
             if p["type"] == "extra_forbidden":
                 accepted = ", ".join(cls.Options.model_fields) or "none"
                 problems.append(f"{field}: unknown option for workload {spec.kind!r}; its options: {accepted}")
