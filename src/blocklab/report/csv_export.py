@@ -1,0 +1,65 @@
+"""results as CSV: one line per cell (failed cells too), settings and metrics as columns."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+from ..results import ResultRow
+from .data import RunData, label_of
+
+BASE_COLUMNS = ("cell", "cell_id", "block", "started", "status", "setting")
+
+
+def columns(data: RunData) -> list[str]:
+    """The table's columns: the cell, the knobs as asked, the settings as the
+    engine reported them (applied.NAME), then every metric, in first-seen order."""
+    knobs = list(data.knobs)
+    applied: list[str] = []
+    metrics: list[str] = []
+    for row in data.rows:
+        knobs.extend(k for k in row.settings if k not in knobs)
+        applied.extend(k for k in row.applied if k not in applied)
+        metrics.extend(k for k in row.metrics if k not in metrics)
+    return [*BASE_COLUMNS, *knobs, *(f"applied.{k}" for k in applied), *metrics]
+
+
+def record(row: ResultRow, cols: list[str]) -> dict[str, Any]:
+    """One row as a flat dict over `cols` (None where a cell has no value)."""
+    out: dict[str, Any] = {
+        "cell": row.cell,
+        "cell_id": row.cell_id,
+        "block": row.block,
+        "started": row.started,
+        "status": row.status,
+        "setting": label_of(row.settings),
+    }
+    for col in cols[len(BASE_COLUMNS):]:
+        if col.startswith("applied."):
+            out[col] = row.applied.get(col[len("applied."):])
+        elif col in row.settings:
+            out[col] = row.settings[col]
+        else:
+            out[col] = row.metrics.get(col)
+    return out
+
+
+def export_csv(data: RunData) -> bytes:
+    cols = columns(data)
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
+    writer.writeheader()
+    for row in data.rows:
+        writer.writerow({k: _cell(v) for k, v in record(row, cols).items()})
+    return buf.getvalue().encode("utf-8")
+
+
+def _cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return int(value)
+    return value

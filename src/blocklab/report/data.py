@@ -1,0 +1,510 @@
+"""A results directory, loaded once for the exporters: the files of the run, the
+rows, the summary, and the few derived facts every format needs (how a setting
+reads to a person, the unit of a metric, whether the run is complete).
+
+Reading only: nothing here writes. A partial run (interrupted, a torn last
+line) and failed cells are normal input, not errors. When summary.json is
+missing or older than results.jsonl (a crash between the two writes), the
+summary is recomputed from the rows."""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..results import (
+    ENVIRONMENT_FILE,
+    EXPERIMENT_FILE,
+    PLAN_FILE,
+    RESULTS_FILE,
+    SPEC_FILE,
+    SUMMARY_FILE,
+    ResultRow,
+    ResultsError,
+    RunDir,
+)
+
+ENGINE_NAMES = {"postgres": "PostgreSQL", "sqlite": "SQLite", "mariadb": "MariaDB", "oracle": "Oracle", "rocksdb": "RocksDB"}
+
+# metric -> (unit, what it is). Metrics not listed are shown by their own name.
+METRICS: dict[str, tuple[str, str]] = {
+    "rows_per_s": ("rows/s", "throughput"),
+    "mb_per_s": ("MB/s", "read bandwidth"),
+    "avg_read_kb": ("kB", "average read size"),
+    "elapsed_s": ("s", "elapsed time"),
+    "iops": ("IOPS", "I/O operations per second"),
+    "reads": ("", "read calls"),
+    "read_bytes": ("B", "bytes read"),
+    "read_time_ms": ("ms", "time in reads"),
+    "server_cpu_s": ("s", "server CPU"),
+    "rows": ("", "rows"),
+    "relation_bytes": ("B", "table size"),
+    "cold_ratio": ("", "physical bytes / table size"),
+}
+# the metrics worth a column in the per-setting table, in this order, when present
+HEADLINE_METRICS = ("rows_per_s", "mb_per_s", "iops", "avg_read_kb", "elapsed_s", "reads", "read_time_ms", "cold_ratio")
+# short column headings for the tables
+SHORT_NAMES = {
+    "rows_per_s": "rows/s",
+    "mb_per_s": "MB/s",
+    "iops": "IOPS",
+    "avg_read_kb": "avg read (kB)",
+    "elapsed_s": "elapsed (s)",
+    "reads": "reads",
+    "read_time_ms": "time in reads (ms)",
+    "cold_ratio": "bytes read / table size",
+}
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|kB|KB|MB|GB|TB)\s*$")
+_SIZE_FACTOR = {"B": 1, "kB": 1024, "KB": 1024, "MB": 1024**2, "GB": 1024**3, "TB": 1024**4}
+
+
+def unit_of(metric: str) -> str:
+    return METRICS.get(metric, ("", ""))[0]
+
+
+def metric_title(metric: str) -> str:
+    return METRICS.get(metric, ("", metric.replace("_", " ")))[1]
+
+
+def fmt_bytes(n: float) -> str:
+    """1048576 -> '1 MB', 131072 -> '128 kB' (binary units, as engines print them)."""
+    for unit, size in (("TB", 1024**4), ("GB", 1024**3), ("MB", 1024**2), ("kB", 1024)):
+        if n >= size:
+            v = n / size
+            return f"{v:.0f} {unit}" if v == int(v) else f"{v:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def human(x: float | None, unit: str = "") -> str:
+    """About three significant digits with k/M/G: 12773955 -> '12.8 M', 0.0123 -> '0.0123'."""
+    if x is None or not isinstance(x, (int, float)) or not math.isfinite(x):
+        return "–"
+    a = abs(x)
+    suffix = ""
+    for factor, s in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if a >= factor and a >= 1e4:  # 1,450 MB/s stays as it is; 14,500 -> 14.5 k
+            x, a, suffix = x / factor, a / factor, s
+            break
+    if a == 0:
+        text = "0"
+    elif a >= 100:
+        text = f"{x:,.0f}"
+    elif a >= 1e-3:
+        text = f"{x:.{2 - math.floor(math.log10(a))}f}"
+    else:
+        text = f"{x:.2e}"
+    if unit:
+        return f"{text} {suffix} {unit}" if suffix else f"{text} {unit}"
+    return f"{text} {suffix}".rstrip()
+
+
+def axis_formatter_text(values: list[float]) -> list[str]:
+    """Tick labels on one scale, as few decimals as the ticks need: 0, 2.5 M, 5 M, 17.5 M."""
+    finite = [abs(v) for v in values if math.isfinite(v)]
+    top = max(finite, default=0.0)
+    factor, suffix = 1.0, ""
+    for f, s in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if top >= f and top >= 1e4:
+            factor, suffix = f, s
+            break
+    out = []
+    for v in values:
+        scaled = v / factor
+        text = f"{scaled:,.3f}".rstrip("0").rstrip(".") if scaled != 0 else "0"
+        out.append(f"{text} {suffix}".rstrip() if scaled != 0 else "0")
+    return out
+
+
+def parse_size(text: Any) -> int | None:
+    """'32kB' / '1MB' (how an engine reports a size) -> bytes; None if it is not a size."""
+    m = _SIZE.match(str(text))
+    if not m:
+        return None
+    return int(float(m.group(1)) * _SIZE_FACTOR[m.group(2)])
+
+
+def label_of(settings: dict[str, Any]) -> str:
+    from ..analysis.summary import label_of as _label_of
+
+    return _label_of(settings)
+
+
+@dataclass
+class SettingFigures:
+    """One metric at one setting: the runs, and their median with its 95% interval."""
+
+    label: str
+    settings: dict[str, Any]
+    values: list[float]
+    median: float
+    ci_low: float
+    ci_high: float
+
+
+@dataclass
+class RunData:
+    """Everything the exporters read, loaded from one results directory."""
+
+    path: Path
+    experiment_text: str
+    spec: dict[str, Any]
+    source: str
+    options: dict[str, Any]
+    plan: dict[str, Any]
+    environment: dict[str, Any]
+    rows: list[ResultRow]
+    summary: dict[str, Any]
+    torn_lines: int = 0
+    summary_recomputed: bool = False
+    notes: list[str] = field(default_factory=list)
+    _figures_cache: dict[str, list[SettingFigures]] = field(default_factory=dict, repr=False)
+
+    # ------------------------------------------------------------------ the sweep
+    @property
+    def name(self) -> str:
+        return str(self.spec.get("name") or self.summary.get("experiment") or self.path.name)
+
+    @property
+    def description(self) -> str:
+        return str(self.spec.get("description") or "")
+
+    @property
+    def plan_settings(self) -> list[dict[str, Any]]:
+        settings = self.plan.get("settings")
+        if settings:
+            return [dict(s) for s in settings]
+        seen: dict[str, dict[str, Any]] = {}
+        for row in self.rows:
+            seen.setdefault(label_of(row.settings), dict(row.settings))
+        return list(seen.values())
+
+    @property
+    def labels(self) -> list[str]:
+        return [label_of(s) for s in self.plan_settings]
+
+    @property
+    def settings_by_label(self) -> dict[str, dict[str, Any]]:
+        return {label_of(s): s for s in self.plan_settings}
+
+    @property
+    def knobs(self) -> list[str]:
+        knobs = list((self.spec.get("knobs") or {}).keys())
+        if knobs:
+            return knobs
+        names: list[str] = []
+        for s in self.plan_settings:
+            names.extend(k for k in s if k not in names)
+        return names
+
+    @property
+    def metric(self) -> str:
+        measure = self.spec.get("measure") or {}
+        return str(self.summary.get("metric") or measure.get("metric") or _default_metric(self.spec, self.rows))
+
+    @property
+    def goal(self) -> str:
+        measure = self.spec.get("measure") or {}
+        return str(self.summary.get("goal") or measure.get("goal") or "max")
+
+    @property
+    def unit(self) -> str:
+        return unit_of(self.metric)
+
+    @property
+    def cells_planned(self) -> int:
+        return len(self.plan.get("cells") or []) or int(self.summary.get("cells_planned") or len(self.rows))
+
+    @property
+    def ok_rows(self) -> list[ResultRow]:
+        return [r for r in self.rows if r.ok]
+
+    @property
+    def failed_rows(self) -> list[ResultRow]:
+        return [r for r in self.rows if not r.ok]
+
+    @property
+    def complete(self) -> bool:
+        return len({r.cell_id for r in self.rows}) >= self.cells_planned
+
+    @property
+    def seed(self) -> Any:
+        return self.plan.get("seed", self.summary.get("seed"))
+
+    # ------------------------------------------------------------------ the environment
+    @property
+    def engine(self) -> str:
+        kind = self.environment.get("engine") or (self.spec.get("engine") or {}).get("kind") or "engine"
+        return ENGINE_NAMES.get(kind, str(kind))
+
+    @property
+    def engine_version(self) -> str:
+        return str(self.environment.get("engine_version") or "")
+
+    @property
+    def engine_line(self) -> str:
+        """'PostgreSQL 18.6 (embedded)'."""
+        text = f"{self.engine} {self.engine_version}".strip()
+        mode = self.environment.get("engine_mode")
+        return f"{text} ({mode})" if mode else text
+
+    @property
+    def block_size(self) -> int | None:
+        extra = self.environment.get("engine_extra") or {}
+        try:
+            return int(extra.get("block_size")) if extra.get("block_size") else None
+        except (TypeError, ValueError):
+            return None
+
+    @property
+    def dataset_rows(self) -> int | None:
+        rows = (self.spec.get("dataset") or {}).get("rows") or self.environment.get("dataset_rows")
+        return int(rows) if rows else None
+
+    @property
+    def relation_bytes(self) -> float | None:
+        sizes = [r.metrics["relation_bytes"] for r in self.ok_rows if "relation_bytes" in r.metrics]
+        return statistics.median(sizes) if sizes else None
+
+    @property
+    def direct_io(self) -> bool | None:
+        flags = [r.metrics["direct_io"] for r in self.ok_rows if "direct_io" in r.metrics]
+        return bool(statistics.median(flags)) if flags else None
+
+    @property
+    def device_line(self) -> str:
+        """'vda (ext4, rotational)'."""
+        env = self.environment
+        device = env.get("device")
+        if not device:
+            return ""
+        info = env.get("device_info") or {}
+        bits = [b for b in (env.get("file_system") or info.get("fs_type"), info.get("model")) if b]
+        if "rotational" in info:
+            bits.append("rotational" if info["rotational"] else "non-rotational")
+        return f"{device} ({', '.join(bits)})" if bits else str(device)
+
+    def context_line(self) -> str:
+        """One line saying what and where: engine, data set, cache, device, host."""
+        parts = [self.engine_line]
+        if self.dataset_rows:
+            table = f"{self.dataset_rows:,} rows"
+            if self.relation_bytes:
+                table += f" ({fmt_bytes(self.relation_bytes)})"
+            parts.append(table)
+        cache = (self.spec.get("measure") or {}).get("cache")
+        if cache:
+            parts.append(f"{cache} cache" + (", direct I/O" if self.direct_io else ""))
+        if self.environment.get("device"):
+            fs = self.environment.get("file_system")
+            parts.append(f"device {self.environment['device']}" + (f" ({fs})" if fs else ""))
+        if self.environment.get("host"):
+            parts.append(f"host {self.environment['host']}")
+        return " · ".join(parts)
+
+    # ------------------------------------------------------------------ how things read
+    def describe_value(self, knob: str, value: Any) -> str:
+        """16 -> '16 (128 kB)' when the engine reported the value as a size."""
+        if isinstance(value, bool):
+            return "on" if value else "off"
+        size = self._applied_size(knob, value)
+        if size is not None and isinstance(value, (int, float)) and parse_size(str(value)) is None:
+            return f"{value} ({fmt_bytes(size)})"
+        return str(value)
+
+    def value_parts(self, knob: str, value: Any) -> tuple[str, str]:
+        """('16', '128 kB') for a two-line tick label; ('on', '') otherwise."""
+        text = self.describe_value(knob, value)
+        if text.endswith(")") and " (" in text:
+            head, tail = text[:-1].split(" (", 1)
+            return head, tail
+        return text, ""
+
+    def native_name(self, knob: str) -> str | None:
+        """The engine's own name of a generic knob ('multiblock_read' -> 'io_combine_limit')."""
+        kind = str(self.environment.get("engine") or (self.spec.get("engine") or {}).get("kind") or "")
+        prefix = {"postgres": "pg.", "mariadb": "mariadb.", "sqlite": "sqlite."}.get(kind)
+        if prefix and knob.startswith(prefix):
+            return knob[len(prefix):]
+        try:
+            import importlib
+
+            mapping = importlib.import_module(f"blocklab.engines.{kind}").GENERIC_TO_NATIVE
+            return str(mapping[knob][0])
+        except Exception:  # an engine without the table, or a knob it does not map
+            return None
+
+    def describe_label(self, label: str) -> str:
+        """'multiblock_read=16' -> '16 (128 kB)' with one knob; labels of several knobs as they are."""
+        settings = self.settings_by_label.get(label)
+        if settings is None or len(settings) != 1:
+            return label
+        knob, value = next(iter(settings.items()))
+        return self.describe_value(knob, value)
+
+    def _applied_size(self, knob: str, value: Any) -> int | None:
+        for row in self.rows:
+            if row.settings.get(knob) == value and knob in row.applied:
+                size = parse_size(row.applied[knob])
+                if size is not None:
+                    return size
+        if knob == "multiblock_read" and self.block_size and isinstance(value, int) and not isinstance(value, bool):
+            return value * self.block_size
+        return None
+
+    # ------------------------------------------------------------------ numbers
+    def samples(self, metric: str) -> dict[str, list[float]]:
+        """Values of `metric` per setting label (ok rows), in plan order."""
+        groups: dict[str, list[float]] = {label: [] for label in self.labels}
+        for row in self.ok_rows:
+            if metric in row.metrics and math.isfinite(row.metrics[metric]):
+                groups.setdefault(label_of(row.settings), []).append(row.metrics[metric])
+        return groups
+
+    def figures(self, metric: str) -> list[SettingFigures]:
+        """Median and 95% bootstrap interval of `metric` per measured setting, plan order.
+        The experiment's own metric takes its figures from the summary."""
+        if metric not in self._figures_cache:
+            self._figures_cache[metric] = self._compute_figures(metric)
+        return list(self._figures_cache[metric])
+
+    def _compute_figures(self, metric: str) -> list[SettingFigures]:
+        from ..analysis.stats import median_ci
+
+        out: list[SettingFigures] = []
+        summary_settings = self.summary.get("settings") or {}
+        seed = int(self.seed or 0)
+        for label, values in self.samples(metric).items():
+            if not values:
+                continue
+            entry = summary_settings.get(label) or {}
+            if metric == self.metric and entry.get("median") is not None and entry.get("n") == len(values):
+                med = float(entry["median"])
+                lo = _num(entry.get("ci_low"), med)
+                hi = _num(entry.get("ci_high"), med)
+            else:
+                med, lo, hi = median_ci(values, seed=seed)
+            out.append(SettingFigures(label, self.settings_by_label.get(label, {}), values, med, lo, hi))
+        return out
+
+    def metrics_present(self) -> list[str]:
+        names: list[str] = []
+        for row in self.ok_rows:
+            names.extend(k for k in row.metrics if k not in names)
+        return names
+
+    def headline_metrics(self) -> list[str]:
+        present = set(self.metrics_present())
+        return [m for m in HEADLINE_METRICS if m in present and m != self.metric]
+
+
+def _num(value: Any, default: float) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return default
+    return v if math.isfinite(v) else default
+
+
+def _default_metric(spec: dict[str, Any], rows: list[ResultRow]) -> str:
+    kind = (spec.get("workload") or {}).get("kind")
+    if kind:
+        try:
+            from ..workloads import workload_class
+
+            return str(workload_class(kind).default_metric)
+        except Exception:  # an unknown workload still has a report
+            pass
+    for row in rows:
+        if row.metrics:
+            return next(iter(row.metrics))
+    return "value"
+
+
+# ---------------------------------------------------------------------- loading
+def load_run(path: Path | str) -> RunData:
+    """Read a results directory. ResultsError if it is not one (no plan.json)."""
+    rd = RunDir(path)
+    if not rd.path.is_dir():
+        raise ResultsError(f"{rd.path}: no such directory")
+    if not rd.exists():
+        raise ResultsError(f"{rd.path}: not a blocklab results directory (no {PLAN_FILE})")
+    plan = rd.read_json(PLAN_FILE)
+    saved_spec = _optional_json(rd, SPEC_FILE)
+    environment = _optional_json(rd, ENVIRONMENT_FILE)
+    summary = _optional_json(rd, SUMMARY_FILE)
+    try:
+        experiment_text = rd.file(EXPERIMENT_FILE).read_text()
+    except OSError:
+        experiment_text = ""
+    rows = rd.rows()
+    data = RunData(
+        path=rd.path,
+        experiment_text=experiment_text,
+        spec=dict(saved_spec.get("spec") or {}),
+        source=str(saved_spec.get("source") or ""),
+        options=dict(saved_spec.get("options") or {}),
+        plan=plan,
+        environment=environment,
+        rows=rows,
+        summary=summary,
+        torn_lines=rd.torn_lines,
+    )
+    if rd.torn_lines:
+        data.notes.append(
+            f"{rd.torn_lines} incomplete line(s) at the end of {RESULTS_FILE} ignored (a cell cut short by a crash)"
+        )
+    if _summary_stale(summary, rows):
+        _recompute_summary(data)
+    return data
+
+
+def _optional_json(rd: RunDir, name: str) -> dict[str, Any]:
+    if not rd.file(name).exists():
+        return {}
+    data = rd.read_json(name)
+    return data if isinstance(data, dict) else {}
+
+
+def _summary_stale(summary: dict[str, Any], rows: list[ResultRow]) -> bool:
+    if not summary:
+        return True
+    counted = int(summary.get("cells_ok") or 0) + int(summary.get("cells_failed") or 0)
+    return counted != len(rows)
+
+
+def _recompute_summary(data: RunData) -> None:
+    from ..analysis.summary import summarise
+
+    old = data.summary
+    measure = data.spec.get("measure") or {}
+    try:
+        summary = summarise(
+            data.rows,
+            metric=data.metric,
+            goal=data.goal,
+            setting_labels=data.labels,
+            settings_by_label=data.settings_by_label,
+            baseline=old.get("baseline"),
+            practical=float(measure.get("practical") or 0.0),
+            seed=int(data.seed or 0),
+            describe_setting=data.describe_label,
+            knob_label=", ".join(data.knobs) or "setting",
+            unit=data.unit,
+        )
+    except Exception as err:  # the report still shows the rows
+        data.notes.append(f"the summary could not be recomputed from {RESULTS_FILE}: {type(err).__name__}: {err}")
+        return
+    for key in ("experiment", "cells_planned", "seed"):
+        if key in old:
+            summary[key] = old[key]
+    summary.setdefault("experiment", data.name)
+    summary.setdefault("cells_planned", data.cells_planned)
+    data.summary = summary
+    data.summary_recomputed = True
+    if old:
+        data.notes.append(f"{SUMMARY_FILE} was older than {RESULTS_FILE}; the summary here is recomputed from the rows")

@@ -1,0 +1,286 @@
+"""report.html: one self-contained page (inline CSS, plots inline, the raw CSV as a
+data: link), readable offline, nothing fetched from anywhere."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import math
+import statistics
+from typing import Any
+
+import jinja2
+
+from .. import __version__
+from .csv_export import export_csv
+from .data import SHORT_NAMES, RunData, SettingFigures, fmt_bytes, human, label_of, metric_title
+from .plots import Plot
+
+_ENV = jinja2.Environment(
+    loader=jinja2.PackageLoader("blocklab.report", "templates"),
+    autoescape=jinja2.select_autoescape(default=True, default_for_string=True),
+    trim_blocks=True,
+    lstrip_blocks=True,
+    undefined=jinja2.StrictUndefined,
+)
+
+
+def render_html(data: RunData, plots: list[Plot], *, generated: str | None = None) -> bytes:
+    """The report page as UTF-8 bytes."""
+    template = _ENV.get_template("report.html.j2")
+    return template.render(**context(data, plots, generated=generated)).encode("utf-8")
+
+
+def context(data: RunData, plots: list[Plot], *, generated: str | None = None) -> dict[str, Any]:
+    summary = data.summary
+    metric, unit = data.metric, data.unit
+    measured = len({r.cell_id for r in data.rows})
+    return {
+        "name": data.name,
+        "description": data.description,
+        "context_line": data.context_line(),
+        "complete": data.complete,
+        "cells_planned": data.cells_planned,
+        "cells_measured": measured,
+        "cells_failed": len(data.failed_rows),
+        "run_dir": str(data.path),
+        "headline": _headline(data),
+        "verdict": str(summary.get("verdict") or "No measurement yet."),
+        "metric": metric,
+        "metric_text": f"{metric_title(metric)} ({unit})" if unit else metric_title(metric),
+        "goal_text": "higher is better" if data.goal == "max" else "lower is better",
+        "settings_table": _settings_table(data),
+        "other_metrics": _other_metrics(data),
+        "plots": [_plot_context(p) for p in plots],
+        "failed": [_failed(data, r) for r in data.failed_rows],
+        "environment": _environment(data),
+        "fixed": _fixed(data),
+        "engine_settings": sorted((str(k), str(v)) for k, v in (data.environment.get("engine_settings") or {}).items()),
+        "experiment_text": data.experiment_text,
+        "source": data.source,
+        "overrides": [(k, _plain(v)) for k, v in data.options.items()],
+        "seed": data.seed,
+        "raw_rows": _raw_rows(data),
+        "raw_columns": _raw_columns(data),
+        "csv_href": "data:text/csv;charset=utf-8;base64," + base64.b64encode(export_csv(data)).decode("ascii"),
+        "csv_name": f"{data.name}-{data.path.name}-results.csv".replace(f"{data.name}-{data.name}", data.name),
+        "notes": list(data.notes),
+        "resume_hint": f"blocklab run --resume {data.path}",
+        "generated": generated or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "version": __version__,
+    }
+
+
+def _headline(data: RunData) -> str:
+    """The seed's sentence: 'Best multiblock_read is 16 (128 kB)'."""
+    best = data.summary.get("best_label")
+    if not best or not data.summary.get("settings"):
+        return ""
+    knobs = ", ".join(data.knobs) or "setting"
+    return f"Best {knobs} is {data.describe_label(best)}"
+
+
+def _settings_table(data: RunData) -> list[dict[str, Any]]:
+    summary = data.summary
+    entries = summary.get("settings") or {}
+    best = summary.get("best_label")
+    close = set(summary.get("indistinguishable") or [])
+    failed_by_label: dict[str, int] = {}
+    for row in data.failed_rows:
+        key = label_of(row.settings)
+        failed_by_label[key] = failed_by_label.get(key, 0) + 1
+    unit = data.unit
+    out = []
+    for label in data.labels or list(entries):
+        s = entries.get(label) or {}
+        has = s.get("median") is not None and (s.get("n") or 0) > 0
+        note = []
+        if label == best:
+            note.append("best")
+        elif label in close:
+            note.append("indistinguishable from best")
+        failed = failed_by_label.get(label, 0)
+        if not has:
+            note.append(f"no successful run ({failed} failed)" if failed else "not measured yet")
+        elif failed:
+            note.append(f"{failed} failed")
+        outliers = [v for v in (s.get("outliers") or []) if isinstance(v, (int, float))]
+        ratio = s.get("ratio_to_best")
+        out.append(
+            {
+                "label": data.describe_label(label),
+                "raw_label": label,
+                "n": int(s.get("n") or 0),
+                "median": human(s.get("median"), unit) if has else "–",
+                "ci": _interval(s.get("ci_low"), s.get("ci_high"), int(s.get("n") or 0)) if has else "–",
+                "min": human(s.get("minimum")) if has else "–",
+                "max": human(s.get("maximum")) if has else "–",
+                "ratio": _ratio(ratio, s.get("ratio_to_best_ci_low"), s.get("ratio_to_best_ci_high")) if has else "–",
+                "outliers": (f"{len(outliers)}: " + ", ".join(human(v) for v in outliers)) if outliers else "",
+                "note": ", ".join(note),
+                "best": label == best,
+                "close": label in close,
+                "empty": not has,
+            }
+        )
+    return out
+
+
+def _interval(lo: Any, hi: Any, n: int) -> str:
+    if n < 2:
+        return "one run: no interval"
+    if not _finite(lo) or not _finite(hi):
+        return "–"
+    return f"{human(lo)} – {human(hi)}"
+
+
+def _ratio(r: Any, lo: Any, hi: Any) -> str:
+    if not _finite(r):
+        return "–"
+    text = f"{r:.2f}×"
+    if _finite(lo) and _finite(hi) and (lo != r or hi != r):
+        text += f" [{lo:.2f}, {hi:.2f}]"
+    return text
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _other_metrics(data: RunData) -> dict[str, Any]:
+    """Median of the other headline metrics per setting (MB/s, read size, elapsed ...)."""
+    metrics = data.headline_metrics()
+    if not metrics:
+        return {"columns": [], "rows": []}
+    medians: dict[str, dict[str, float]] = {m: {f.label: f.median for f in _medians(data, m)} for m in metrics}
+    rows = []
+    for label in data.labels:
+        if not any(label in medians[m] for m in metrics):
+            continue
+        rows.append({"label": data.describe_label(label), "values": [_metric_text(m, medians[m].get(label)) for m in metrics]})
+    columns = [SHORT_NAMES.get(m, m) for m in metrics]
+    return {"columns": columns, "rows": rows}
+
+
+def _medians(data: RunData, metric: str) -> list[SettingFigures]:
+    out = []
+    for label, values in data.samples(metric).items():
+        if values:
+            med = statistics.median(values)
+            out.append(SettingFigures(label, {}, values, med, med, med))
+    return out
+
+
+def _metric_text(metric: str, value: float | None) -> str:
+    if value is None or not _finite(value):
+        return "–"
+    if metric == "avg_read_kb":
+        return f"{value:,.1f}"
+    if metric == "cold_ratio":
+        return f"{value:.3f}"
+    if metric in ("reads", "rows", "hits") and abs(value) < 1e6:
+        return f"{value:,.0f}"
+    return human(value)
+
+
+def _plot_context(p: Plot) -> dict[str, Any]:
+    return {
+        "id": p.id,
+        "title": p.title,
+        "caption": p.caption,
+        "svg_href": "data:image/svg+xml;base64," + base64.b64encode(p.svg).decode("ascii"),
+        "png_href": "data:image/png;base64," + base64.b64encode(p.png).decode("ascii"),
+    }
+
+
+def _failed(data: RunData, row: Any) -> dict[str, Any]:
+    return {
+        "cell": row.cell,
+        "block": row.block + 1,
+        "setting": data.describe_label(label_of(row.settings)),
+        "started": row.started.replace("T", " ").replace("+00:00", " UTC"),
+        "status": row.status,
+    }
+
+
+def _environment(data: RunData) -> list[tuple[str, str]]:
+    env = data.environment
+    items: list[tuple[str, str]] = []
+
+    def add(name: str, value: Any) -> None:
+        if value not in (None, "", {}):
+            items.append((name, str(value)))
+
+    add("engine", data.engine_line)
+    extra = env.get("engine_extra") or {}
+    if data.block_size:
+        add("block size", fmt_bytes(data.block_size))
+    for key, value in extra.items():
+        if key != "block_size":
+            add(key.replace("_", " "), value)
+    add("device", data.device_line)
+    info = env.get("device_info") or {}
+    add("mount point", info.get("mount_point"))
+    add("file system", env.get("file_system") or info.get("fs_type"))
+    add("data directory", env.get("data_dir"))
+    add("kernel", env.get("kernel"))
+    cpu = env.get("cpu")
+    if cpu:
+        count = env.get("cpu_count")
+        add("CPU", f"{cpu} × {count}" if count else cpu)
+    if env.get("memory_bytes"):
+        add("memory", fmt_bytes(float(env["memory_bytes"])))
+    add("host", env.get("host"))
+    add("machine", env.get("machine"))
+    add("data set", f"{data.dataset_rows:,} rows" + (f", {fmt_bytes(data.relation_bytes)}" if data.relation_bytes else "") if data.dataset_rows else None)
+    add("cache", (data.spec.get("measure") or {}).get("cache"))
+    add("python / blocklab", f"{env.get('python', '?')} / {env.get('blocklab', '?')}" if env else None)
+    return items
+
+
+def _fixed(data: RunData) -> list[tuple[str, str, str]]:
+    """The fixed engine settings: as asked in the experiment, as the engine reported them."""
+    asked = (data.spec.get("engine") or {}).get("settings") or {}
+    applied: dict[str, str] = {}
+    for row in data.ok_rows:
+        applied = row.applied
+        break
+    return [(str(k), _plain(v), str(applied.get(k, ""))) for k, v in asked.items()]
+
+
+def _plain(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, list):
+        return ", ".join(_plain(v) for v in value)
+    return str(value)
+
+
+def _raw_columns(data: RunData) -> list[str]:
+    return ["cell", "block", "setting", "status", *[_short(m) for m in _raw_metrics(data)]]
+
+
+def _raw_metrics(data: RunData) -> list[str]:
+    present = set(data.metrics_present())
+    return [m for m in (data.metric, *data.headline_metrics()) if m in present][:6]
+
+
+def _short(metric: str) -> str:
+    return SHORT_NAMES.get(metric, metric)
+
+
+def _raw_rows(data: RunData) -> list[dict[str, Any]]:
+    metrics = _raw_metrics(data)
+    out = []
+    for row in sorted(data.rows, key=lambda r: r.cell):
+        out.append(
+            {
+                "cell": row.cell + 1,
+                "block": row.block + 1,
+                "setting": data.describe_label(label_of(row.settings)),
+                "ok": row.ok,
+                "status": "ok" if row.ok else row.status,
+                "values": [_metric_text(m, row.metrics.get(m)) for m in metrics],
+            }
+        )
+    return out
