@@ -147,3 +147,58 @@ def test_bad_swept_workload_option_names_the_knob():
     raw["knobs"] = {"workload.nope": [1]}
     with pytest.raises(SpecError, match=r"unknown option for workload 'null'"):
         prepare(spec_from_dict(raw, "t", {}), "", "t")
+
+
+def test_refine_search_finds_the_peak_with_few_settings(tmp_path):
+    raw = {
+        "engine": {"kind": "null"},
+        "workload": {"kind": "null", "peak": 37, "noise": 0.0},
+        "knobs": {"null.level": [1, 128]},
+        "measure": {"repeats": 1, "seed": 2, "search": "refine", "cache": "warm"},
+    }
+    exp = prepare(spec_from_dict(raw, "t", {}), "", "t")
+    assert exp.knobs["null.level"] == [1, 2, 4, 8, 16, 32, 64, 128]
+    reporter = SilentReporter()
+    summary = run(exp, RunDir(tmp_path / "run"), reporter)
+    assert summary["best"] == {"null.level": 37}
+    tested = len(summary["settings"])
+    assert tested <= 0.25 * 128, f"refine tested {tested} settings"
+    assert any(line.startswith("refine: adding null.level") for line in reporter.lines)
+
+
+def test_refine_needs_one_numeric_knob():
+    from blocklab.spec import SpecError
+
+    raw = {"engine": {"kind": "null"}, "workload": {"kind": "null"}, "knobs": {"null.mode": ["a", "b"]}, "measure": {"search": "refine"}}
+    with pytest.raises(SpecError, match="needs a numeric knob; 'null.mode' is enum"):
+        prepare(spec_from_dict(raw, "t", {}), "", "t")
+
+
+def test_adaptive_repeats_add_blocks_until_max_and_name_noisy(tmp_path):
+    raw = {
+        "engine": {"kind": "null"},
+        "workload": {"kind": "null", "noise": 0.3},
+        "knobs": {"null.level": [1, 2]},
+        "measure": {"repeats": 2, "seed": 4, "target_ci": 0.03, "max_repeats": 5, "cache": "warm"},
+    }
+    exp = prepare(spec_from_dict(raw, "t", {}), "", "t")
+    reporter = SilentReporter()
+    run_dir = RunDir(tmp_path / "run")
+    run(exp, run_dir, reporter)
+    assert len(run_dir.rows()) == 2 * 5
+    assert any("stayed noisy after 5 repeats" in line and "null.level=" in line for line in reporter.lines)
+    plan = json.loads(run_dir.file("plan.json").read_text())
+    assert len(plan["cells"]) == 10
+
+
+def test_adaptive_repeats_stop_when_precise(tmp_path):
+    raw = {
+        "engine": {"kind": "null"},
+        "workload": {"kind": "null", "noise": 0.0001},
+        "knobs": {"null.level": [1, 2]},
+        "measure": {"repeats": 3, "seed": 4, "target_ci": 0.03, "max_repeats": 8, "cache": "warm"},
+    }
+    exp = prepare(spec_from_dict(raw, "t", {}), "", "t")
+    run_dir = RunDir(tmp_path / "run")
+    run(exp, run_dir, SilentReporter())
+    assert len(run_dir.rows()) == 6

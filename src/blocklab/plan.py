@@ -60,6 +60,16 @@ class Plan:
             ],
         }
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], apply_class: dict[str, ApplyClass]) -> "Plan":
+        settings = [Setting(tuple(s.items())) for s in data["settings"]]
+        cells = [Cell(c["index"], c["block"], Setting(tuple(c["settings"].items()))) for c in data["cells"]]
+        return cls(cells=cells, seed=int(data["seed"]), settings=settings, apply_class=apply_class)
+
+    def extend(self, cells: list[Cell], settings: list[Setting]) -> None:
+        self.cells.extend(cells)
+        self.settings.extend(s for s in settings if s not in self.settings)
+
     def costly_changes(self) -> list[tuple[int, ApplyClass, list[str]]]:
         """Where the plan must restart or reinitialise: (cell index, class, knobs changed)."""
         out: list[tuple[int, ApplyClass, list[str]]] = []

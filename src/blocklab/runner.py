@@ -30,6 +30,7 @@ from .results import (
     ResultRow,
     RunDir,
 )
+from .search import check_refinable, coarse_values, next_cells
 from .spec import WORKLOAD_AXIS, Spec, SpecError
 from .workloads import make_workload
 from .workloads.base import Workload
@@ -156,6 +157,9 @@ def prepare(
     except BaseException:
         engine.stop()
         raise
+    if spec.measure.search == "refine":
+        name = check_refinable(knobs, {k: infos[k].kind for k in knobs}, source)
+        knobs[name] = coarse_values(knobs[name])
     metric = spec.measure.metric or workload.default_metric
     goal = spec.measure.goal or workload.default_goal
     seed = spec.measure.seed if spec.measure.seed is not None else random.SystemRandom().randrange(2**31)
@@ -191,8 +195,6 @@ class Interrupted(Exception):
 def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = False) -> dict[str, Any]:
     """Run (or resume) an experiment into `run_dir`; returns the summary."""
     plan = _load_or_write_plan(exp, run_dir, resume)
-    done = {row.cell_id for row in run_dir.rows()}
-    todo = [c for c in plan.cells if c.cell_id not in done]
     previous_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         with _engine_stopped_at_exit(exp.engine):
@@ -201,13 +203,20 @@ def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = 
             env = collect_environment(exp.engine.info(), exp.engine.data_dir(), {"dataset_rows": exp.spec.dataset.rows})
             if not resume or not run_dir.file(ENVIRONMENT_FILE).exists():
                 run_dir.write_json(ENVIRONMENT_FILE, env)
-            reporter.plan_started(len(plan.cells), len(todo), len(todo) * exp.workload.estimate_seconds())
-            for cell in todo:
-                row = run_cell(exp, cell, reporter)
-                run_dir.append(row)
-                summary = write_summary(exp, run_dir, plan)
-                line = exp.workload_for(cell.setting.as_dict()).describe(row.metrics) if row.ok else f"FAILED: {row.status}"
-                reporter.cell_done(cell, row, line)
+            while True:
+                done = {row.cell_id for row in run_dir.rows()}
+                todo = [c for c in plan.cells if c.cell_id not in done]
+                if todo:
+                    reporter.plan_started(len(plan.cells), len(todo), len(todo) * exp.workload.estimate_seconds())
+                for cell in todo:
+                    _run_and_record(exp, cell, run_dir, plan, reporter)
+                cells, settings, why = next_cells(exp, plan, run_dir.rows())
+                if why:
+                    reporter.phase(why)
+                if not cells:
+                    break
+                plan.extend(cells, settings)
+                run_dir.write_json(PLAN_FILE, plan.to_dict())
     except KeyboardInterrupt:
         raise Interrupted(f"interrupted; {len(run_dir.rows())} of {len(plan.cells)} cells are saved") from None
     finally:
@@ -215,6 +224,14 @@ def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = 
     summary = write_summary(exp, run_dir, plan)
     reporter.finished(summary)
     return summary
+
+
+def _run_and_record(exp: Experiment, cell: Cell, run_dir: RunDir, plan: Plan, reporter: Reporter) -> None:
+    row = run_cell(exp, cell, reporter)
+    run_dir.append(row)
+    write_summary(exp, run_dir, plan)
+    line = exp.workload_for(cell.setting.as_dict()).describe(row.metrics) if row.ok else f"FAILED: {row.status}"
+    reporter.cell_done(cell, row, line)
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:
@@ -273,13 +290,14 @@ def _load_or_write_plan(exp: Experiment, run_dir: RunDir, resume: bool) -> Plan:
     if resume:
         saved = run_dir.read_json(PLAN_FILE)
         exp.seed = int(saved["seed"])
-        plan = exp.plan()
-        if [c.cell_id for c in plan.cells] != [c["cell_id"] for c in saved["cells"]]:
+        initial = exp.plan()
+        # the saved plan may have grown (refine, adaptive repeats): its start must be ours
+        if [c.cell_id for c in initial.cells] != [c["cell_id"] for c in saved["cells"][: len(initial.cells)]]:
             raise SpecError(
                 f"{run_dir.path}: the experiment differs from the one this run started with; "
                 "resume needs the same experiment file and options"
             )
-        return plan
+        return Plan.from_dict(saved, initial.apply_class)
     run_dir.create()
     if run_dir.file(PLAN_FILE).exists():
         raise SpecError(f"{run_dir.path}: already holds a run; use --resume {run_dir.path} or another --out")

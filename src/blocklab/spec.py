@@ -70,7 +70,8 @@ class MeasureSpec(_Strict):
     metric: str | None = Field(default=None, description="metric the verdict is about; the workload's default if absent")
     goal: Literal["max", "min"] | None = None
     practical: float = Field(default=0.0, ge=0.0, lt=1.0, description="differences below this fraction count as none")
-    target_ci: float | None = Field(default=None, gt=0.0, lt=1.0)
+    target_ci: float | None = Field(default=None, gt=0.0, lt=1.0, description="add blocks until every interval is this narrow")
+    search: Literal["grid", "refine"] = Field(default="grid", description="refine: coarse powers of two, then bisect around the best")
     max_repeats: int = Field(default=20, ge=1, le=1000)
 
 

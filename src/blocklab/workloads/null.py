@@ -15,6 +15,7 @@ class NullOptions(Options):
     sleep_s: float = 0.0
     fail_level: int | None = None  # raise when null.level equals this
     noise: float = 0.01
+    peak: int | None = None  # score peaks at this level (for search tests)
 
 
 class NullWorkload:
@@ -39,7 +40,8 @@ class NullWorkload:
         if self.options.fail_level is not None and level == self.options.fail_level:
             raise RuntimeError(f"null workload told to fail at level {level}")
         time.sleep(self.options.sleep_s)
-        return {"score": (level + 1) * (1 + self.rng.gauss(0, self.options.noise)), "elapsed_s": self.options.sleep_s}
+        base = 10_000 - (level - self.options.peak) ** 2 if self.options.peak is not None else level + 1
+        return {"score": base * (1 + self.rng.gauss(0, self.options.noise)), "elapsed_s": self.options.sleep_s}
 
     def describe(self, m: dict[str, float]) -> str:
         return f"score {m['score']:.2f}"
