@@ -239,7 +239,7 @@ def _limit_line(ax: Any, metric: str, limits: dict[str, float]) -> Any:
     value = limits.get(key_unit[0])
     if not value or not math.isfinite(value):
         return None
-    h = ax.axhline(value, color=RED, ls="--", lw=1.6, zorder=2)
+    h = ax.axhline(value, color=RED, ls="--", lw=1.6, zorder=2, gid="device-limit")
     h.set_label(f"device limit (fio): {human(value, key_unit[1])}")
     return h
 
