@@ -314,3 +314,23 @@ def test_refresh_report_skips_while_cheap_cells_follow_and_never_raises(tmp_path
     assert len(calls) == 3
     monkeypatch.setattr(writer, "write_report", lambda p: (_ for _ in ()).throw(ResultsError("broken")))
     assert "broken" in writer.refresh_report(path, force=True, clock=clock)
+
+
+def test_device_limits_come_from_the_newest_calibration_beside_the_run(tmp_path):
+    calibrate = pytest.importorskip("blocklab.device.calibrate")
+    from blocklab.device.fio import Point
+    from blocklab.report.writer import device_limits
+
+    run = hand_made_run(tmp_path / "demo-run", {"checksum": ["off", "crc32"]})
+    assert device_limits(load_run(run)) is None
+    points = (
+        Point("seq", 1 << 20, 32, 1400.0, 1468.0, 20.0, 30.0, 5.0),
+        Point("rand", 8192, 32, 52000.0, 426.0, 0.6, 1.0, 5.0),
+    )
+    plan = calibrate.CalibrationPlan(tuple(calibrate.PlannedPoint(p.pattern, p.block_size, p.iodepth) for p in points), 5.0, 1.0, 1 << 30)
+    cal = calibrate.Calibration(
+        directory=str(tmp_path), device={"name": "vda"}, ioengine="libaio", ioengine_note="", fio_version="fio-3",
+        plan=plan.to_dict(), points=points, complete=True, finished="2026-01-01T00:00:00+00:00",
+    )
+    calibrate.save_calibration(cal, tmp_path / "calibrate-vda")
+    assert device_limits(load_run(run)) == {"max_mb_per_s": 1468.0, "max_small_iops": 52000.0}

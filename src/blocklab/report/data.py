@@ -434,9 +434,10 @@ def load_run(path: Path | str) -> RunData:
     if not rd.exists():
         raise ResultsError(f"{rd.path}: not a blocklab results directory (no {PLAN_FILE})")
     plan = rd.read_json(PLAN_FILE)
-    saved_spec = _optional_json(rd, SPEC_FILE)
-    environment = _optional_json(rd, ENVIRONMENT_FILE)
-    summary = _optional_json(rd, SUMMARY_FILE)
+    notes: list[str] = []
+    saved_spec = _optional_json(rd, SPEC_FILE, notes)
+    environment = _optional_json(rd, ENVIRONMENT_FILE, notes)
+    summary = _optional_json(rd, SUMMARY_FILE, notes)
     try:
         experiment_text = rd.file(EXPERIMENT_FILE).read_text()
     except OSError:
@@ -453,6 +454,7 @@ def load_run(path: Path | str) -> RunData:
         rows=rows,
         summary=summary,
         torn_lines=rd.torn_lines,
+        notes=notes,
     )
     if rd.torn_lines:
         data.notes.append(
@@ -463,10 +465,15 @@ def load_run(path: Path | str) -> RunData:
     return data
 
 
-def _optional_json(rd: RunDir, name: str) -> dict[str, Any]:
+def _optional_json(rd: RunDir, name: str, notes: list[str]) -> dict[str, Any]:
+    """A file the report can do without: missing or unreadable means empty, with a note."""
     if not rd.file(name).exists():
         return {}
-    data = rd.read_json(name)
+    try:
+        data = rd.read_json(name)
+    except ResultsError as err:
+        notes.append(f"{err}; left out of this report")
+        return {}
     return data if isinstance(data, dict) else {}
 
 
