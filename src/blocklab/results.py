@@ -158,7 +158,7 @@ class RunDir:
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Write via a temporary file and rename, so readers never see half a file."""
-    tmp = path.with_name(f".{path.name}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # two writers never share a temporary
     with open(tmp, "wb") as f:
         f.write(data)
         f.flush()

@@ -21,6 +21,7 @@ from .engines import make_engine
 from .engines.base import ApplyClass, EngineError, KnobError, KnobInfo
 from .environment import collect as collect_environment
 from .plan import Cell, Plan, make_plan
+from .report.writer import refresh_report
 from .results import (
     ENVIRONMENT_FILE,
     EXPERIMENT_FILE,
@@ -218,10 +219,12 @@ def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = 
                 plan.extend(cells, settings)
                 run_dir.write_json(PLAN_FILE, plan.to_dict())
     except KeyboardInterrupt:
+        refresh_report(run_dir, force=True)
         raise Interrupted(f"interrupted; {len(run_dir.rows())} of {len(plan.cells)} cells are saved") from None
     finally:
         signal.signal(signal.SIGTERM, previous_sigterm)
     summary = write_summary(exp, run_dir, plan)
+    refresh_report(run_dir, force=True)
     reporter.finished(summary)
     return summary
 
@@ -230,6 +233,8 @@ def _run_and_record(exp: Experiment, cell: Cell, run_dir: RunDir, plan: Plan, re
     row = run_cell(exp, cell, reporter)
     run_dir.append(row)
     write_summary(exp, run_dir, plan)
+    if message := refresh_report(run_dir):  # the report never stops a run; it says why it could not render
+        reporter.phase(message)
     line = exp.workload_for(cell.setting.as_dict()).describe(row.metrics) if row.ok else f"FAILED: {row.status}"
     reporter.cell_done(cell, row, line)
 
