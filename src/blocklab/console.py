@@ -19,7 +19,8 @@ from .results import ResultRow
 
 def make_console() -> Console:
     tty = sys.stdout.isatty()
-    return Console(no_color=not tty, highlight=False, force_terminal=tty or None, soft_wrap=not tty)
+    # logs and CI get plain text, wide enough that the result tables do not wrap
+    return Console(no_color=not tty, highlight=False, force_terminal=tty or None, width=None if tty else 132)
 
 
 class ConsoleReporter:
