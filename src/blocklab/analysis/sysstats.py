@@ -1,0 +1,782 @@
+"""System statistics for PostgreSQL, in the spirit of Oracle's
+DBMS_STATS.GATHER_SYSTEM_STATS (seed 000): measured on the engine's own data
+files, cold, and turned into the planner costs they imply.
+
+    SREADTIM  single-block read time (ms): random 8 kB reads of the scan table's
+              pages (at most one block in 8, in random order), one TID fetch
+              each, cold. pg_stat_io read_time / reads.
+    MREADTIM  multiblock read time (ms) at the current io_combine_limit: cold
+              serial full scans with effective_io_concurrency = 0, so one read is
+              in flight at a time and its read_time is its whole latency (with
+              read-ahead the backend waits only for what prefetching did not
+              hide; that figure is kept as MREADTIM_AHEAD). read_time / reads.
+    MBRC      blocks per multiblock read actually achieved: read_bytes / reads / block_size.
+    MAXTHR    the highest scan throughput (bytes/s) with 1, 2, 4... sessions each
+              scanning its own slice of the table (TID range scans, read-ahead
+              on), cold: physical bytes read / wall time (median of the repeats
+              per level).
+    SLAVETHR  the throughput of one session at the MAXTHR level (median).
+
+SREADTIM and MREADTIM are the engine's own averages over exactly the reads the
+measurement caused; the client's wall clock per read is kept beside them
+(`*_wall_ms`), which also holds CPU and round trips and so reads higher.
+
+What they imply for PostgreSQL's planner, whose costs are relative to a
+sequential page (seq_page_cost = 1):
+
+    random_page_cost = SREADTIM / (MREADTIM / MBRC)
+
+`run_sysstats` is the whole command (engine up, measure, save, apply, engine
+down); `gather` measures on an engine already started. Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import random
+import statistics
+import threading
+import time
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Protocol, Sequence
+
+import psycopg
+from psycopg import sql
+
+from ..engines.base import EngineError, fmt_bytes
+from ..probes.io import cold_proof
+from ..probes.os_stats import device_of, disk_counters
+from ..results import ENVIRONMENT_FILE, RunDir
+
+FORMAT = 1
+SYSSTATS_FILE = "sysstats.json"
+DEFAULT_TABLE = "blocklab_scan"
+DEFAULT_ROWS = 3_000_000  # the seed's test table, ~150 MB
+DEFAULT_SINGLE_READS = 2000
+DEFAULT_REPEATS = 3
+DEFAULT_SESSIONS = (2, 4)  # concurrency levels besides the serial scans (1 session)
+MIN_BLOCKS = 32
+MIN_ROWS = 5_000  # ~32 blocks of the seed's rows
+READ_SPACING = 8
+APPLY_WAIT_S = 5.0
+
+
+class SysstatsInputError(ValueError):
+    """An option sysstats cannot work with; the message names it and what is accepted."""
+
+
+class SysstatsError(RuntimeError):
+    """The measurement could not be made (no I/O timing, no reads, ...)."""
+
+
+class Reporter(Protocol):
+    def phase(self, text: str) -> None: ...  # a long step starts
+    def done(self, text: str) -> None: ...  # a step finished, one line
+
+
+class SilentReporter:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def phase(self, text: str) -> None:
+        self.lines.append(text)
+
+    def done(self, text: str) -> None:
+        self.lines.append(text)
+
+
+# ---------------------------------------------------------------------- results
+@dataclass(frozen=True)
+class Phase:
+    """One cold measurement: the engine's I/O counters and the clock around it."""
+
+    name: str  # single_block | multiblock | serial_scan | concurrent_scan
+    sessions: int
+    reads: float
+    read_bytes: float
+    read_time_ms: float
+    wall_s: float
+    hits: float = 0.0
+    expected_bytes: float = 0.0  # what a cold measurement must read at least
+    device_read_bytes: float | None = None
+    cold_ratio: float = 0.0
+    cold_proven: bool = False
+    session_wall_s: tuple[float, ...] = ()
+    session_bytes: tuple[float, ...] = ()
+    effective_io_concurrency: int | None = None  # None: the server's setting
+
+    @property
+    def avg_read_ms(self) -> float:
+        return self.read_time_ms / self.reads if self.reads else math.nan
+
+    @property
+    def wall_ms_per_read(self) -> float:
+        return self.wall_s * 1000.0 / self.reads if self.reads else math.nan
+
+    @property
+    def bytes_per_s(self) -> float:
+        return self.read_bytes / self.wall_s if self.wall_s > 0 else math.nan
+
+    def session_bytes_per_s(self) -> list[float]:
+        return [b / w for b, w in zip(self.session_bytes, self.session_wall_s) if w > 0]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["session_wall_s"] = list(self.session_wall_s)
+        d["session_bytes"] = list(self.session_bytes)
+        d.update(avg_read_ms=_finite(self.avg_read_ms), wall_ms_per_read=_finite(self.wall_ms_per_read),
+                 bytes_per_s=_finite(self.bytes_per_s))
+        return d
+
+
+@dataclass(frozen=True)
+class SystemStats:
+    """The gathered statistics, the conditions they were measured under, the raw phases."""
+
+    sreadtim_ms: float
+    mreadtim_ms: float
+    mbrc: float
+    maxthr_bytes_per_s: float
+    slavethr_bytes_per_s: float
+    maxthr_sessions: int
+    sreadtim_wall_ms: float
+    mreadtim_wall_ms: float
+    mreadtim_ahead_ms: float  # what a scan with read-ahead still waits per read
+    effective_io_concurrency: int  # the server's, used by the read-ahead scans
+    throughput_by_sessions: dict[int, float]  # sessions -> median bytes/s
+    block_size: int
+    io_combine_limit: int  # blocks
+    io_method: str
+    direct_io: bool
+    table: str
+    rows: int
+    relation_bytes: int
+    single_reads: int
+    repeats: int
+    dstart: str
+    dstop: str
+    phases: tuple[Phase, ...]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def random_page_cost(self) -> float:
+        return random_page_cost(self.sreadtim_ms, self.mreadtim_ms, self.mbrc)
+
+    def planner_costs(self) -> dict[str, float]:
+        """The settings these statistics imply, rounded as they would be typed."""
+        return {"seq_page_cost": 1.0, "random_page_cost": round(self.random_page_cost, 2)}
+
+    def formula(self) -> str:
+        return (
+            f"random_page_cost = SREADTIM / (MREADTIM / MBRC) = {self.sreadtim_ms:.4g} / "
+            f"({self.mreadtim_ms:.4g} / {self.mbrc:.4g}) = {self.random_page_cost:.2f}"
+        )
+
+    def aux_stats(self) -> list[tuple[str, str, str, str, str]]:
+        """Rows in the shape of Oracle's SYS.AUX_STATS$: (SNAME, PNAME, PVAL1, PVAL2, unit).
+        SYSSTATS_WALL holds the same two read times by the client's clock."""
+        return [
+            ("SYSSTATS_INFO", "STATUS", "", "COMPLETED", ""),
+            ("SYSSTATS_INFO", "DSTART", "", self.dstart, ""),
+            ("SYSSTATS_INFO", "DSTOP", "", self.dstop, ""),
+            ("SYSSTATS_MAIN", "SREADTIM", f"{self.sreadtim_ms:.3f}", "", "ms"),
+            ("SYSSTATS_MAIN", "MREADTIM", f"{self.mreadtim_ms:.3f}", "", "ms"),
+            ("SYSSTATS_MAIN", "MBRC", f"{self.mbrc:.2f}", "", "blocks"),
+            ("SYSSTATS_MAIN", "MAXTHR", f"{self.maxthr_bytes_per_s:.0f}", "", "bytes/s"),
+            ("SYSSTATS_MAIN", "SLAVETHR", f"{self.slavethr_bytes_per_s:.0f}", "", "bytes/s"),
+            ("SYSSTATS_WALL", "SREADTIM", f"{self.sreadtim_wall_ms:.3f}", "", "ms"),
+            ("SYSSTATS_WALL", "MREADTIM", f"{self.mreadtim_wall_ms:.3f}", "", "ms"),
+            ("SYSSTATS_PG", "BLOCK_SIZE", str(self.block_size), "", "bytes"),
+            ("SYSSTATS_PG", "IO_COMBINE_LIMIT", str(self.io_combine_limit), "", "blocks"),
+            ("SYSSTATS_PG", "MREADTIM_AHEAD", f"{self.mreadtim_ahead_ms:.3f}", "", "ms"),
+        ]
+
+    def explanations(self) -> list[str]:
+        """What the rows beyond Oracle's mean, one line each."""
+        plural = "s" if self.maxthr_sessions != 1 else ""
+        return [
+            f"MAXTHR {_mb(self.maxthr_bytes_per_s)} with {self.maxthr_sessions} session{plural} scanning at once "
+            f"({', '.join(f'{k}: {_mb(v)}' for k, v in self.throughput_by_sessions.items())}); "
+            f"SLAVETHR {_mb(self.slavethr_bytes_per_s)} per session",
+            "SYSSTATS_MAIN SREADTIM and MREADTIM are pg_stat_io read_time / reads over exactly the measured reads; "
+            "SYSSTATS_WALL is the client's clock per read (it also holds CPU and round trips)",
+            f"MREADTIM_AHEAD: what a scan with read-ahead (effective_io_concurrency {self.effective_io_concurrency}) "
+            "still waits per read; MREADTIM is measured one read at a time, like Oracle's scattered reads",
+        ]
+
+    def conditions(self) -> str:
+        return (
+            f"on {self.table} ({self.rows:,} rows, {fmt_bytes(self.relation_bytes)}), "
+            f"io_combine_limit {self.io_combine_limit} ({fmt_bytes(self.io_combine_limit * self.block_size)}), "
+            f"io_method {self.io_method}, {'direct' if self.direct_io else 'buffered'} I/O, cold; "
+            f"{self.single_reads} random single-block reads; {self.repeats} cold scans one read at a time "
+            f"(effective_io_concurrency 0) for MREADTIM and MBRC; {self.repeats} cold scans with read-ahead per "
+            f"concurrency level ({', '.join(str(k) for k in self.throughput_by_sessions)} sessions) for MAXTHR"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "phases":
+                value = [p.to_dict() for p in value]
+            elif f.name == "throughput_by_sessions":
+                value = {str(k): v for k, v in value.items()}
+            elif isinstance(value, tuple):
+                value = list(value)
+            d[f.name] = value
+        d["random_page_cost"] = self.random_page_cost
+        d["planner_costs"] = self.planner_costs()
+        return d
+
+
+def random_page_cost(sreadtim_ms: float, mreadtim_ms: float, mbrc: float) -> float:
+    """A random page relative to a sequential one: the single-block read time
+    over the time per block of a multiblock read."""
+    for name, value in (("SREADTIM", sreadtim_ms), ("MREADTIM", mreadtim_ms), ("MBRC", mbrc)):
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+            raise ValueError(f"{name} must be a positive number, not {value!r}")
+    return sreadtim_ms / (mreadtim_ms / mbrc)
+
+
+def alter_system_sql(costs: dict[str, float]) -> list[str]:
+    lines = [f"ALTER SYSTEM SET {name} = {_number(value)};" for name, value in costs.items()]
+    lines.append("SELECT pg_reload_conf();")
+    return lines
+
+
+# ---------------------------------------------------------------------- measuring
+class _Session:
+    """A measuring connection: no parallel workers, I/O timing on, stats flushed on demand;
+    `effective_io_concurrency` 0 makes a scan read one block range at a time, no read-ahead."""
+
+    def __init__(self, engine: Any, effective_io_concurrency: int | None = None):
+        self.engine = engine
+        self.conn = engine.connect()
+        try:
+            self.conn.execute("SET max_parallel_workers_per_gather = 0")
+            if effective_io_concurrency is not None:
+                self.conn.execute(sql.SQL("SET effective_io_concurrency = {}").format(sql.Literal(int(effective_io_concurrency))))
+            if self.conn.execute("SHOW track_io_timing").fetchone()[0] != "on":
+                try:
+                    self.conn.execute("SET track_io_timing = on")
+                except psycopg.Error:
+                    raise SysstatsError(
+                        "track_io_timing is off and this role may not turn it on for its session, so "
+                        "pg_stat_io has no read times; connect as a superuser, or have it enabled "
+                        "(ALTER SYSTEM SET track_io_timing = on; SELECT pg_reload_conf();)"
+                    ) from None
+        except BaseException:
+            self.conn.close()
+            raise
+
+    def flush(self) -> None:
+        self.conn.execute("SELECT pg_stat_force_next_flush()")
+        self.conn.execute("SELECT 1")
+
+    def counters(self) -> dict[str, float]:
+        return self.engine.io_counters(self.conn)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> "_Session":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class _Disk:
+    def __init__(self, engine: Any):
+        data_dir = engine.data_dir() if engine.mode == "embedded" or _is_local(engine) else None
+        self.device = device_of(data_dir).name if data_dir else None
+
+    def read_bytes(self) -> float | None:
+        counters = disk_counters(self.device) if self.device else None
+        return float(counters.read_bytes) if counters else None
+
+
+def _is_local(engine: Any) -> bool:
+    try:
+        return bool(engine.server_pids())
+    except Exception:
+        return False
+
+
+def _delta(after: dict[str, float], before: dict[str, float], key: str) -> float:
+    return after.get(key, 0.0) - before.get(key, 0.0)
+
+
+def _phase(name: str, sessions: int, before: dict[str, float], after: dict[str, float], wall: float,
+           expected: float, disk0: float | None, disk1: float | None, direct: bool, **extra: Any) -> Phase:
+    read_bytes = _delta(after, before, "read_bytes")
+    device = disk1 - disk0 if disk0 is not None and disk1 is not None else None
+    proof = cold_proof(expected, read_bytes, device, direct)
+    return Phase(
+        name=name,
+        sessions=sessions,
+        reads=_delta(after, before, "reads"),
+        read_bytes=read_bytes,
+        read_time_ms=_delta(after, before, "read_time_ms"),
+        wall_s=wall,
+        hits=_delta(after, before, "hits"),
+        expected_bytes=expected,
+        device_read_bytes=device,
+        cold_ratio=proof["cold_ratio"],
+        cold_proven=bool(proof["cold_proven"]),
+        **extra,
+    )
+
+
+def _reads_statement(table: str, blocks: Sequence[int]) -> sql.Composed:
+    """One server-side loop of TID fetches, one heap block each, in the given order
+    (a TID list in one query would be sorted; a query per block would time the network)."""
+    array = "{" + ",".join(str(int(b)) for b in blocks) + "}"
+    body = sql.SQL(
+        "DECLARE b int; BEGIN FOREACH b IN ARRAY {}::int[] LOOP "
+        "PERFORM 1 FROM {} WHERE ctid = ('(' || b || ',1)')::tid; END LOOP; END"
+    ).format(sql.Literal(array), sql.Identifier(table))
+    return sql.SQL("DO $blocklab$ {} $blocklab$").format(body)
+
+
+def single_block_reads(engine: Any, table: str, blocks: Sequence[int], warmup_block: int, disk: _Disk | None = None) -> Phase:
+    """Cold random single-block reads of `blocks` (distinct), timed by pg_stat_io and the client.
+    One block outside the sample is read first so the loop's plan and catalogs are warm."""
+    disk = disk or _Disk(engine)
+    direct = engine.direct_io_active()
+    engine.evict([table])
+    with _Session(engine, 0) as s:
+        s.conn.execute(_reads_statement(table, [warmup_block]))
+        before = s.counters()
+        d0 = disk.read_bytes()
+        t0 = time.perf_counter()
+        s.conn.execute(_reads_statement(table, blocks))
+        wall = time.perf_counter() - t0
+        d1 = disk.read_bytes()
+        after = s.counters()
+    return _phase("single_block", 1, before, after, wall, len(blocks) * engine.block_size(), d0, d1, direct,
+                  effective_io_concurrency=0)
+
+
+def serial_scan(engine: Any, table: str, disk: _Disk | None = None, *, read_ahead: bool = True) -> Phase:
+    """One cold serial full scan (SELECT count(*), no parallel workers).
+
+    read_ahead=False sets effective_io_concurrency = 0 for the scan: the read
+    stream still combines blocks up to io_combine_limit but has one read in
+    flight at a time, so pg_stat_io's read_time is each multiblock read's whole
+    latency (like Oracle's synchronous 'db file scattered read'). With read-ahead
+    it is only what the scan still had to wait for after the prefetching."""
+    disk = disk or _Disk(engine)
+    direct = engine.direct_io_active()
+    expected = engine.relation_bytes(table)
+    engine.evict([table])
+    with _Session(engine, None if read_ahead else 0) as s:
+        before = s.counters()
+        d0 = disk.read_bytes()
+        t0 = time.perf_counter()
+        s.conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table))).fetchone()
+        wall = time.perf_counter() - t0
+        d1 = disk.read_bytes()
+        after = s.counters()
+    return _phase("serial_scan" if read_ahead else "multiblock", 1, before, after, wall, expected, d0, d1, direct,
+                  session_wall_s=(wall,), session_bytes=(float(expected),),
+                  effective_io_concurrency=None if read_ahead else 0)
+
+
+def concurrent_scan(engine: Any, table: str, sessions: int, disk: _Disk | None = None) -> Phase:
+    """`sessions` cold TID range scans at once, each of its own slice of the table
+    (so no session finds another's pages in shared buffers). Wall time from the
+    common start to the last finish."""
+    disk = disk or _Disk(engine)
+    direct = engine.direct_io_active()
+    block_size = engine.block_size()
+    nblocks = engine.relation_bytes(table) // block_size
+    slices = [(nblocks * i // sessions, nblocks * (i + 1) // sessions) for i in range(sessions)]
+    engine.evict([table])
+    opened: list[_Session] = []
+    try:
+        for _ in range(sessions):
+            s = _Session(engine)
+            opened.append(s)
+            s.conn.execute("SET enable_seqscan = off")  # a TID range scan of the slice, never the whole table
+        before = opened[0].counters()
+        d0 = disk.read_bytes()
+        barrier = threading.Barrier(sessions + 1)
+        walls = [0.0] * sessions
+        errors: list[BaseException] = []
+
+        def scan(i: int) -> None:
+            lo, hi = slices[i]
+            statement = sql.SQL("SELECT count(*) FROM {} WHERE ctid >= {}::tid AND ctid < {}::tid").format(
+                sql.Identifier(table), sql.Literal(f"({lo},0)"), sql.Literal(f"({hi},0)")
+            )
+            try:
+                barrier.wait()
+                t = time.perf_counter()
+                opened[i].conn.execute(statement).fetchone()
+                walls[i] = time.perf_counter() - t
+            except BaseException as err:  # reported after the join
+                errors.append(err)
+                barrier.abort()
+
+        threads = [threading.Thread(target=scan, args=(i,), daemon=True) for i in range(sessions)]
+        for t in threads:
+            t.start()
+        try:
+            barrier.wait()
+        except threading.BrokenBarrierError:
+            pass
+        t0 = time.perf_counter()
+        for t in threads:
+            t.join()
+        wall = time.perf_counter() - t0
+        if errors:
+            raise SysstatsError(f"a concurrent scan failed: {errors[0]}")
+        d1 = disk.read_bytes()
+        for s in opened[1:]:
+            s.flush()
+        after = opened[0].counters()
+    finally:
+        for s in opened:
+            s.close()
+    slice_bytes = tuple(float((hi - lo) * block_size) for lo, hi in slices)
+    return _phase("concurrent_scan", sessions, before, after, wall, float(nblocks * block_size), d0, d1, direct,
+                  session_wall_s=tuple(walls), session_bytes=slice_bytes)
+
+
+def ensure_table(engine: Any, table: str, rows: int) -> None:
+    """The seed's scan table, built by the full_scan workload if missing or of another size."""
+    from ..spec import DatasetSpec
+    from ..workloads.full_scan import FullScan, FullScanOptions
+
+    FullScan(FullScanOptions(), DatasetSpec(table=table, rows=rows)).prepare(engine)
+
+
+def gather(
+    engine: Any,
+    *,
+    table: str = DEFAULT_TABLE,
+    rows: int = DEFAULT_ROWS,
+    single_reads: int = DEFAULT_SINGLE_READS,
+    repeats: int = DEFAULT_REPEATS,
+    sessions: Sequence[int] = DEFAULT_SESSIONS,
+    seed: int | None = None,
+    reporter: Reporter | None = None,
+) -> SystemStats:
+    """Measure on a started engine (the table is built first if needed)."""
+    rep = reporter or SilentReporter()
+    if engine.name != "postgres":
+        raise SysstatsInputError(f"sysstats measures PostgreSQL; engine {engine.name!r} is not supported")
+    rep.phase(f"checking the data set: {table}, {rows:,} rows (built once, then reused)")
+    ensure_table(engine, table, rows)
+    block_size = engine.block_size()
+    relation_bytes = engine.relation_bytes(table)
+    nblocks = relation_bytes // block_size
+    if nblocks < MIN_BLOCKS:
+        needed = math.ceil(MIN_BLOCKS * rows / max(nblocks, 1))
+        raise SysstatsInputError(
+            f"--rows {rows:,}: the table has {nblocks} blocks, too few to measure reads; give at least {needed:,} rows"
+        )
+    with _Session(engine) as s:
+        current = dict(s.conn.execute(
+            "SELECT name, setting FROM pg_settings WHERE name IN ('io_combine_limit', 'io_method', 'effective_io_concurrency')"
+        ).fetchall())
+    io_combine_limit = int(current.get("io_combine_limit", 1))
+    io_method = current.get("io_method", "sync")
+    effective_io_concurrency = int(current.get("effective_io_concurrency", 0))
+    direct = engine.direct_io_active()
+    disk = _Disk(engine)
+    rng = random.Random(seed)
+    dstart = _now()
+
+    # at most one block in READ_SPACING, so that the OS read-ahead (buffered I/O)
+    # rarely finds a block's neighbour asked for next
+    n = max(1, min(single_reads, nblocks // READ_SPACING))
+    sample = rng.sample(range(nblocks), n + 1)
+    warmup, blocks = sample[0], sample[1:]
+    rep.phase(f"SREADTIM: {n:,} random single-block reads, cold")
+    # a throwaway round first: right after a start the first such statement also
+    # reads catalog pages (about 1% more reads), which are not the table's
+    single_block_reads(engine, table, blocks[: min(16, len(blocks))], warmup, disk)
+    sread = single_block_reads(engine, table, blocks, warmup, disk)
+    if sread.reads < 1:
+        raise SysstatsError(f"the single-block reads caused no read in pg_stat_io (cold eviction failed?): {sread}")
+    if sread.read_time_ms <= 0:
+        raise SysstatsError("pg_stat_io recorded no read time: is track_io_timing on?")
+    rep.done(f"single-block reads: {sread.reads:,.0f} reads, {sread.avg_read_ms:.3f} ms each (client clock {sread.wall_ms_per_read:.3f} ms)")
+
+    mreads: list[Phase] = []
+    for i in range(repeats):
+        rep.phase(f"MREADTIM, MBRC: cold serial scan {i + 1} of {repeats}, one read at a time ({fmt_bytes(relation_bytes)})")
+        mreads.append(serial_scan(engine, table, disk, read_ahead=False))
+    reads = sum(p.reads for p in mreads)
+    if reads < 1 or sum(p.read_time_ms for p in mreads) <= 0:
+        raise SysstatsError("the cold scans caused no timed reads in pg_stat_io (is track_io_timing on?)")
+    mreadtim = sum(p.read_time_ms for p in mreads) / reads
+    mbrc = sum(p.read_bytes for p in mreads) / reads / block_size
+    mread_wall = sum(p.wall_s for p in mreads) * 1000.0 / reads
+    rep.done(f"multiblock reads: {reads / repeats:,.0f} reads a scan, {mbrc:.2f} blocks each, {mreadtim:.3f} ms each "
+             f"(client clock {mread_wall:.3f} ms)")
+
+    scans: list[Phase] = []
+    for i in range(repeats):
+        rep.phase(f"MAXTHR: cold serial scan {i + 1} of {repeats} with read-ahead")
+        scans.append(serial_scan(engine, table, disk, read_ahead=True))
+    ahead_reads = sum(p.reads for p in scans)
+    mreadtim_ahead = sum(p.read_time_ms for p in scans) / ahead_reads if ahead_reads else math.nan
+    rep.done(f"1 session with read-ahead: {_mb(statistics.median(p.bytes_per_s for p in scans))}, "
+             f"waiting {mreadtim_ahead:.3f} ms a read")
+
+    by_level: dict[int, list[Phase]] = {1: scans}
+    for k in sorted(set(int(x) for x in sessions if int(x) > 1)):
+        by_level[k] = []
+        for i in range(repeats):
+            rep.phase(f"MAXTHR: {k} sessions scanning at once with read-ahead, cold, {i + 1} of {repeats}")
+            by_level[k].append(concurrent_scan(engine, table, k, disk))
+        rep.done(f"{k} concurrent sessions: {_mb(statistics.median(p.bytes_per_s for p in by_level[k]))} in total")
+    throughput = {k: statistics.median(p.bytes_per_s for p in phases) for k, phases in by_level.items()}
+    best_level = max(throughput, key=lambda k: throughput[k])
+    per_session = [v for p in by_level[best_level] for v in p.session_bytes_per_s()]
+    slavethr = statistics.median(per_session) if per_session else throughput[best_level]
+
+    phases = (sread, *mreads, *[p for ps in by_level.values() for p in ps])
+    notes = []
+    not_cold = [p for p in phases if not p.cold_proven]
+    if not_cold:
+        notes.append(
+            f"{len(not_cold)} of {len(phases)} measurements could not prove a cold cache "
+            "(no device counters, or fewer bytes read than the data): treat the times as lower bounds"
+        )
+    if sread.reads > 1.05 * n:
+        notes.append(f"the single-block phase read {sread.reads:,.0f} blocks for {n:,} fetches")
+    if random_page_cost(sread.avg_read_ms, mreadtim, mbrc) < 1:
+        notes.append("random_page_cost came out below 1: a random block read cost less than a block of a scan; "
+                     "check that the scans were really cold before using it")
+    return SystemStats(
+        sreadtim_ms=sread.avg_read_ms,
+        mreadtim_ms=mreadtim,
+        mbrc=mbrc,
+        maxthr_bytes_per_s=throughput[best_level],
+        slavethr_bytes_per_s=slavethr,
+        maxthr_sessions=best_level,
+        sreadtim_wall_ms=sread.wall_ms_per_read,
+        mreadtim_wall_ms=mread_wall,
+        mreadtim_ahead_ms=mreadtim_ahead,
+        effective_io_concurrency=effective_io_concurrency,
+        throughput_by_sessions=throughput,
+        block_size=block_size,
+        io_combine_limit=io_combine_limit,
+        io_method=io_method,
+        direct_io=direct,
+        table=table,
+        rows=rows,
+        relation_bytes=relation_bytes,
+        single_reads=n,
+        repeats=repeats,
+        dstart=dstart,
+        dstop=_now(),
+        phases=phases,
+        notes=tuple(notes),
+    )
+
+
+# ---------------------------------------------------------------------- applying
+@dataclass(frozen=True)
+class AppliedCosts:
+    """ALTER SYSTEM of the planner costs: the values before, asked and read back after."""
+
+    asked: dict[str, float]
+    before: dict[str, str]
+    after: dict[str, str]
+
+    @property
+    def confirmed(self) -> bool:
+        return all(_same_number(self.after.get(k), v) for k, v in self.asked.items())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"asked": self.asked, "before": self.before, "after": self.after, "confirmed": self.confirmed}
+
+
+def read_costs(engine: Any, names: Sequence[str] = ("seq_page_cost", "random_page_cost")) -> dict[str, str]:
+    """The values a new session sees."""
+    with engine.connect(session=False) as conn:
+        return {n: conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(n))).fetchone()[0] for n in names}
+
+
+def apply_planner_costs(engine: Any, costs: dict[str, float], wait_s: float = APPLY_WAIT_S) -> AppliedCosts:
+    """ALTER SYSTEM SET each cost, reload, and read the values back from a new
+    session (the reload is asynchronous: poll until they show or `wait_s` passes)."""
+    before = read_costs(engine, list(costs))
+    with engine.connect(session=False) as conn:
+        for name, value in costs.items():
+            conn.execute(sql.SQL("ALTER SYSTEM SET {} = {}").format(sql.Identifier(name), sql.Literal(_number(value))))
+        conn.execute("SELECT pg_reload_conf()")
+    deadline = time.monotonic() + wait_s
+    while True:
+        after = read_costs(engine, list(costs))
+        if all(_same_number(after.get(k), v) for k, v in costs.items()) or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    return AppliedCosts(dict(costs), before, after)
+
+
+# ---------------------------------------------------------------------- the command
+@dataclass
+class SysstatsRun:
+    """What `blocklab sysstats` did: the statistics, where they are saved, what was applied."""
+
+    stats: SystemStats
+    run_dir: Path
+    mode: str  # embedded | dsn
+    sql: list[str]
+    applied: AppliedCosts | None = None
+    how_to_apply: list[str] = field(default_factory=list)
+
+
+def check_options(*, dsn: str | None, rows: int, apply: bool, allow_server_changes: bool,
+                  direct_io: bool | None, single_reads: int, repeats: int, sessions: Sequence[int],
+                  table: str, out: Path | None) -> None:
+    """Everything that can be refused before anything starts."""
+    from ..spec import IDENTIFIER
+
+    if rows < MIN_ROWS:
+        raise SysstatsInputError(
+            f"--rows {rows}: too few to measure reads; give at least {MIN_ROWS:,} (default {DEFAULT_ROWS:,})"
+        )
+    if single_reads < 1:
+        raise SysstatsInputError(f"--reads {single_reads}: must be at least 1 (default {DEFAULT_SINGLE_READS})")
+    if repeats < 1:
+        raise SysstatsInputError(f"--repeats {repeats}: must be at least 1 (default {DEFAULT_REPEATS})")
+    if any(int(k) < 1 or int(k) > 64 for k in sessions):
+        raise SysstatsInputError(f"--sessions {','.join(map(str, sessions))}: each must be from 1 to 64")
+    if not IDENTIFIER.match(table):
+        raise SysstatsInputError(f"table {table!r}: must be a lower-case SQL identifier")
+    if dsn and apply and not allow_server_changes:
+        raise SysstatsInputError(
+            "--apply on a --dsn server changes its planner settings for everyone (ALTER SYSTEM); "
+            "add --allow-server-changes to do it, or leave out --apply and run the printed statements yourself"
+        )
+    if dsn and direct_io is not None:
+        raise SysstatsInputError("--direct-io needs a server restart, which blocklab never does to a --dsn server; "
+                                 "use it with the embedded engine (no --dsn)")
+    if out is not None and (Path(out) / SYSSTATS_FILE).exists():
+        raise SysstatsInputError(f"--out {out}: already holds system statistics; give a new directory")
+
+
+def run_sysstats(
+    *,
+    dsn: str | None = None,
+    rows: int = DEFAULT_ROWS,
+    apply: bool = False,
+    allow_server_changes: bool = False,
+    direct_io: bool | None = None,
+    single_reads: int = DEFAULT_SINGLE_READS,
+    repeats: int = DEFAULT_REPEATS,
+    sessions: Sequence[int] = DEFAULT_SESSIONS,
+    table: str = DEFAULT_TABLE,
+    seed: int | None = None,
+    cache_dir: Path | None = None,
+    out: Path | None = None,
+    results_root: Path | None = None,
+    reporter: Reporter | None = None,
+) -> SysstatsRun:
+    """Start the engine (embedded, or the --dsn server), gather, save a run
+    directory, apply the planner costs if asked, stop the engine (also on error
+    and Ctrl-C). Raises SysstatsInputError before anything starts on bad options."""
+    from ..engines.postgres import PostgresEngine
+    from ..environment import collect
+    from ..paths import results_root as default_results_root
+    from ..runner import new_run_dir
+
+    check_options(dsn=dsn, rows=rows, apply=apply, allow_server_changes=allow_server_changes, direct_io=direct_io,
+                  single_reads=single_reads, repeats=repeats, sessions=sessions, table=table, out=out)
+    rep = reporter or SilentReporter()
+    engine = PostgresEngine(dsn=dsn, cache_dir=cache_dir, allow_server_changes=allow_server_changes)
+    rep.phase("starting the embedded PostgreSQL" if not dsn else "connecting to the --dsn server")
+    try:
+        engine.start()
+        if direct_io is not None:
+            rep.phase(f"{'enabling' if direct_io else 'disabling'} direct I/O (restart)")
+            engine.apply({"direct_io": direct_io})
+        stats = gather(engine, table=table, rows=rows, single_reads=single_reads, repeats=repeats,
+                       sessions=sessions, seed=seed, reporter=rep)
+        env = collect(engine.info(), engine.data_dir(), {"dataset_rows": rows, "kind": "sysstats"})
+        run_dir = RunDir(out) if out is not None else new_run_dir(results_root or default_results_root(), "sysstats")
+        run_dir.create()
+        run_dir.write_json(ENVIRONMENT_FILE, env)
+        costs = stats.planner_costs()
+        result = SysstatsRun(stats, run_dir.path, engine.mode, alter_system_sql(costs))
+        if apply:
+            rep.phase("applying the planner costs (ALTER SYSTEM, pg_reload_conf)")
+            result.applied = apply_planner_costs(engine, costs)
+        elif engine.mode == "embedded":
+            result.how_to_apply = [
+                "blocklab sysstats --apply   (measures again and applies on blocklab's embedded server)",
+                "on your own server: run the statements above as a superuser, or "
+                "blocklab sysstats --dsn DSN --apply --allow-server-changes",
+            ]
+        else:
+            result.how_to_apply = [
+                "rerun with --apply --allow-server-changes, or run the statements above as a superuser",
+                f"to undo later: {' '.join(f'ALTER SYSTEM RESET {n};' for n in costs)} SELECT pg_reload_conf();",
+            ]
+        run_dir.write_json(SYSSTATS_FILE, _document(result))
+        return result
+    except psycopg.Error as err:
+        raise EngineError(f"PostgreSQL: {str(err).strip()}") from None
+    finally:
+        engine.stop()
+
+
+def _document(result: SysstatsRun) -> dict[str, Any]:
+    s = result.stats
+    return {
+        "format": FORMAT,
+        "aux_stats": [dict(zip(("sname", "pname", "pval1", "pval2", "unit"), row)) for row in s.aux_stats()],
+        "stats": s.to_dict(),
+        "formula": s.formula(),
+        "sql": result.sql,
+        "mode": result.mode,
+        "applied": result.applied.to_dict() if result.applied else None,
+    }
+
+
+def load(path: Path | str) -> dict[str, Any]:
+    """A saved sysstats.json."""
+    return RunDir(path).read_json(SYSSTATS_FILE)
+
+
+# ---------------------------------------------------------------------- helpers
+def _now() -> str:
+    return dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _mb(bytes_per_s: float) -> str:
+    return f"{bytes_per_s / 1e6:,.1f} MB/s" if math.isfinite(bytes_per_s) else "n/a"
+
+
+def _number(value: float) -> str:
+    """1.0 -> '1', 16.05 -> '16.05' (as a person types it)."""
+    value = float(value)
+    return str(int(value)) if value.is_integer() else repr(value)
+
+
+def _same_number(text: str | None, value: float) -> bool:
+    try:
+        return text is not None and abs(float(text) - float(value)) < 1e-9 * max(1.0, abs(value))
+    except ValueError:
+        return False
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+__all__ = [
+    "SystemStats", "Phase", "AppliedCosts", "SysstatsRun", "SysstatsError", "SysstatsInputError",
+    "gather", "run_sysstats", "random_page_cost", "alter_system_sql", "apply_planner_costs",
+    "single_block_reads", "serial_scan", "concurrent_scan", "read_costs", "load",
+]

@@ -1,0 +1,246 @@
+"""`blocklab sysstats`: the arithmetic, the refusals, and the measurements on a
+real embedded PostgreSQL 18 with a small table and direct I/O."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from blocklab.analysis import sysstats as ss
+from blocklab.analysis.sysstats import (
+    SysstatsInputError,
+    alter_system_sql,
+    apply_planner_costs,
+    check_options,
+    gather,
+    random_page_cost,
+    read_costs,
+)
+from conftest import blocklab_bin
+
+TABLE = "blocklab_scan"
+ROWS = 400_000  # ~2,550 blocks, 20 MB: a scan has ~160 reads of 16 blocks
+
+
+def blocklab(args, env, timeout=300):
+    return subprocess.run([blocklab_bin(), *args], env=env, capture_output=True, text=True, timeout=timeout)
+
+
+# ---------------------------------------------------------------------- arithmetic, no engine
+def test_random_page_cost_on_known_samples():
+    # 0.2 ms a random block; a 16-block read in 0.4 ms is 0.025 ms a block: 8x
+    assert random_page_cost(0.2, 0.4, 16) == pytest.approx(8.0)
+    # the seed's aux_stats$: SREADTIM 70.082, MREADTIM 1.822, MBRC 4
+    assert random_page_cost(70.082, 1.822, 4) == pytest.approx(153.857, abs=0.001)
+    # single-block multiblock reads as slow as single reads: 1
+    assert random_page_cost(0.13, 0.13, 1) == pytest.approx(1.0)
+    for bad in ((0, 1, 1), (1, 0, 1), (1, 1, 0), (float("nan"), 1, 1), (1, -2, 4)):
+        with pytest.raises(ValueError):
+            random_page_cost(*bad)
+
+
+def test_alter_system_lines():
+    assert alter_system_sql({"seq_page_cost": 1.0, "random_page_cost": 7.93}) == [
+        "ALTER SYSTEM SET seq_page_cost = 1;",
+        "ALTER SYSTEM SET random_page_cost = 7.93;",
+        "SELECT pg_reload_conf();",
+    ]
+
+
+def _stats(**overrides):
+    base = dict(
+        sreadtim_ms=0.126, mreadtim_ms=0.254, mbrc=15.96, maxthr_bytes_per_s=7.2e8, slavethr_bytes_per_s=1.9e8,
+        maxthr_sessions=4, sreadtim_wall_ms=0.139, mreadtim_wall_ms=0.358, mreadtim_ahead_ms=0.008,
+        effective_io_concurrency=16, throughput_by_sessions={1: 6.7e8, 2: 7.1e8, 4: 7.2e8}, block_size=8192,
+        io_combine_limit=16, io_method="worker", direct_io=True, table=TABLE, rows=3_000_000,
+        relation_bytes=156_459_008, single_reads=2000, repeats=3, dstart="2026-11-22 22:34:45",
+        dstop="2026-11-22 22:34:50", phases=(),
+    )
+    base.update(overrides)
+    return ss.SystemStats(**base)
+
+
+def test_planner_costs_and_aux_stats_shape():
+    stats = _stats()
+    assert stats.random_page_cost == pytest.approx(0.126 / (0.254 / 15.96))
+    assert stats.planner_costs() == {"seq_page_cost": 1.0, "random_page_cost": 7.92}
+    assert "= 0.126 / (0.254 / 15.96) = 7.92" in stats.formula()
+    rows = {(r[0], r[1]): r for r in stats.aux_stats()}
+    assert rows[("SYSSTATS_MAIN", "SREADTIM")] == ("SYSSTATS_MAIN", "SREADTIM", "0.126", "", "ms")
+    assert rows[("SYSSTATS_MAIN", "MREADTIM")][2:] == ("0.254", "", "ms")
+    assert rows[("SYSSTATS_MAIN", "MBRC")][2] == "15.96"
+    assert rows[("SYSSTATS_MAIN", "MAXTHR")][2:] == ("720000000", "", "bytes/s")
+    assert rows[("SYSSTATS_INFO", "STATUS")][3] == "COMPLETED"
+    assert rows[("SYSSTATS_WALL", "SREADTIM")][2] == "0.139"
+    json.dumps(stats.to_dict())
+
+
+def test_options_refused_before_anything_starts(tmp_path):
+    ok = dict(dsn=None, rows=ROWS, apply=False, allow_server_changes=False, direct_io=None, single_reads=100,
+              repeats=1, sessions=(2,), table=TABLE, out=None)
+    check_options(**ok)
+    cases = [
+        ({"dsn": "host=x", "apply": True}, "--apply on a --dsn server changes its planner settings for everyone"),
+        ({"dsn": "host=x", "direct_io": True}, "--direct-io needs a server restart"),
+        ({"rows": 100}, "--rows 100: too few to measure reads; give at least 5,000"),
+        ({"single_reads": 0}, "--reads 0: must be at least 1"),
+        ({"repeats": 0}, "--repeats 0: must be at least 1"),
+        ({"table": "Bad-Name"}, "must be a lower-case SQL identifier"),
+    ]
+    for change, message in cases:
+        with pytest.raises(SysstatsInputError, match=re.escape(message)):
+            check_options(**{**ok, **change})
+    check_options(**{**ok, "dsn": "host=x", "apply": True, "allow_server_changes": True})
+    (tmp_path / "sysstats.json").write_text("{}")
+    with pytest.raises(SysstatsInputError, match="already holds system statistics"):
+        check_options(**{**ok, "out": tmp_path})
+
+
+def test_cli_refuses_apply_on_dsn_without_permission(cli_env):
+    result = blocklab(["sysstats", "--dsn", "host=/nonexistent dbname=x", "--apply"], cli_env)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "add --allow-server-changes" in result.stdout
+    assert not Path(cli_env["BLOCKLAB_RESULTS"]).exists()
+
+
+# ---------------------------------------------------------------------- real engine
+@pytest.fixture(scope="module")
+def engine(cache_dir):
+    """An embedded PostgreSQL of this file's own, with direct I/O and the scan table."""
+    from blocklab.engines.postgres import PostgresEngine
+
+    eng = PostgresEngine(cache_dir=cache_dir / "sysstats")
+    eng.start()
+    try:
+        eng.apply({"direct_io": True})
+        ss.ensure_table(eng, TABLE, ROWS)
+        yield eng
+    finally:
+        eng.stop()
+
+
+def _server_io(engine) -> tuple[float, float, float]:
+    """(reads, read_bytes, read_time ms) over all backends, from a connection of the test's own."""
+    with engine.connect(session=False) as conn:
+        conn.execute("SELECT pg_stat_force_next_flush()")
+        conn.execute("SELECT 1")
+        row = conn.execute(
+            "SELECT sum(reads), sum(read_bytes), sum(read_time) FROM pg_stat_io WHERE object = 'relation'"
+        ).fetchone()
+    return tuple(float(x) for x in row)
+
+
+@pytest.mark.engine
+def test_gather_on_embedded_postgres_with_direct_io(engine):
+    stats = gather(engine, table=TABLE, rows=ROWS, single_reads=300, repeats=2, sessions=(2,), seed=3)
+    assert stats.direct_io and stats.block_size == 8192
+    assert stats.io_combine_limit == 16
+    for value in (stats.sreadtim_ms, stats.mreadtim_ms, stats.mbrc, stats.maxthr_bytes_per_s,
+                  stats.slavethr_bytes_per_s, stats.sreadtim_wall_ms, stats.mreadtim_wall_ms):
+        assert value > 0
+    # a large scan reads io_combine_limit blocks at a time
+    assert 8 <= stats.mbrc <= 16
+    assert stats.maxthr_bytes_per_s >= stats.throughput_by_sessions[1]
+    assert set(stats.throughput_by_sessions) == {1, 2}
+    assert stats.single_reads == 300
+    sread = stats.phases[0]
+    assert sread.name == "single_block" and sread.reads == 300  # direct I/O: every fetch one physical read
+    assert sread.read_bytes == 300 * 8192
+    assert all(p.cold_proven for p in stats.phases), [(p.name, p.cold_ratio) for p in stats.phases]
+    # the implied cost is the formula on the gathered figures
+    assert stats.random_page_cost == pytest.approx(stats.sreadtim_ms / (stats.mreadtim_ms / stats.mbrc))
+    assert stats.planner_costs()["random_page_cost"] == round(stats.random_page_cost, 2)
+
+
+@pytest.mark.engine
+def test_read_times_agree_with_pg_stat_io_averages(engine):
+    """SREADTIM and MREADTIM against pg_stat_io read by the test itself around each phase."""
+    nblocks = engine.relation_bytes(TABLE) // 8192
+    engine.evict([TABLE])  # catalogs the eviction needs are warm before the window opens
+    blocks = list(range(1, nblocks, 8))[:300]
+    before = _server_io(engine)
+    sread = ss.single_block_reads(engine, TABLE, blocks, warmup_block=0)
+    after = _server_io(engine)
+    reads, _, time_ms = (a - b for a, b in zip(after, before))
+    assert reads >= len(blocks)
+    assert sread.avg_read_ms == pytest.approx(time_ms / reads, rel=0.10)
+    assert sread.wall_ms_per_read > 0
+
+    before = _server_io(engine)
+    mread = ss.serial_scan(engine, TABLE, read_ahead=False)
+    after = _server_io(engine)
+    reads, read_bytes, time_ms = (a - b for a, b in zip(after, before))
+    assert mread.avg_read_ms == pytest.approx(time_ms / reads, rel=0.10)
+    assert read_bytes / reads / 8192 >= 8
+    assert mread.read_bytes / mread.reads / 8192 == pytest.approx(read_bytes / reads / 8192, rel=0.10)
+
+
+@pytest.mark.engine
+def test_apply_sets_random_page_cost_and_reads_it_back(engine):
+    try:
+        applied = apply_planner_costs(engine, {"seq_page_cost": 1.0, "random_page_cost": 3.21})
+        assert applied.confirmed
+        assert applied.before["random_page_cost"] == "4"
+        assert read_costs(engine)["random_page_cost"] == "3.21"
+    finally:
+        with engine.connect(session=False) as conn:
+            conn.execute("ALTER SYSTEM RESET random_page_cost")
+            conn.execute("ALTER SYSTEM RESET seq_page_cost")
+            conn.execute("SELECT pg_reload_conf()")
+
+
+@pytest.mark.engine
+def test_cli_sysstats_prints_saves_and_applies_on_the_embedded_server(cli_env):
+    from blocklab.engines.postgres import PostgresEngine
+
+    args = ["sysstats", "--rows", "60000", "--reads", "200", "--repeats", "1", "--direct-io"]
+    plain = blocklab(args, cli_env)
+    assert plain.returncode == 0, plain.stdout + plain.stderr
+    out = plain.stdout
+    for name in ("SREADTIM", "MREADTIM", "MBRC", "MAXTHR", "SLAVETHR"):
+        assert re.search(rf"SYSSTATS_MAIN\s+{name}\s+[0-9.]+\s+", out), name
+    assert re.search(r"SYSSTATS_WALL\s+SREADTIM\s+[0-9.]+\s+ms", out)
+    assert "ALTER SYSTEM SET seq_page_cost = 1;" in out
+    assert "not applied. To apply:" in out and "blocklab sysstats --apply" in out
+    saved = Path(re.search(r"saved: (\S+)", out).group(1))
+    assert saved.parent == Path(cli_env["BLOCKLAB_RESULTS"]) and saved.name.startswith("sysstats-")
+    doc = json.loads((saved / "sysstats.json").read_text())
+    env = json.loads((saved / "environment.json").read_text())
+    assert env["engine_version"].startswith("18") and env["dataset_rows"] == 60000
+    assert doc["stats"]["sreadtim_ms"] > 0 and doc["applied"] is None
+    assert [r["pname"] for r in doc["aux_stats"] if r["sname"] == "SYSSTATS_MAIN"] == [
+        "SREADTIM", "MREADTIM", "MBRC", "MAXTHR", "SLAVETHR"]
+
+    applied = blocklab([*args, "--apply"], cli_env)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    value = re.search(r"ALTER SYSTEM SET random_page_cost = ([0-9.]+);", applied.stdout).group(1)
+    assert "applied on the embedded server" in applied.stdout
+    assert f"random_page_cost 4 -> {value}" in applied.stdout
+    # the server is stopped after the command; start it again and read the setting back
+    eng = PostgresEngine(cache_dir=Path(cli_env["BLOCKLAB_CACHE"]))
+    eng.start()
+    try:
+        assert float(read_costs(eng)["random_page_cost"]) == pytest.approx(float(value))
+    finally:
+        eng.stop()
+
+
+@pytest.mark.engine
+def test_cli_sysstats_on_a_dsn_server_applies_only_when_allowed(engine, cli_env):
+    dsn = engine.conninfo()
+    try:
+        result = blocklab(["sysstats", "--dsn", dsn, "--rows", str(ROWS), "--reads", "200", "--repeats", "1",
+                           "--apply", "--allow-server-changes"], cli_env)
+        assert result.returncode == 0, result.stdout + result.stderr
+        value = re.search(r"ALTER SYSTEM SET random_page_cost = ([0-9.]+);", result.stdout).group(1)
+        assert "applied on the --dsn server" in result.stdout
+        assert float(read_costs(engine)["random_page_cost"]) == pytest.approx(float(value))
+    finally:
+        with engine.connect(session=False) as conn:
+            conn.execute("ALTER SYSTEM RESET random_page_cost")
+            conn.execute("ALTER SYSTEM RESET seq_page_cost")
+            conn.execute("SELECT pg_reload_conf()")
