@@ -174,5 +174,235 @@ def recipes_command(show: str | None) -> None:
         console.print(f"{name:12s} {recipes.summary_line(name)}", markup=False)
 
 
+@main.command("report")
+@click.argument("run_dir", metavar="RUN_DIR", type=click.Path(path_type=Path))
+def report_command(run_dir: Path) -> None:
+    """Write the HTML report and the plots of a results directory (again).
+
+    Works on finished runs, interrupted ones and runs with failed cells; prints
+    the paths of report.html and of the PNG plots (SVGs are written beside them).
+
+    \b
+    Examples:
+      blocklab report results/mbrc-20261122-101500
+      blocklab report results/mbrc-20261122-101500 | grep report.html
+    """
+    from .report.writer import write_report
+
+    console = make_console()
+    try:
+        paths = write_report(run_dir)
+    except ResultsError as err:
+        _fail(console, f"RUN_DIR {err}; give a directory written by `blocklab run`", EXIT_BAD_INPUT)
+    for path in paths:
+        if path.suffix in (".html", ".png"):
+            click.echo(str(path))
+
+
+@main.command("export")
+@click.argument("run_dir", metavar="RUN_DIR", type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["csv", "json", "parquet"], case_sensitive=False), default="csv", show_default=True, help="csv: one line per cell; json: the whole run; parquet: needs pyarrow")
+@click.option("--output", "-o", type=click.Path(path_type=Path, dir_okay=False), help="write to FILE instead of stdout")
+def export_command(run_dir: Path, fmt: str, output: Path | None) -> None:
+    """Export the results of a run as CSV, JSON or Parquet (stdout by default).
+
+    \b
+    Examples:
+      blocklab export results/mbrc-20261122-101500 > mbrc.csv
+      blocklab export results/mbrc-20261122-101500 --format json | jq .summary.verdict
+      blocklab export results/mbrc-20261122-101500 --format parquet --output mbrc.parquet
+    """
+    from .report.parquet_export import ExportUnavailable
+    from .report.writer import export_bytes, write_export
+
+    console = make_console()
+    fmt = fmt.lower()
+    if output is not None and not output.parent.is_dir():
+        _fail(console, f"--output {output}: the directory {output.parent} does not exist", EXIT_BAD_INPUT)
+    if output is None and fmt == "parquet" and sys.stdout.isatty():
+        _fail(console, "--format parquet is binary: give --output FILE or redirect stdout", EXIT_BAD_INPUT)
+    try:
+        if output is not None:
+            click.echo(str(write_export(run_dir, fmt, output)))
+            return
+        content = export_bytes(run_dir, fmt)
+    except ResultsError as err:
+        _fail(console, f"RUN_DIR {err}; give a directory written by `blocklab run`", EXIT_BAD_INPUT)
+    except ExportUnavailable as err:
+        _fail(console, str(err), EXIT_FAILED)
+    try:
+        sys.stdout.buffer.write(content)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `| head` closed the pipe: not an error
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
+
+
+@main.command("compare")
+@click.argument("run_a", metavar="RUN_A", type=click.Path(path_type=Path))
+@click.argument("run_b", metavar="RUN_B", type=click.Path(path_type=Path))
+@click.option("--force", is_flag=True, help="compare runs from different hosts, engine versions, devices or data sizes")
+@click.option("--metric", metavar="M", help="the metric to compare (default: the one the runs were judged on, e.g. rows_per_s)")
+def compare_command(run_a: Path, run_b: Path, force: bool, metric: str | None) -> None:
+    """Compare two runs setting by setting: B/A of the medians with its 95% interval, a p-value, a verdict.
+
+    \b
+    Examples:
+      blocklab compare results/mbrc-20261122-101500 results/mbrc-20261123-090000
+      blocklab compare results/before results/after --metric mb_per_s
+      blocklab compare results/laptop results/server --force
+    """
+    from .analysis.compare import CompareError, EnvironmentMismatch, compare_runs
+
+    console = make_console()
+    try:
+        result = compare_runs(run_a, run_b, metric=metric, force=force)
+    except EnvironmentMismatch as err:
+        console.print("error: RUN_A and RUN_B were measured under different conditions:", style="red", markup=False, highlight=False)
+        for difference in err.differences:
+            console.print(f"  {difference.text()}", markup=False, highlight=False)
+        console.print("their numbers are not comparable as they stand; add --force to compare them anyway", markup=False)
+        sys.exit(EXIT_BAD_INPUT)
+    except CompareError as err:
+        _fail(console, str(err), EXIT_BAD_INPUT)
+    _print_comparison(console, result)
+
+
+def _print_comparison(console: Any, result: Any) -> None:
+    from rich import box
+    from rich.table import Table
+
+    from .console import human
+
+    console.print(f"A: {result.run_a.path}  ({result.run_a.describe()})", markup=False, highlight=False)
+    console.print(f"B: {result.run_b.path}  ({result.run_b.describe()})", markup=False, highlight=False)
+    if result.differences:
+        console.print("compared with --force although the runs differ in:", style="yellow", markup=False)
+        for difference in result.differences:
+            console.print(f"  {difference.text()}", style="yellow", markup=False, highlight=False)
+    for difference in result.other_differences:
+        console.print(f"also different (not checked): {difference.text()}", markup=False, highlight=False)
+    unit = f" ({result.unit})" if result.unit else ""
+    better = "higher" if result.goal == "max" else "lower"
+    knobs = {tuple(s.settings) for s in result.settings}
+    one_knob = next(iter(knobs))[0] if len(knobs) == 1 and len(next(iter(knobs))) == 1 else None
+    table = Table(title=f"{result.metric}{unit}: B against A per setting ({better} is better)", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    table.add_column(one_knob or "setting")
+    for column in ("n A/B", "median A", "median B", "B/A", "95% CI", "p"):
+        table.add_column(column, justify="right", no_wrap=True)
+    table.add_column("B vs A", no_wrap=True)
+    words = {"better": "better", "worse": "worse", "same": "no diff.", "unclear": "unclear"}
+    styles = {"better": "green", "worse": "red", "same": "", "unclear": "yellow"}
+    for s in result.settings:
+        c = s.comparison
+        table.add_row(
+            s.display().split("=", 1)[1] if one_knob else s.display(), f"{c.n_a}/{c.n_b}",
+            human(c.median_a), human(c.median_b),
+            f"{c.ratio:.3f}" if c.ratio == c.ratio else "-",
+            f"{c.ci_low:.3f}-{c.ci_high:.3f}" if c.ci_low == c.ci_low else "-",
+            f"{c.p_value:.3g}", words[s.outcome], style=styles[s.outcome] or None,
+        )
+    console.print(table)
+    for s in result.settings:
+        note = "  (the engine reported different values for this setting in A and B)" if s.applied_differs else ""
+        console.print(f"{s.display()}: {s.verdict}{note}", markup=False, highlight=False)
+    if result.only_in_a:
+        console.print(f"only in A (not compared): {'; '.join(result.only_in_a)}", markup=False, highlight=False)
+    if result.only_in_b:
+        console.print(f"only in B (not compared): {'; '.join(result.only_in_b)}", markup=False, highlight=False)
+    console.print(result.summary_line(), markup=False, highlight=False)
+
+
+@main.command("sysstats")
+@click.option("--dsn", type=str, help="measure this server instead of the embedded one (password from the environment)")
+@click.option("--rows", type=int, default=3_000_000, show_default=True, help="rows in the scan table (built once, then reused)")
+@click.option("--apply", "apply_costs", is_flag=True, help="set the implied random_page_cost (ALTER SYSTEM + reload)")
+@click.option("--allow-server-changes", is_flag=True, help="let --apply change a --dsn server's settings")
+@click.option("--direct-io/--buffered-io", "direct_io", default=None, help="embedded only: read with or without the OS page cache (restart); default as the server is")
+@click.option("--reads", "single_reads", type=int, default=2000, show_default=True, help="random single-block reads for SREADTIM")
+@click.option("--repeats", type=int, default=3, show_default=True, help="cold scans per measurement")
+@click.option("--out", type=click.Path(path_type=Path), help="directory for the statistics (default results/sysstats-TIMESTAMP)")
+def sysstats_command(dsn, rows, apply_costs, allow_server_changes, direct_io, single_reads, repeats, out) -> None:
+    """Gather system statistics (SREADTIM, MREADTIM, MBRC, MAXTHR) on the engine's own
+    data files, cold, and print the random_page_cost they imply.
+
+    \b
+    Examples:
+      blocklab sysstats
+      blocklab sysstats --rows 300000 --direct-io
+      blocklab sysstats --apply
+      blocklab sysstats --dsn "host=db1 dbname=app user=dba" --apply --allow-server-changes
+    """
+    from .analysis.sysstats import SysstatsError, SysstatsInputError, run_sysstats
+
+    console = make_console()
+    status = console.status("starting", spinner="dots") if console.is_terminal else None
+
+    class _Progress:
+        def phase(self, text: str) -> None:
+            if status is not None:
+                status.update(text)
+
+        def done(self, text: str) -> None:
+            console.print(text, markup=False, highlight=False)
+
+    try:
+        if status is not None:
+            status.start()
+        try:
+            result = run_sysstats(
+                dsn=dsn, rows=rows, apply=apply_costs, allow_server_changes=allow_server_changes,
+                direct_io=direct_io, single_reads=single_reads, repeats=repeats, out=out, reporter=_Progress(),
+            )
+        finally:
+            if status is not None:
+                status.stop()
+    except SysstatsInputError as err:
+        _fail(console, str(err), EXIT_BAD_INPUT)
+    except (SysstatsError, EngineError) as err:
+        _fail(console, str(err), EXIT_FAILED)
+    except KeyboardInterrupt:
+        console.print("interrupted; nothing saved (the embedded server is stopped, no setting was changed)", markup=False)
+        sys.exit(EXIT_INTERRUPTED)
+    _print_sysstats(console, result)
+    if result.applied is not None and not result.applied.confirmed:
+        sys.exit(EXIT_FAILED)
+
+
+def _print_sysstats(console: Any, result: Any) -> None:
+    from rich import box
+    from rich.table import Table
+
+    stats = result.stats
+    table = Table(box=box.SIMPLE_HEAD, title="system statistics (aux_stats$)", title_justify="left", pad_edge=False)
+    for column in ("SNAME", "PNAME", "PVAL1", "PVAL2", "unit"):
+        table.add_column(column, justify="right" if column == "PVAL1" else "left", no_wrap=True)
+    for row in stats.aux_stats():
+        table.add_row(*row)
+    console.print(table)
+    console.print(f"measured {stats.conditions()}", markup=False, highlight=False)
+    for line in stats.explanations():
+        console.print(line, markup=False, highlight=False)
+    for note in stats.notes:
+        console.print(f"note: {note}", style="yellow", markup=False, highlight=False)
+    console.print(f"The planner costs they imply: {stats.formula()}", markup=False, highlight=False)
+    for line in result.sql:
+        console.print(f"  {line}", markup=False, highlight=False)
+    if result.applied is not None:
+        a = result.applied
+        changes = ", ".join(f"{k} {a.before.get(k)} -> {a.after.get(k)}" for k in a.asked)
+        where = "the embedded server" if result.mode == "embedded" else "the --dsn server"
+        if a.confirmed:
+            console.print(f"applied on {where}: {changes} (read back from a new session)", style="green", markup=False, highlight=False)
+        else:
+            console.print(f"applied on {where}, but a new session still reads: {changes}", style="red", markup=False, highlight=False)
+    else:
+        console.print("not applied. To apply:", markup=False)
+        for line in result.how_to_apply:
+            console.print(f"  {line}", markup=False, highlight=False)
+    console.print(f"saved: {result.run_dir}", markup=False, highlight=False)
+
+
 if __name__ == "__main__":
     main()
