@@ -20,7 +20,7 @@ from .results import ResultRow
 def make_console() -> Console:
     tty = sys.stdout.isatty()
     # logs and CI get plain text, wide enough that the result tables do not wrap
-    return Console(no_color=not tty, highlight=False, force_terminal=tty or None, width=None if tty else 132)
+    return Console(no_color=not tty, highlight=False, force_terminal=tty or None, width=None if tty else 132, soft_wrap=not tty)
 
 
 class ConsoleReporter:
