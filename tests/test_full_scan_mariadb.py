@@ -1,0 +1,31 @@
+"""The full_scan workload on a private MariaDB instance: cold, proven, knob read back."""
+
+from __future__ import annotations
+
+import pytest
+
+from blocklab.results import RunDir
+from blocklab.runner import SilentReporter, prepare, run
+from blocklab.spec import spec_from_dict
+
+pytestmark = pytest.mark.engine
+
+
+def test_full_scan_on_mariadb(cache_dir, tmp_path):
+    raw = {
+        "engine": {"kind": "mariadb"},
+        "dataset": {"rows": 100_000},
+        "workload": {"kind": "full_scan"},
+        "knobs": {"multiblock_read": [0, 56]},
+        "measure": {"repeats": 1, "seed": 3, "cache": "cold"},
+    }
+    exp = prepare(spec_from_dict(raw, "t", {}), "", "t", cache_dir=cache_dir / "mariadb-scan")
+    run_dir = RunDir(tmp_path / "run")
+    summary = run(exp, run_dir, SilentReporter())
+    rows = run_dir.rows()
+    assert [r.status for r in rows] == ["ok", "ok"]
+    for row in rows:
+        assert row.applied["multiblock_read"] == str(row.settings["multiblock_read"])
+        assert row.metrics["rows"] == 100_000
+        assert row.metrics["cold_proven"] == 1.0, row.metrics
+    assert summary["best"]["multiblock_read"] in (0, 56)
