@@ -1,0 +1,183 @@
+"""Who did the I/O: pg_stat_io deltas per process type (PostgreSQL 16+).
+
+    with StatIoProbe(engine) as probe:
+        run the workload (its sessions flush their own statistics at the end:
+        `flush_own_stats(conn)` on each of them)
+    probe.by_type["client backend"]["writes"], probe.metrics()
+
+Relation I/O (tables and indexes) and WAL I/O are kept apart: WAL is always
+written by whoever commits, while a relation page written by a *client
+backend* is a dirty buffer the session had to clean itself to get a free one.
+That is PostgreSQL's version of Oracle's "free buffer waits": the background
+writer and the checkpointer did not keep ahead of the sessions. It is reported
+first, as `backend_writes`.
+
+Statistics are flushed lazily: client backends when they go idle (forced with
+pg_stat_force_next_flush()), the background writer every bgwriter_delay, I/O
+workers and the checkpointer on their own schedule. The probe's exit waits
+until two reads a short while apart agree (at most `settle_s`), so late
+flushes are counted.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+COLUMNS = (
+    "reads",
+    "read_bytes",
+    "read_time",
+    "writes",
+    "write_bytes",
+    "write_time",
+    "writebacks",
+    "writeback_time",
+    "extends",
+    "extend_bytes",
+    "hits",
+    "evictions",
+    "reuses",
+    "fsyncs",
+    "fsync_time",
+)
+# metric names: *_time columns are milliseconds
+_METRIC = {c: (c.replace("_time", "_time_ms") if c.endswith("_time") else c) for c in COLUMNS}
+
+# the types the issue asks about; others (autovacuum, walwriter, startup...) are kept too
+MAIN_TYPES = ("client backend", "io worker", "background writer", "checkpointer")
+
+_SQL = (
+    "SELECT backend_type, CASE WHEN object = 'wal' THEN 'wal' ELSE 'relation' END, "
+    + ", ".join(f"coalesce(sum({c}), 0)" for c in COLUMNS)
+    + " FROM pg_stat_io GROUP BY 1, 2"
+)
+
+Counters = dict[tuple[str, str], dict[str, float]]  # (backend_type, relation|wal) -> column -> value
+
+
+def flush_own_stats(conn: Any) -> None:
+    """Make this session publish its pending I/O statistics now."""
+    conn.execute("SELECT pg_stat_force_next_flush()")
+    conn.execute("SELECT 1")  # the flush happens as the backend goes idle after the previous statement
+
+
+def read_counters(conn: Any) -> Counters:
+    flush_own_stats(conn)
+    out: Counters = {}
+    for row in conn.execute(_SQL).fetchall():
+        out[(row[0], row[1])] = {c: float(v) for c, v in zip(COLUMNS, row[2:])}
+    return out
+
+
+def diff(after: Counters, before: Counters) -> Counters:
+    out: Counters = {}
+    for key, values in after.items():
+        base = before.get(key, {})
+        out[key] = {c: values[c] - base.get(c, 0.0) for c in COLUMNS}
+    return out
+
+
+def short(backend_type: str) -> str:
+    """'client backend' -> 'client_backend' (for metric names)."""
+    return backend_type.replace(" ", "_")
+
+
+class StatIoProbe:
+    """pg_stat_io before and after, per backend type, relation and WAL apart."""
+
+    def __init__(self, engine: Any, conn: Any = None, settle_s: float = 1.5):
+        self.engine = engine
+        self.conn = conn
+        self.settle_s = settle_s
+        self.deltas: Counters = {}
+        self._own: Any = None
+
+    def _conn(self) -> Any:
+        if self.conn is not None:
+            return self.conn
+        if self._own is None:
+            self._own = self.engine.connect(session=False)
+        return self._own
+
+    def __enter__(self) -> "StatIoProbe":
+        self._before = read_counters(self._conn())
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            if exc[0] is None:
+                self.deltas = diff(self._settled(), self._before)
+        finally:
+            if self._own is not None:
+                self._own.close()
+                self._own = None
+
+    def _settled(self) -> Counters:
+        """Read until two reads 0.25 s apart agree, or settle_s has passed."""
+        conn = self._conn()
+        deadline = time.perf_counter() + self.settle_s
+        last = read_counters(conn)
+        while time.perf_counter() < deadline:
+            time.sleep(0.25)
+            now = read_counters(conn)
+            if _same(now, last):
+                return now
+            last = now
+        return last
+
+    # -------------------------------------------------------------- views
+    @property
+    def by_type(self) -> dict[str, dict[str, float]]:
+        """Relation I/O per backend type (the buffer pool's traffic)."""
+        return {t: v for (t, obj), v in self.deltas.items() if obj == "relation"}
+
+    @property
+    def wal_by_type(self) -> dict[str, dict[str, float]]:
+        return {t: v for (t, obj), v in self.deltas.items() if obj == "wal"}
+
+    def metrics(self) -> dict[str, float]:
+        return stat_io_metrics(self.deltas)
+
+
+def stat_io_metrics(deltas: Counters) -> dict[str, float]:
+    """Flat metrics: the headline figures first, then io.<type>.<column> for
+    relation I/O and wal.<type>.<column> for WAL (only non-zero columns, and
+    always the main types' reads and writes)."""
+    rel = {t: v for (t, obj), v in deltas.items() if obj == "relation"}
+    wal = {t: v for (t, obj), v in deltas.items() if obj == "wal"}
+    zero = {c: 0.0 for c in COLUMNS}
+    client = rel.get("client backend", zero)
+    out: dict[str, float] = {
+        "backend_writes": client["writes"],
+        "backend_write_bytes": client["write_bytes"],
+        "backend_write_time_ms": client["write_time"],
+        "backend_fsyncs": client["fsyncs"],
+        "backend_evictions": client["evictions"],
+        "backend_reads": client["reads"],
+        "bgwriter_writes": rel.get("background writer", zero)["writes"],
+        "checkpointer_writes": rel.get("checkpointer", zero)["writes"],
+        "io_worker_reads": rel.get("io worker", zero)["reads"],
+        "relation_writes": sum(v["writes"] for v in rel.values()),
+        "relation_reads": sum(v["reads"] for v in rel.values()),
+        "wal_write_bytes": sum(v["write_bytes"] for v in wal.values()),
+        "wal_fsyncs": sum(v["fsyncs"] for v in wal.values()),
+    }
+    out["backend_write_share"] = out["backend_writes"] / out["relation_writes"] if out["relation_writes"] else 0.0
+    for prefix, table in (("io", rel), ("wal", wal)):
+        for btype, values in sorted(table.items()):
+            always = btype in MAIN_TYPES and prefix == "io"
+            for column in COLUMNS:
+                if values[column] or (always and column in ("reads", "writes")):
+                    out[f"{prefix}.{short(btype)}.{_METRIC[column]}"] = values[column]
+    return out
+
+
+def _same(a: Counters, b: Counters) -> bool:
+    """Equal but for buffer hits (reading pg_stat_io may itself hit the catalog)."""
+    if a.keys() != b.keys():
+        return False
+    return all(a[k][c] == b[k][c] for k in a for c in COLUMNS if c != "hits")
+
+
+__all__ = ["MAIN_TYPES", "StatIoProbe", "flush_own_stats", "read_counters", "stat_io_metrics"]
