@@ -124,9 +124,18 @@ def _print_summary(console: Any, exp: Any, summary: dict[str, Any], run_dir: Run
             knob, value = next(iter(best.items()))
             console.print(f"Best {knob} is {exp.describe_setting(summary['best_label'])}")
         console.print(summary["verdict"])
+    _print_workload_tables(console, run_dir, summary)
     if summary.get("cells_failed"):
         console.print(f"{summary['cells_failed']} cell(s) failed: see {run_dir.file('results.jsonl')}", style="red")
     console.print(f"results: {run_dir.path}")
+
+
+def _print_workload_tables(console: Any, run_dir: RunDir, summary: dict[str, Any]) -> None:
+    """Tables some workloads add under the verdict (e.g. the wait profile of `update`)."""
+    from .probes.profile_view import profile_tables
+
+    for table in profile_tables(run_dir.rows(), order=list(summary.get("settings", {}))):
+        console.print(table)
 
 
 @main.command("plan")

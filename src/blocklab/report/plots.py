@@ -117,7 +117,29 @@ def _figures(data: RunData, limits: dict[str, float]) -> list[tuple[str, str, st
         for metric in ("rows_per_s", "mb_per_s"):
             if metric in metrics:
                 figures.append(_scan_sweep(data, knob, metric, limits))
+    for extra in EXTRA_FIGURES:
+        made = extra(data, limits)
+        if made is not None:
+            figures.append(made)
     return figures
+
+
+def _time_profile(data: RunData, limits: dict[str, float]) -> tuple[str, str, str, Figure] | None:
+    """Where the time went (the update workload's wait profile), when the rows carry one."""
+    from ..probes.profile_view import profile_figure
+
+    fig = profile_figure(data.ok_rows, order=list(data.summary.get("settings", {})))
+    if fig is None:
+        return None
+    caption = (
+        "Time by class per setting, from wait-event sampling of blocklab's sessions every 10 ms: "
+        "the slowest session on the left, all sessions summed on the right. UNACCOUNTED is elapsed minus sampled time."
+    )
+    return "time-profile", "Where the time went", caption, fig
+
+
+# Recipe-specific pictures: each takes the run and returns (id, title, caption, figure) or None.
+EXTRA_FIGURES = [_time_profile]
 
 
 def _single_numeric_knob(data: RunData) -> str | None:
