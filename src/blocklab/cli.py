@@ -128,6 +128,10 @@ def _print_summary(console: Any, exp: Any, summary: dict[str, Any], run_dir: Run
     if summary.get("cells_failed"):
         console.print(f"{summary['cells_failed']} cell(s) failed: see {run_dir.file('results.jsonl')}", style="red")
     console.print(f"results: {run_dir.path}")
+    if run_dir.file("report.html").exists():
+        console.print(f"report:  {run_dir.file('report.html')}")
+    for png in sorted((run_dir.path / "plots").glob("*.png")):
+        console.print(f"plot:    {png}")
 
 
 def _print_workload_tables(console: Any, run_dir: RunDir, summary: dict[str, Any]) -> None:

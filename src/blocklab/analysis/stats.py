@@ -237,6 +237,9 @@ def median_ci(
     return med, lo, hi
 
 
+MIN_OUTLIER_N = 5  # fewer runs than this give no outlier verdict
+
+
 def flag_outliers(values: Sequence[float]) -> tuple[tuple[int, ...], tuple[float, ...]]:
     """Indices and values whose modified z-score exceeds 3.5 (never removed).
 
@@ -245,7 +248,9 @@ def flag_outliers(values: Sequence[float]) -> tuple[tuple[int, ...], tuple[float
     (``|x - median| / (1.2533 * meanAD)``); if that is 0 too, every value is
     equal and nothing is flagged."""
     x = np.asarray(values, dtype=np.float64).reshape(-1)
-    if x.size < 3:
+    if x.size < MIN_OUTLIER_N:
+        # with 3 or 4 runs the MAD is one of two distances and the score is
+        # mostly their ratio: half of all settings would be "outliers"
         return (), ()
     med = np.median(x)
     dev = np.abs(x - med)
