@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -44,4 +45,6 @@ def cli_env(cache_dir, tmp_path) -> dict[str, str]:
 
 
 def blocklab_bin() -> str:
-    return str(Path(os.__file__).parents[0]) if False else shutil.which("blocklab") or str(ROOT / ".venv/bin/blocklab")
+    """The `blocklab` of the Python running the tests (its virtualenv), not whatever is on PATH."""
+    beside = Path(sys.executable).parent / "blocklab"
+    return str(beside) if beside.exists() else shutil.which("blocklab") or str(ROOT / ".venv/bin/blocklab")

@@ -63,7 +63,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
-import fcntl
 import getpass
 import hashlib
 import os
@@ -81,6 +80,7 @@ from typing import Any, Iterable
 import pymysql
 
 from .base import ApplyClass, EngineError, EngineInfo, KnobError, KnobInfo, fmt_bytes, parse_bool, parse_int
+from .host import DirectoryLock, drop_os_cache
 from .service_user import ensure_traversable, give_to_service_user, service_user
 
 ENGINE = "mariadb"
@@ -335,7 +335,7 @@ class MariadbEngine:
         self.timings: dict[str, float] = {}  # last install/start/stop seconds, for the report
         self._started = False
         self._proc: subprocess.Popen | None = None
-        self._lock_file: Any = None
+        self._lock: DirectoryLock | None = None
         self._catalog: dict[str, ServerVariable] = {}
         self._version = ""
         self._server_settings: dict[str, str] = {}  # native -> value for the command line (embedded)
@@ -428,21 +428,13 @@ class MariadbEngine:
         home = self.home()
         home.mkdir(parents=True, exist_ok=True)
         ensure_traversable(home)
-        self._lock_file = open(home / "instance.lock", "w")
-        try:
-            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self._lock_file.close()
-            self._lock_file = None
-            raise EngineError(
-                f"another blocklab run is using the private MariaDB in {home}; "
-                "wait for it, or give this run its own with BLOCKLAB_CACHE=DIR"
-            ) from None
+        self._lock = DirectoryLock(home / "instance.lock", f"the private MariaDB in {home}")
+        self._lock.acquire()
 
     def _unlock_instance(self) -> None:
-        if self._lock_file is not None:
-            self._lock_file.close()
-            self._lock_file = None
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     def _reap_stale_server(self) -> None:
         """A server left behind by a blocklab that was killed (we hold the lock, so
@@ -1046,7 +1038,7 @@ class MariadbEngine:
         self._shutdown_server()
         dropped, possible = 0, True
         for path in files:
-            if _drop_os_cache(path):
+            if drop_os_cache(path):
                 dropped += 1
             else:
                 possible = False
@@ -1197,15 +1189,3 @@ def _log_tail(log: Path, offset: int = 0, lines: int = 15) -> str:
     return "\n".join(tail) if tail else "(empty)"
 
 
-def _drop_os_cache(path: Path) -> bool:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        with contextlib.suppress(OSError):
-            os.fdatasync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        return True
-    finally:
-        os.close(fd)

@@ -13,7 +13,6 @@ reinit knobs are refused in validation.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
 import re
@@ -26,6 +25,7 @@ from typing import Any, Iterable
 import psycopg
 
 from .base import ApplyClass, EngineError, EngineInfo, KnobError, KnobInfo, parse_bool
+from .host import DirectoryLock, drop_os_cache
 from .service_user import ensure_traversable, give_to_service_user, service_user
 
 ENGINE = "postgres"
@@ -96,7 +96,7 @@ class PostgresEngine:
             cache_dir = cache_root()
         self.home = Path(cache_dir) / "postgres"
         self.pgdata = self.home / "data"
-        self._lock_file: Any = None
+        self._lock = DirectoryLock(self.home / "cluster.lock", f"the embedded PostgreSQL in {self.home}")
         self._started = False
         self._catalog: dict[str, dict[str, Any]] = {}
         self._server_settings: dict[str, str] = {}  # native -> conf value (embedded)
@@ -155,22 +155,10 @@ class PostgresEngine:
         return result.stdout
 
     def _lock_cluster(self) -> None:
-        self.home.mkdir(parents=True, exist_ok=True)
-        self._lock_file = open(self.home / "cluster.lock", "w")
-        try:
-            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self._lock_file.close()
-            self._lock_file = None
-            raise EngineError(
-                f"another blocklab run is using the embedded PostgreSQL in {self.home}; "
-                "wait for it, or give this run its own with BLOCKLAB_CACHE=DIR"
-            ) from None
+        self._lock.acquire()
 
     def _unlock_cluster(self) -> None:
-        if self._lock_file is not None:
-            self._lock_file.close()
-            self._lock_file = None
+        self._lock.release()
 
     def _ensure_cluster(self) -> None:
         ensure_traversable(self.home)
@@ -247,7 +235,7 @@ class PostgresEngine:
         conn = psycopg.connect(self.conninfo(), autocommit=autocommit)
         if session:
             for name, value in self._session_settings.items():
-                conn.execute(f"SELECT set_config(%s, %s, false)", (name, value))
+                conn.execute("SELECT set_config(%s, %s, false)", (name, value))
         return conn
 
     def query(self, sql: str, params: Any = None) -> list[tuple]:
@@ -512,7 +500,7 @@ class PostgresEngine:
                 evicted, *_ = conn.execute("SELECT * FROM pg_buffercache_evict_relation(%s::regclass)", (rel,)).fetchone()
                 done["engine_evicted_buffers"] += int(evicted)
                 for path in self._relation_files(conn, rel):
-                    if _drop_os_cache(path):
+                    if drop_os_cache(path):
                         done["os_dropped_files"] += 1
                     else:
                         done["os_drop_possible"] = False
@@ -571,19 +559,6 @@ def _is_postgres_process(pid: int) -> bool:
     except OSError:
         return False
 
-
-def _drop_os_cache(path: Path) -> bool:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        with contextlib.suppress(OSError):
-            os.fdatasync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        return True
-    finally:
-        os.close(fd)
 
 
 def _conf_value(info: KnobInfo, value: Any) -> str:

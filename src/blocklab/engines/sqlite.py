@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
 import functools
 import os
 import re
@@ -48,6 +47,7 @@ from typing import Any, Iterable
 import apsw
 
 from .base import ApplyClass, EngineError, EngineInfo, KnobError, KnobInfo, parse_int
+from .host import DirectoryLock, drop_os_cache
 
 ENGINE = "sqlite"
 DB_FILE = "blocklab.db"
@@ -180,7 +180,7 @@ class SqliteEngine:
         self.fixed = dict(fixed or {})
         self.reinitialised = False
         self._started = False
-        self._lock_file: Any = None
+        self._dir_lock: DirectoryLock | None = None
         self._stat_conn: apsw.Connection | None = None
         self._conns: weakref.WeakSet[apsw.Connection] = weakref.WeakSet()
         self._checksum = False  # layout of the current file
@@ -215,21 +215,13 @@ class SqliteEngine:
             self._unlock()
 
     def _lock(self) -> None:
-        self._lock_file = open(self.directory / "engine.lock", "w")
-        try:
-            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self._lock_file.close()
-            self._lock_file = None
-            raise EngineError(
-                f"another blocklab run is using the SQLite database in {self.directory}; "
-                "wait for it, or give this run its own with BLOCKLAB_CACHE=DIR"
-            ) from None
+        self._dir_lock = DirectoryLock(self.directory / "engine.lock", f"the SQLite database in {self.directory}")
+        self._dir_lock.acquire()
 
     def _unlock(self) -> None:
-        if self._lock_file is not None:
-            self._lock_file.close()
-            self._lock_file = None
+        if getattr(self, "_dir_lock", None) is not None:
+            self._dir_lock.release()
+            self._dir_lock = None
 
     # ------------------------------------------------------------------ capabilities
     def knob(self, name: str) -> KnobInfo:
@@ -451,7 +443,7 @@ class SqliteEngine:
         for path in [self.db_path, *(Path(f"{self.db_path}{s}") for s in ("-wal", "-journal"))]:
             if not path.exists():
                 continue
-            if _drop_os_cache(path):
+            if drop_os_cache(path):
                 done["os_dropped_files"] += 1
             else:
                 done["os_drop_possible"] = False
@@ -647,18 +639,3 @@ def _max_mmap_size() -> int:
     return 2**31 - 1
 
 
-def _drop_os_cache(path: Path) -> bool:
-    """Write the file's dirty pages out, then ask the kernel to forget its cached pages."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        with contextlib.suppress(OSError):
-            os.fdatasync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        return True
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
