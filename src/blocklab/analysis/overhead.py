@@ -1,0 +1,379 @@
+"""The cost of page checksums, as the seeds state it. Pure functions on result rows.
+
+* seed 004 style, `overheads(rows)`: per level (a combination of the `checksum`
+  and `block_checking` knobs) the median elapsed and its change over the
+  baseline, checksum off and block_checking off with every other setting the
+  same (block size, index): "+4.66% [+1.20%, +8.10%]" with the bootstrap 95%
+  interval of the ratio of medians (stats.compare_samples), or "no measurable
+  overhead" when that interval includes 0.
+* seed 001 style, `normalised(rows)`: elapsed divided by the elapsed of the
+  no-checksum run, per block size x level x index. By default the reference is
+  the no-checksum run of the same block size (each block size's own baseline);
+  `reference_block_size=N` divides every block size by the no-checksum run at
+  N instead, which shows what block size alone does (the seed's flat "off" line).
+
+Failed cells are not numbers: they are left out of the medians and counted
+(`failed`, with the first error text) so a checksum error stays visible.
+
+For the console and the report: `overhead_tables(rows)` (rich tables; [] when
+the rows are not a checksum sweep) and `overhead_figure(rows)` (normalised
+elapsed against block size on a log2 axis, one line per level, interval bars;
+a bar chart per level when there is one block size; None when there is
+nothing to draw).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from ..results import ResultRow
+from .stats import compare_samples
+
+LEVEL_KNOBS = ("checksum", "block_checking")  # what a "level" is made of, in this order
+BLOCK_KNOB = "block_size"
+_OFF = {False, 0, "0", "off", "false", "no", "none", "disabled"}
+
+
+@dataclass(frozen=True)
+class Overhead:
+    """One level in one context, against that context's baseline."""
+
+    context: dict[str, Any]  # the settings that are not level knobs (block_size, workload.index, ...)
+    level: dict[str, Any]  # the level knobs' values
+    n: int  # ok samples of this level
+    median: float
+    baseline_n: int
+    baseline_median: float
+    ratio: float  # median(level) / median(baseline)
+    ci_low: float
+    ci_high: float
+    failed: int = 0  # cells of this level that did not finish (a checksum error, ...)
+    error: str = ""  # the first failed cell's status
+    is_baseline: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def pct(self) -> float:
+        return (self.ratio - 1.0) * 100.0
+
+    @property
+    def measurable(self) -> bool:
+        """The interval of the change excludes 0."""
+        return not self.is_baseline and math.isfinite(self.ci_low) and (self.ci_low > 1.0 or self.ci_high < 1.0)
+
+    @property
+    def level_label(self) -> str:
+        return level_label(self.level)
+
+    @property
+    def context_label(self) -> str:
+        return context_label(self.context)
+
+    @property
+    def text(self) -> str:
+        """'+4.66% [+1.20%, +8.10%]', 'no measurable overhead (+0.41% [-2.10%, +3.00%])', 'baseline'."""
+        if self.is_baseline:
+            return "baseline"
+        if not math.isfinite(self.ratio):
+            return "no samples" if self.n == 0 or self.baseline_n == 0 else "undefined"
+        change = f"{fmt_pct(self.ratio)} [{fmt_pct(self.ci_low)}, {fmt_pct(self.ci_high)}]"
+        if self.n < 2 or self.baseline_n < 2:
+            return f"{fmt_pct(self.ratio)} (n<2: no interval)"
+        return change if self.measurable else f"no measurable overhead ({change})"
+
+
+def fmt_pct(ratio: float) -> str:
+    """A ratio as the seed writes a change: 1.0466 -> '+4.66%'."""
+    if not math.isfinite(ratio):
+        return "n/a"
+    return f"{(ratio - 1.0) * 100.0:+.2f}%"
+
+
+def is_on(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() not in _OFF
+    return value not in _OFF
+
+
+def _fmt_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
+def level_label(level: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={_fmt_value(v)}" for k, v in level.items()) or "(no level)"
+
+
+def context_label(context: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={_fmt_value(v)}" for k, v in context.items()) or "all"
+
+
+def is_checksum_sweep(rows: Iterable[ResultRow]) -> bool:
+    return any("checksum" in r.settings for r in rows)
+
+
+def _key(d: dict[str, Any]) -> tuple:
+    return tuple((k, _fmt_value(v)) for k, v in d.items())
+
+
+def _split(settings: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    level = {k: settings[k] for k in LEVEL_KNOBS if k in settings}
+    context = {k: v for k, v in settings.items() if k not in LEVEL_KNOBS}
+    return context, level
+
+
+def _collect(rows: Iterable[ResultRow], metric: str) -> tuple[dict, dict, dict, dict]:
+    """samples[(context, level)], failures, and the first-seen dicts of each key."""
+    samples: dict[tuple, list[float]] = {}
+    failures: dict[tuple, list[str]] = {}
+    contexts: dict[tuple, dict[str, Any]] = {}
+    levels: dict[tuple, dict[str, Any]] = {}
+    for row in rows:
+        context, level = _split(row.settings)
+        ck, lk = _key(context), _key(level)
+        contexts.setdefault(ck, context)
+        levels.setdefault(lk, level)
+        samples.setdefault((ck, lk), [])
+        if row.ok and metric in row.metrics and math.isfinite(row.metrics[metric]):
+            samples[(ck, lk)].append(float(row.metrics[metric]))
+        elif not row.ok:
+            failures.setdefault((ck, lk), []).append(row.status)
+    return samples, failures, contexts, levels
+
+
+def _is_baseline(level: dict[str, Any]) -> bool:
+    return all(not is_on(v) for v in level.values())
+
+
+def _level_order(levels: dict[tuple, dict[str, Any]]) -> list[tuple]:
+    """Baseline first, then by how many level knobs are on, then in LEVEL_KNOBS order."""
+    return sorted(levels, key=lambda lk: (sum(is_on(v) for v in levels[lk].values()),
+                                           [not is_on(levels[lk].get(k, False)) for k in LEVEL_KNOBS]))
+
+
+def _context_order(contexts: dict[tuple, dict[str, Any]]) -> list[tuple]:
+    def sort_key(ck: tuple) -> tuple:
+        c = contexts[ck]
+        return tuple((0, v, "") if isinstance(v, (int, float)) else (1, 0, str(v)) for v in c.values())
+
+    return sorted(contexts, key=sort_key)
+
+
+def _against(samples: list[float], base: list[float], seed: int) -> tuple[float, float, float]:
+    if not samples or not base:
+        return math.nan, math.nan, math.nan
+    c = compare_samples(base, samples, goal="min", seed=seed, name_a="baseline", name_b="level")
+    return c.ratio, c.ci_low, c.ci_high
+
+
+def overheads(rows: Iterable[ResultRow], metric: str = "elapsed_s", *, seed: int = 0) -> list[Overhead]:
+    """Seed 004: every level against the baseline of its own context (same block
+    size, index, ...). Contexts without a baseline level are left out."""
+    rows = list(rows)
+    samples, failures, contexts, levels = _collect(rows, metric)
+    out: list[Overhead] = []
+    for ck in _context_order(contexts):
+        base_keys = [lk for lk in levels if (ck, lk) in samples and _is_baseline(levels[lk])]
+        if not base_keys:
+            continue
+        base = samples[(ck, base_keys[0])]
+        base_median = statistics.median(base) if base else math.nan
+        for lk in _level_order(levels):
+            if (ck, lk) not in samples:
+                continue
+            xs = samples[(ck, lk)]
+            errors = failures.get((ck, lk), [])
+            is_base = lk == base_keys[0]
+            ratio, lo, hi = (1.0, 1.0, 1.0) if is_base and xs else _against(xs, base, seed)
+            out.append(Overhead(
+                context=contexts[ck], level=levels[lk], n=len(xs),
+                median=statistics.median(xs) if xs else math.nan,
+                baseline_n=len(base), baseline_median=base_median,
+                ratio=ratio, ci_low=lo, ci_high=hi,
+                failed=len(errors), error=errors[0] if errors else "", is_baseline=is_base,
+            ))
+    return out
+
+
+@dataclass(frozen=True)
+class Normalised:
+    """Seed 001: one block size x level x other settings, divided by the no-checksum reference."""
+
+    block_size: Any  # None when the sweep has no block_size knob
+    level: dict[str, Any]
+    context: dict[str, Any]  # the other settings (workload.index, ...), without block_size
+    n: int
+    median: float
+    reference_median: float
+    value: float  # median / reference median
+    ci_low: float
+    ci_high: float
+    failed: int = 0
+
+    @property
+    def level_label(self) -> str:
+        return level_label(self.level)
+
+
+def normalised(
+    rows: Iterable[ResultRow], metric: str = "elapsed_s", *, reference_block_size: Any = None, seed: int = 0
+) -> list[Normalised]:
+    """Seed 001: median elapsed of each block size x level x index divided by the
+    median of the no-checksum run (every level knob off) of the same block size and
+    index; with `reference_block_size`, of that block size instead."""
+    rows = list(rows)
+    samples, failures, contexts, levels = _collect(rows, metric)
+    out: list[Normalised] = []
+    for ck in _context_order(contexts):
+        context = contexts[ck]
+        if reference_block_size is None or BLOCK_KNOB not in context:
+            ref_ck = ck
+        else:
+            ref_context = {**context, BLOCK_KNOB: reference_block_size}
+            ref_ck = next((k for k, c in contexts.items() if _key(c) == _key(ref_context)), None)
+        base_lk = next((lk for lk in levels if ref_ck is not None and (ref_ck, lk) in samples
+                        and _is_baseline(levels[lk])), None)
+        if base_lk is None:
+            continue
+        ref = samples[(ref_ck, base_lk)]
+        for lk in _level_order(levels):
+            if (ck, lk) not in samples:
+                continue
+            xs = samples[(ck, lk)]
+            if (ck, lk) == (ref_ck, base_lk):
+                value, lo, hi = (1.0, 1.0, 1.0) if xs else (math.nan,) * 3
+            else:
+                value, lo, hi = _against(xs, ref, seed)
+            out.append(Normalised(
+                block_size=context.get(BLOCK_KNOB),
+                level=levels[lk],
+                context={k: v for k, v in context.items() if k != BLOCK_KNOB},
+                n=len(xs), median=statistics.median(xs) if xs else math.nan,
+                reference_median=statistics.median(ref) if ref else math.nan,
+                value=value, ci_low=lo, ci_high=hi, failed=len(failures.get((ck, lk), [])),
+            ))
+    return out
+
+
+# ---------------------------------------------------------------------- console / report
+def _fmt_seconds(x: float) -> str:
+    if not math.isfinite(x):
+        return "-"
+    return f"{x:.3f}" if x < 100 else f"{x:,.1f}"
+
+
+def overhead_tables(rows: Iterable[ResultRow], metric: str = "elapsed_s", *, seed: int = 0) -> list[Any]:
+    """Rich tables: the seed-004 overhead per level, then the seed-001 normalised
+    elapsed (block sizes as columns). [] when the rows are not a checksum sweep."""
+    from rich.table import Table
+
+    rows = list(rows)
+    if not is_checksum_sweep(rows):
+        return []
+    tables = []
+    items = overheads(rows, metric, seed=seed)
+    if items:
+        t = Table(title=f"Checksum overhead: median {metric} against checksum off (95% bootstrap interval)")
+        has_context = any(o.context for o in items)
+        if has_context:
+            t.add_column("setting")
+        t.add_column("level")
+        t.add_column("n", justify="right")
+        t.add_column(f"median {metric}", justify="right")
+        t.add_column("vs checksum off")
+        t.add_column("failed", justify="right")
+        for o in items:
+            change = o.text
+            if o.measurable:
+                change = f"[bold]{change}[/bold]"
+            failed = f"{o.failed}: {o.error[:60]}" if o.failed else ""
+            cells = [o.level_label, str(o.n), _fmt_seconds(o.median), change, failed]
+            t.add_row(*([o.context_label] if has_context else []), *cells)
+        tables.append(t)
+    norm = normalised(rows, metric, seed=seed)
+    if norm:
+        blocks = sorted({n.block_size for n in norm}, key=lambda b: (b is None, b if b is not None else 0))
+        t = Table(title=f"{metric} normalised to the no-checksum run of the same block size (95% interval)")
+        has_context = any(n.context for n in norm)
+        if has_context:
+            t.add_column("setting")
+        t.add_column("level")
+        for b in blocks:
+            t.add_column("normalised" if b is None else f"block {b}", justify="right")
+        grouped: dict[tuple, dict[Any, Normalised]] = {}
+        for n in norm:
+            grouped.setdefault((_key(n.context), _key(n.level)), {})[n.block_size] = n
+        for (_, _), by_block in grouped.items():
+            first = next(iter(by_block.values()))
+            cells = []
+            for b in blocks:
+                n = by_block.get(b)
+                if n is None or not math.isfinite(n.value):
+                    cells.append("-")
+                elif n.n < 2 or (n.ci_low == n.ci_high == n.value):
+                    cells.append(f"{n.value:.3f}")
+                else:
+                    cells.append(f"{n.value:.3f} [{n.ci_low:.3f}, {n.ci_high:.3f}]")
+            t.add_row(*([context_label(first.context)] if has_context else []), first.level_label, *cells)
+        tables.append(t)
+    return tables
+
+
+def overhead_figure(rows: Iterable[ResultRow], metric: str = "elapsed_s", *, seed: int = 0) -> Any:
+    """matplotlib Figure: normalised elapsed against block size (log2 axis), one
+    line per level with interval bars, one panel per other setting (index on/off).
+    With a single block size: a bar chart per level. None when there is nothing to draw."""
+    from matplotlib.figure import Figure
+
+    rows = list(rows)
+    if not is_checksum_sweep(rows):
+        return None
+    norm = [n for n in normalised(rows, metric, seed=seed) if math.isfinite(n.value)]
+    if not norm:
+        return None
+    panels: dict[tuple, list[Normalised]] = {}
+    for n in norm:
+        panels.setdefault(_key(n.context), []).append(n)
+    blocks = {n.block_size for n in norm}
+    several = len(blocks) > 1 and None not in blocks
+    fig = Figure(figsize=(5.2 * len(panels), 4.0), layout="constrained")
+    axes = fig.subplots(1, len(panels), squeeze=False, sharey=True)[0]
+    for ax, items in zip(axes, panels.values()):
+        by_level: dict[tuple, list[Normalised]] = {}
+        for n in items:
+            by_level.setdefault(_key(n.level), []).append(n)
+        if several:
+            for series in by_level.values():
+                series.sort(key=lambda n: n.block_size)
+                xs = [n.block_size for n in series]
+                ys = [n.value for n in series]
+                lo = [max(0.0, n.value - n.ci_low) if math.isfinite(n.ci_low) else 0.0 for n in series]
+                hi = [max(0.0, n.ci_high - n.value) if math.isfinite(n.ci_high) else 0.0 for n in series]
+                ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=series[0].level_label)
+            ax.set_xscale("log", base=2)
+            ticks = sorted(blocks)
+            ax.set_xticks(ticks)
+            ax.set_xticklabels([f"{b // 1024}k" if b >= 1024 else str(b) for b in ticks])
+            ax.set_xlabel("block size (bytes)")
+        else:
+            series = [s[0] for s in by_level.values()]
+            xs = list(range(len(series)))
+            ys = [n.value for n in series]
+            lo = [max(0.0, n.value - n.ci_low) if math.isfinite(n.ci_low) else 0.0 for n in series]
+            hi = [max(0.0, n.ci_high - n.value) if math.isfinite(n.ci_high) else 0.0 for n in series]
+            ax.bar(xs, ys, yerr=[lo, hi], capsize=4, color=[f"C{i}" for i in xs])
+            ax.set_xticks(xs)
+            ax.set_xticklabels([n.level_label.replace(", ", "\n") for n in series], fontsize=8)
+        ax.axhline(1.0, color="grey", linewidth=0.8, linestyle=":")
+        title = context_label(items[0].context)
+        ax.set_title(title if title != "all" else f"{metric} per checksum level", fontsize=10)
+        ax.grid(True, alpha=0.3)
+    axes[0].set_ylabel(f"{metric} / no-checksum {metric}")
+    if several:
+        axes[0].legend(fontsize=8)
+    fig.suptitle("Checksum overhead (normalised to checksum off, 95% intervals)", fontsize=11)
+    return fig
