@@ -347,9 +347,11 @@ def overhead_figure(rows: Iterable[ResultRow], metric: str = "elapsed_s", *, see
         for n in items:
             by_level.setdefault(_key(n.level), []).append(n)
         if several:
-            for series in by_level.values():
+            count = len(by_level)
+            for i, series in enumerate(by_level.values()):
                 series.sort(key=lambda n: n.block_size)
-                xs = [n.block_size for n in series]
+                dodge = 2 ** (0.05 * (i - (count - 1) / 2))  # side by side, so the interval bars do not hide each other
+                xs = [n.block_size * dodge for n in series]
                 ys = [n.value for n in series]
                 lo = [max(0.0, n.value - n.ci_low) if math.isfinite(n.ci_low) else 0.0 for n in series]
                 hi = [max(0.0, n.ci_high - n.value) if math.isfinite(n.ci_high) else 0.0 for n in series]
