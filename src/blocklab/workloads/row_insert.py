@@ -44,6 +44,11 @@ class RowInsertOptions(Options):
     rows: int = Field(default=100_000, ge=1, le=100_000_000, description="single-row INSERTs per run")
     index: bool = Field(default=False, description="a B-tree index on the inserted column")
     batch: int = Field(default=1_000, ge=1, le=10_000_000, description="SQLite: rows per transaction")
+    flush: bool = Field(
+        default=False,
+        description="PostgreSQL: time a CHECKPOINT after the loop too (its data checksums are computed when a "
+        "page is written out, which otherwise happens after the cell); SQLite writes its pages at each commit",
+    )
 
 
 class RowInsert:
@@ -73,7 +78,7 @@ class RowInsert:
         if engine.name == "sqlite":
             elapsed, d = _sqlite_insert_loop(engine, o.rows, o.batch)
         else:
-            elapsed, d = _pg_insert_loop(engine, o.rows)
+            elapsed, d = _pg_insert_loop(engine, o.rows, o.flush)
         count = int(engine.query(f'SELECT count(*) FROM "{TABLE}"')[0][0])
         if count != o.rows:
             raise RuntimeError(f"row_insert: the table holds {count:,} rows after the loop, not {o.rows:,}")
@@ -127,7 +132,7 @@ def recreate_table(engine: Any, table: str, columns: str, *, index_column: str |
         conn.execute("CHECKPOINT")
 
 
-def _pg_insert_loop(engine: Any, rows: int) -> tuple[float, dict[str, float]]:
+def _pg_insert_loop(engine: Any, rows: int, flush: bool = False) -> tuple[float, dict[str, float]]:
     sql = (
         "DO $blocklab$ BEGIN "
         f"FOR i IN 1..{int(rows)} LOOP INSERT INTO \"{TABLE}\" VALUES (i); END LOOP; "
@@ -137,6 +142,8 @@ def _pg_insert_loop(engine: Any, rows: int) -> tuple[float, dict[str, float]]:
         with IoProbe(engine, conn) as probe:
             t0 = time.perf_counter()
             conn.execute(sql)  # autocommit: the block is one transaction, committed at its end
+            if flush:
+                conn.execute("CHECKPOINT")  # the dirty pages written (and checksummed) inside the timing
             elapsed = time.perf_counter() - t0
     return elapsed, probe.deltas
 
