@@ -136,9 +136,13 @@ def _print_summary(console: Any, exp: Any, summary: dict[str, Any], run_dir: Run
 
 def _print_workload_tables(console: Any, run_dir: RunDir, summary: dict[str, Any]) -> None:
     """Tables some workloads add under the verdict (e.g. the wait profile of `update`)."""
+    from .analysis.overhead import overhead_tables
     from .probes.profile_view import profile_tables
 
-    for table in profile_tables(run_dir.rows(), order=list(summary.get("settings", {}))):
+    rows = run_dir.rows()
+    for table in profile_tables(rows, order=list(summary.get("settings", {}))):
+        console.print(table)
+    for table in overhead_tables(rows, summary.get("metric", "elapsed_s")):
         console.print(table)
 
 

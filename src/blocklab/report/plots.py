@@ -138,8 +138,22 @@ def _time_profile(data: RunData, limits: dict[str, float]) -> tuple[str, str, st
     return "time-profile", "Where the time went", caption, fig
 
 
+def _checksum_overhead(data: RunData, limits: dict[str, float]) -> tuple[str, str, str, Figure] | None:
+    """Seed 001's picture: elapsed normalised to no checksum, per block size and level."""
+    from ..analysis.overhead import overhead_figure
+
+    fig = overhead_figure(data.ok_rows, data.metric)
+    if fig is None:
+        return None
+    caption = (
+        "Elapsed time of each checksum / block-checking level divided by the run without them "
+        "(same block size and index): 1.0 means no overhead. Bars are 95% bootstrap intervals."
+    )
+    return "checksum-overhead", "Checksum overhead, normalised", caption, fig
+
+
 # Recipe-specific pictures: each takes the run and returns (id, title, caption, figure) or None.
-EXTRA_FIGURES = [_time_profile]
+EXTRA_FIGURES = [_time_profile, _checksum_overhead]
 
 
 def _single_numeric_knob(data: RunData) -> str | None:
