@@ -52,7 +52,7 @@ def test_quick_run_postgres_applies_checksums(cli_env):
 
 def test_quick_run_sqlite_applies_page_size_checksum_cell_size_check(cli_env):
     rows = _run_cli(cli_env, "--engine", "sqlite", "--repeats", "1")
-    assert len(rows) == 8
+    assert len(rows) == 16  # 2 page sizes x checksum x block checking x index
     for r in rows:
         s, a = r["settings"], r["applied"]
         assert r["status"] == "ok"
