@@ -1,0 +1,297 @@
+"""Workload `slob`: SLOB-style random single-block physical I/O (seed 003).
+
+Each session owns a table (SLOB's one schema per user) of `scale` rows with
+exactly one row per heap page: a 4,000-byte filler stored PLAIN (no
+compression, no TOAST) and fillfactor 10, so a second row never fits in a page
+at load time while an updated row's new version still does (HOT, the table
+does not grow). Keys are loaded in random order, so neighbouring keys live in
+far-apart pages and a range of `work_unit` keys read through the index costs
+`work_unit` random single-page reads: PostgreSQL's "db file sequential read".
+The build checks pages = rows and refuses otherwise.
+
+A PL/pgSQL procedure runs the loop server-side, per session, for `run_time_s`:
+
+    pick a random range of work_unit keys; read them through the index;
+    with probability update_pct %: update the same range and COMMIT;
+    optional pg_sleep(think_time_ms)
+
+and returns its iteration and update counts (INOUT parameters). Sessions are
+threads with their own connection, released together by a barrier. With a
+small shared_buffers and direct I/O (the recipe), nearly every read is a
+physical read; the index (a few dozen pages per table) stays cached.
+
+Metrics per point (per second of the slowest session's run):
+read_iops / write_iops (pg_stat_io relation I/O, all process types),
+mb_per_s (read + write bytes), read_latency_ms (pg_stat_io read_time / reads;
+the sessions SET track_io_timing = on), ops_per_s (iterations), update_share
+(updates / iterations), cpu_busy_pct (/proc/stat, all CPUs), device_read_iops
+and device_mb_per_s (/proc/diskstats of the data directory's disk).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+from pydantic import Field
+
+from ..probes.os_stats import device_of, disk_counters, system_cpu_times
+from ..probes.stat_io import StatIoProbe, flush_own_stats
+from ..spec import DatasetSpec, SpecError
+from .base import Options
+
+FILLER_BYTES = 4000
+FILLFACTOR = 10
+PROCEDURE = "blocklab_slob_run"
+BUILD_VERSION = 1
+
+
+class SlobOptions(Options):
+    sessions: int = Field(default=4, ge=1, le=256, description="concurrent sessions (SLOB: 1..64)")
+    update_pct: float = Field(default=0, ge=0, le=100, description="percent of iterations that also update their range and commit")
+    scale: int | None = Field(default=None, ge=1, description="rows (= heap pages) per table (default: dataset.rows)")
+    work_unit: int = Field(default=16, ge=1, le=10_000, description="keys read (and updated) per iteration")
+    run_time_s: float = Field(default=30.0, gt=0, le=86_400, description="seconds each session runs")
+    think_time_ms: float = Field(default=0.0, ge=0, le=60_000, description="sleep after each iteration")
+    shared_table: bool = Field(default=False, description="all sessions share one table (default: one table per session)")
+
+
+class Slob:
+    name = "slob"
+    default_metric = "read_iops"
+    default_goal = "max"
+    engines = ("postgres",)
+    Options = SlobOptions
+
+    def __init__(self, options: SlobOptions, dataset: DatasetSpec):
+        self.options = options
+        self.dataset = dataset
+        self.scale = options.scale or dataset.rows
+        if options.work_unit > self.scale:
+            raise SpecError(
+                f"workload slob: work_unit {options.work_unit:,} is larger than the table's scale {self.scale:,} rows"
+            )
+        if len(self.table_name(options.sessions - 1)) > 63:
+            raise SpecError(f"workload slob: dataset.table {dataset.table!r} is too long for the per-session table names")
+
+    # ------------------------------------------------------------------ tables
+    def table_name(self, i: int) -> str:
+        return f"{self.dataset.table}_{i + 1}"
+
+    def tables(self) -> list[str]:
+        """The table of each session, in session order (one name repeated with shared_table)."""
+        n = self.options.sessions
+        return [self.table_name(0)] * n if self.options.shared_table else [self.table_name(i) for i in range(n)]
+
+    def relations(self) -> list[str]:
+        out: list[str] = []
+        for t in dict.fromkeys(self.tables()):
+            out += [t, f"{t}_key"]
+        return out
+
+    def fingerprint(self) -> str:
+        return json.dumps(
+            {"blocklab_dataset": "slob", "build": BUILD_VERSION, "rows": self.scale, "filler": FILLER_BYTES, "fillfactor": FILLFACTOR}
+        )
+
+    def prepare(self, engine: Any) -> None:
+        """Build missing or stale tables (only the ones this cell's sessions use) and the procedure."""
+        fp = self.fingerprint()
+        for t in dict.fromkeys(self.tables()):
+            if _table_comment(engine, t) != fp:
+                build_slob_table(engine, t, self.scale, fp)
+        create_procedure(engine)
+
+    # ------------------------------------------------------------------ timed run
+    def run(self, engine: Any) -> dict[str, float]:
+        o = self.options
+        conns = [engine.connect() for _ in range(o.sessions)]
+        try:
+            for conn in conns:
+                conn.execute("SET application_name = 'blocklab slob'")
+                conn.execute("SET track_io_timing = on")  # read_time in pg_stat_io
+                conn.execute("SET enable_seqscan = off")  # SLOB reads through the index, one page at a time:
+                conn.execute("SET enable_bitmapscan = off")  # no bitmap heap scan (it prefetches)
+            data_dir = engine.data_dir()
+            device = device_of(data_dir).name if data_dir else None
+            block = engine.block_size()
+            disk0 = disk_counters(device) if device else None
+            cpu0 = system_cpu_times()
+            with StatIoProbe(engine) as io:
+                sessions = _run_sessions(conns, self.tables(), self.scale, o)
+                for conn in conns:
+                    flush_own_stats(conn)
+            cpu1 = system_cpu_times()
+            disk1 = disk_counters(device) if device else None
+        finally:
+            for conn in conns:
+                conn.close()
+
+        rel = io.by_type
+        reads = sum(v["reads"] for v in rel.values())
+        writes = sum(v["writes"] for v in rel.values())
+        read_bytes = sum(v["read_bytes"] for v in rel.values())
+        write_bytes = sum(v["write_bytes"] for v in rel.values())
+        read_time_ms = sum(v["read_time"] for v in rel.values())
+        iterations = sum(s["iterations"] for s in sessions)
+        updates = sum(s["updates"] for s in sessions)
+        elapsed = max(s["elapsed_s"] for s in sessions)
+        wall = max(s["t1"] for s in sessions) - min(s["t0"] for s in sessions)
+        secs = elapsed if elapsed > 0 else 1e-9
+        busy = cpu1[0] - cpu0[0]
+        total = cpu1[1] - cpu0[1]
+        m: dict[str, float] = {
+            "sessions": float(o.sessions),
+            "update_pct": float(o.update_pct),
+            "block_size": float(block),
+            "read_iops": reads / secs,
+            "write_iops": writes / secs,
+            "mb_per_s": (read_bytes + write_bytes) / 1e6 / secs,
+            "read_mb_per_s": read_bytes / 1e6 / secs,
+            "read_latency_ms": read_time_ms / reads if reads else 0.0,
+            "ops_per_s": iterations / secs,
+            "iterations": float(iterations),
+            "updates": float(updates),
+            "update_share": updates / iterations if iterations else 0.0,
+            "elapsed_s": elapsed,
+            "wall_s": wall,
+            "reads": reads,
+            "writes": writes,
+            "reads_per_iteration": reads / iterations if iterations else 0.0,
+            "cpu_busy_pct": 100.0 * busy / total if total > 0 else 0.0,
+        }
+        if disk0 is not None and disk1 is not None:
+            d = disk1.minus(disk0)
+            m["device_read_iops"] = d.reads / secs
+            m["device_mb_per_s"] = (d.read_bytes + d.write_bytes) / 1e6 / secs
+            m["device_write_iops"] = d.writes / secs
+        m.update({k: v for k, v in io.metrics().items() if not k.startswith(("io.", "wal."))})
+        return m
+
+    def describe(self, m: dict[str, float]) -> str:
+        return (
+            f"{m['sessions']:.0f} sessions, {m['update_pct']:.0f}% updates: {m['read_iops']:,.0f} read IOPS, "
+            f"{m['mb_per_s']:,.0f} MB/s, {m['read_latency_ms']:.2f} ms read latency "
+            f"({m['ops_per_s']:,.0f} ops/s, CPU {m['cpu_busy_pct']:.0f}% busy)"
+        )
+
+    def estimate_seconds(self) -> float:
+        return self.options.run_time_s + 2.5  # + connecting and the pg_stat_io settle
+
+
+WORKLOAD = Slob
+
+
+def _run_sessions(conns: list[Any], tables: list[str], scale: int, o: SlobOptions) -> list[dict[str, float]]:
+    barrier = threading.Barrier(len(conns))
+    out: list[dict[str, float] | None] = [None] * len(conns)
+    errors: list[BaseException] = []
+    sql = f"CALL {PROCEDURE}(%s, %s, %s, %s, %s, %s, NULL, NULL, NULL)"
+
+    def session(i: int) -> None:
+        try:
+            barrier.wait(timeout=60)
+            t0 = time.perf_counter()
+            row = conns[i].execute(
+                sql, (tables[i], scale, o.work_unit, float(o.update_pct), float(o.run_time_s), float(o.think_time_ms))
+            ).fetchone()
+            t1 = time.perf_counter()
+            out[i] = {"iterations": int(row[0]), "updates": int(row[1]), "elapsed_s": float(row[2]), "t0": t0, "t1": t1}
+        except BaseException as err:
+            errors.append(err)
+            barrier.abort()
+
+    threads = [threading.Thread(target=session, args=(i,), name=f"blocklab-slob-{i}") for i in range(len(conns))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    real = [e for e in errors if not isinstance(e, threading.BrokenBarrierError)]
+    if real or errors:
+        raise (real or errors)[0]
+    return [x for x in out if x is not None]
+
+
+_PROCEDURE_SQL = f"""
+CREATE OR REPLACE PROCEDURE {PROCEDURE}(
+    p_table text, p_scale integer, p_work_unit integer, p_update_pct float8, p_run_time_s float8, p_think_ms float8,
+    INOUT iterations bigint, INOUT updates bigint, INOUT elapsed_s float8)
+LANGUAGE plpgsql AS $body$
+DECLARE
+    t_start timestamptz := clock_timestamp();
+    t_end timestamptz := clock_timestamp() + make_interval(secs => p_run_time_s);
+    sel text := format('SELECT count(filler) FROM %I WHERE id BETWEEN $1 AND $2', p_table);
+    upd text := format('UPDATE %I SET val = val + 1 WHERE id BETWEEN $1 AND $2', p_table);
+    lo integer;
+    n bigint;
+BEGIN
+    iterations := 0;
+    updates := 0;
+    WHILE clock_timestamp() < t_end LOOP
+        lo := 1 + floor(random() * (p_scale - p_work_unit + 1))::integer;
+        EXECUTE sel INTO n USING lo, lo + p_work_unit - 1;
+        IF random() * 100 < p_update_pct THEN
+            EXECUTE upd USING lo, lo + p_work_unit - 1;
+            updates := updates + 1;
+            COMMIT;
+        END IF;
+        iterations := iterations + 1;
+        IF p_think_ms > 0 THEN
+            PERFORM pg_sleep(p_think_ms / 1000.0);
+        END IF;
+    END LOOP;
+    elapsed_s := extract(epoch FROM clock_timestamp() - t_start);
+END
+$body$
+"""
+
+
+def create_procedure(engine: Any) -> None:
+    with engine.connect(session=False) as conn:
+        conn.execute(_PROCEDURE_SQL)
+
+
+def build_slob_table(engine: Any, table: str, rows: int, fingerprint: str) -> None:
+    """One SLOB table: `rows` rows, one per heap page, keys in random order, an
+    index on the key; built in one transaction (no WAL with wal_level=minimal),
+    vacuumed, analysed and checkpointed. SpecError if pages != rows."""
+    q = f'"{table}"'
+    with engine.connect(session=False, autocommit=False) as conn:
+        conn.execute(f"DROP TABLE IF EXISTS {q}")
+        conn.execute(
+            f"CREATE TABLE {q} (id integer NOT NULL, val integer NOT NULL, filler text STORAGE PLAIN) "
+            f"WITH (fillfactor = {FILLFACTOR}, autovacuum_enabled = false)"
+        )
+        conn.execute(
+            f"INSERT INTO {q} SELECT i, 0, repeat('x', {FILLER_BYTES}) FROM generate_series(1, %s) AS i ORDER BY random()",
+            (rows,),
+        )
+        conn.execute(f'CREATE UNIQUE INDEX "{table}_key" ON {q} (id)')
+        conn.commit()
+    with engine.connect(session=False) as conn:
+        conn.execute(f"VACUUM ANALYZE {q}")
+        pages = conn.execute("SELECT pg_relation_size(%s::regclass) / current_setting('block_size')::integer", (table,)).fetchone()[0]
+        if int(pages) != rows:
+            raise SpecError(f"workload slob: table {table} has {pages:,} pages for {rows:,} rows; expected one row per page")
+        conn.execute(f"COMMENT ON TABLE {q} IS '{fingerprint}'")  # complete only now
+        conn.execute("CHECKPOINT")
+
+
+def _table_comment(engine: Any, table: str) -> str | None:
+    rows = engine.query(
+        "SELECT obj_description(c.oid, 'pg_class') FROM pg_class c "
+        "WHERE c.relname = %s AND c.relnamespace = 'public'::regnamespace",
+        (table,),
+    )
+    return rows[0][0] if rows else None
+
+
+def rows_per_page(engine: Any, table: str) -> dict[str, int]:
+    """Live rows and heap pages, and the largest number of rows in any page (for tests)."""
+    pages = engine.query("SELECT pg_relation_size(%s::regclass) / current_setting('block_size')::integer", (table,))[0][0]
+    rows, most = engine.query(
+        f'SELECT count(*), coalesce(max(n), 0) FROM (SELECT (ctid::text::point)[0] AS page, count(*) AS n FROM "{table}" GROUP BY 1) s'
+    )[0]
+    return {"pages": int(pages), "pages_with_rows": int(rows), "max_rows_per_page": int(most)}
