@@ -1,0 +1,187 @@
+"""SLOB views (seed 003): saturation points, the "petal" figures and a table.
+
+Input `rows`: results of a `slob` run, as ResultRow objects (RunDir.rows()),
+dicts with a "metrics" dict (results.jsonl lines), or flat metric dicts. Rows
+that failed or carry no read_iops are skipped. Repeats of one point (same
+series and session count) are reduced to their median.
+
+A series is one update share (and one block size, when the rows hold more
+than one): its points, in session order, trace a "petal": IOPS and latency
+grow with sessions until the CPU or the device is exhausted, then IOPS stop
+rising (or fall back) while latency keeps growing.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+RISE = 1.05  # a point "still rises" if its read IOPS exceed the previous point's by more than 5 %
+
+FIELDS = ("sessions", "update_pct", "block_size", "read_iops", "mb_per_s", "read_latency_ms", "ops_per_s", "cpu_busy_pct")
+
+
+@dataclass(frozen=True)
+class SlobPoint:
+    sessions: int
+    update_pct: float
+    block_size: int | None
+    read_iops: float
+    mb_per_s: float
+    read_latency_ms: float
+    ops_per_s: float
+    cpu_busy_pct: float
+    n: int = 1  # repeats reduced into this point
+
+
+@dataclass(frozen=True)
+class Saturation:
+    update_pct: float
+    block_size: int | None
+    sessions: int  # the saturation point's session count
+    read_iops: float
+    mb_per_s: float
+    read_latency_ms: float
+    stopped: bool  # True: IOPS stopped rising there; False: still rising at the last point
+
+    @property
+    def label(self) -> str:
+        return series_label(self.update_pct, self.block_size)
+
+
+def series_label(update_pct: float, block_size: int | None) -> str:
+    text = f"{update_pct:g}% updates"
+    return f"{text}, {block_size // 1024}k blocks" if block_size else text
+
+
+def _metrics(row: Any) -> dict[str, Any] | None:
+    if hasattr(row, "metrics"):  # ResultRow
+        if not getattr(row, "ok", True):
+            return None
+        return dict(row.metrics)
+    if isinstance(row, dict):
+        if "metrics" in row:
+            if row.get("status", "ok") != "ok":
+                return None
+            return dict(row["metrics"])
+        return dict(row)
+    return None
+
+
+def points(rows: Iterable[Any]) -> dict[tuple[float, int | None], list[SlobPoint]]:
+    """Series key (update_pct, block_size or None) -> its points in session order (repeats: median)."""
+    groups: dict[tuple[float, int, int | None], list[dict[str, Any]]] = {}
+    for row in rows:
+        m = _metrics(row)
+        if not m or m.get("read_iops") is None or m.get("sessions") is None:
+            continue
+        bs = m.get("block_size")
+        key = (float(m.get("update_pct", 0.0)), int(m["sessions"]), int(bs) if bs else None)
+        groups.setdefault(key, []).append(m)
+    block_sizes = {k[2] for k in groups}
+    keep_bs = len(block_sizes) > 1
+    out: dict[tuple[float, int | None], list[SlobPoint]] = {}
+    for (pct, sessions, bs), ms in groups.items():
+        def med(name: str) -> float:
+            values = [float(m[name]) for m in ms if m.get(name) is not None]
+            return statistics.median(values) if values else 0.0
+
+        p = SlobPoint(
+            sessions, pct, bs, med("read_iops"), med("mb_per_s"), med("read_latency_ms"), med("ops_per_s"),
+            med("cpu_busy_pct"), len(ms),
+        )
+        out.setdefault((pct, bs if keep_bs else None), []).append(p)
+    return {k: sorted(v, key=lambda p: p.sessions) for k, v in sorted(out.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0))}
+
+
+def saturation_points(rows: Iterable[Any]) -> list[Saturation]:
+    """Per series, the session count where read IOPS stop rising: the first
+    point whose IOPS are not more than 5 % above the previous point's, else
+    the last point (stopped=False: not saturated within the sessions tried)."""
+    out = []
+    for (pct, bs), pts in points(rows).items():
+        chosen, stopped = pts[-1], False
+        for prev, cur in zip(pts, pts[1:]):
+            if not cur.read_iops > prev.read_iops * RISE:
+                chosen, stopped = cur, True
+                break
+        out.append(Saturation(pct, bs, chosen.sessions, chosen.read_iops, chosen.mb_per_s, chosen.read_latency_ms, stopped))
+    return out
+
+
+def petal_figures(rows: Iterable[Any], limits: dict[str, Any] | None = None) -> tuple[Any, Any]:
+    """(latency vs IOPS, latency vs MB/s): matplotlib Figures, one line per
+    series joined in session order, each point labelled with its session
+    count, the saturation point ringed. `limits` (e.g. from a calibration:
+    {"max_small_iops": 136000, "max_mb_per_s": 3300}, numbers or objects with
+    .value) draws the device's limits as vertical dashed lines."""
+    from matplotlib.figure import Figure
+
+    rows = list(rows)
+    series = points(rows)
+    sat = {(s.update_pct, s.block_size): s for s in saturation_points(rows)}
+    limits = limits or {}
+    figures = []
+    for x_name, x_label, limit_key, limit_text in (
+        ("read_iops", "read IOPS", "max_small_iops", "device max small-I/O IOPS"),
+        ("mb_per_s", "MB/s (reads + writes)", "max_mb_per_s", "device max MB/s"),
+    ):
+        fig = Figure(figsize=(8, 5.5), dpi=100)
+        ax = fig.add_subplot(1, 1, 1)
+        for i, (key, pts) in enumerate(series.items()):
+            color = f"C{i % 10}"
+            xs = [getattr(p, x_name) for p in pts]
+            ys = [p.read_latency_ms for p in pts]
+            s = sat.get(key)
+            note = f"saturated at {s.sessions} sessions" if s and s.stopped else f"still rising at {pts[-1].sessions} sessions"
+            ax.plot(xs, ys, "-o", color=color, label=f"{series_label(*key)} ({note})", markersize=5, linewidth=1.5)
+            for p, x, y in zip(pts, xs, ys):
+                ax.annotate(str(p.sessions), (x, y), textcoords="offset points", xytext=(5, 4), fontsize=8, color=color)
+            if s is not None and s.stopped:
+                ax.plot([getattr(s, x_name)], [s.read_latency_ms], "o", markersize=14, markerfacecolor="none",
+                        markeredgecolor=color, markeredgewidth=2)
+        limit = limits.get(limit_key)
+        if limit is not None:
+            value = float(getattr(limit, "value", limit))
+            ax.axvline(value, linestyle="--", color="grey", linewidth=1.2, label=f"{limit_text} ({value:,.0f})")
+        ax.plot([], [], "o", markersize=10, markerfacecolor="none", markeredgecolor="black", label="saturation: IOPS rise < 5 % from here")
+        ax.set_xlabel(x_label)
+        ax.set_ylabel("read latency (ms, pg_stat_io)")
+        ax.set_xlim(left=0)
+        top = max((p.read_latency_ms for pts in series.values() for p in pts), default=1.0)
+        ax.set_ylim(0, top * 1.2 if top > 0 else 1.0)
+        ax.grid(True, alpha=0.3)
+        ax.set_title(f"SLOB: read latency against {x_label}; points labelled with sessions", fontsize=11)
+        ax.legend(fontsize=8, loc="lower right")
+        fig.tight_layout()
+        figures.append(fig)
+    return figures[0], figures[1]
+
+
+def slob_table(rows: Iterable[Any]) -> Any:
+    """A rich Table: every point (series, sessions, IOPS, MB/s, latency, ops/s, CPU) with the saturation point marked."""
+    from rich import box
+    from rich.table import Table
+
+    rows = list(rows)
+    sat = {(s.update_pct, s.block_size): s for s in saturation_points(rows)}
+    table = Table(box=box.SIMPLE_HEAD, title="SLOB points (saturation: where read IOPS stop rising by > 5 %)",
+                  title_justify="left", pad_edge=False)
+    for name in ("series", "sessions", "read IOPS", "MB/s", "read ms", "ops/s", "CPU %", ""):
+        table.add_column(name, justify="left" if name in ("series", "") else "right", no_wrap=True)
+    for key, pts in points(rows).items():
+        s = sat.get(key)
+        for p in pts:
+            mark = ""
+            if s is not None and p.sessions == s.sessions:
+                mark = "saturation" if s.stopped else "still rising (last point)"
+            table.add_row(
+                series_label(*key), str(p.sessions), f"{p.read_iops:,.0f}", f"{p.mb_per_s:,.0f}",
+                f"{p.read_latency_ms:.3f}", f"{p.ops_per_s:,.0f}", f"{p.cpu_busy_pct:.0f}", mark,
+            )
+        table.add_section()
+    return table
+
+
+__all__ = ["SlobPoint", "Saturation", "points", "saturation_points", "petal_figures", "slob_table", "series_label"]
