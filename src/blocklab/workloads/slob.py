@@ -1,10 +1,10 @@
 """Workload `slob`: SLOB-style random single-block physical I/O (seed 003).
 
 Each session owns a table (SLOB's one schema per user) of `scale` rows with
-exactly one row per heap page: a 4,000-byte filler stored PLAIN (no
+exactly one row per heap page: a 2,000-byte filler stored PLAIN (no
 compression, no TOAST) and fillfactor 10, so a second row never fits in a page
-at load time while an updated row's new version still does (HOT, the table
-does not grow). Keys are loaded in random order, so neighbouring keys live in
+at load time while up to three newer versions of it still do (HOT: the table
+does not grow while pruning keeps up). Keys are loaded in random order, so neighbouring keys live in
 far-apart pages and a range of `work_unit` keys read through the index costs
 `work_unit` random single-page reads: PostgreSQL's "db file sequential read".
 The build checks pages = rows and refuses otherwise.
@@ -42,10 +42,10 @@ from ..probes.stat_io import StatIoProbe, flush_own_stats
 from ..spec import DatasetSpec, SpecError
 from .base import Options
 
-FILLER_BYTES = 4000
+FILLER_BYTES = 2000  # fillfactor 10 keeps the 2nd row out at load; 3 more versions fit for HOT updates
 FILLFACTOR = 10
 PROCEDURE = "blocklab_slob_run"
-BUILD_VERSION = 1
+BUILD_VERSION = 2
 
 
 class SlobOptions(Options):

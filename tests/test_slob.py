@@ -1,0 +1,153 @@
+"""Seed 003 (SLOB): the slob workload, its saturation/petal views and `blocklab calibrate`."""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from blocklab.analysis.slob_view import petal_figures, points, saturation_points, slob_table
+from blocklab.spec import DatasetSpec, SpecError, WorkloadSpec
+from blocklab.workloads import make_workload
+from blocklab.workloads.slob import rows_per_page
+
+from conftest import blocklab_bin
+
+
+# ---------------------------------------------------------------- options
+def test_update_pct_out_of_range_names_the_field():
+    with pytest.raises(SpecError, match=r"workload\.update_pct: 150"):
+        make_workload(WorkloadSpec(kind="slob", update_pct=150), DatasetSpec(rows=100), "postgres")
+
+
+def test_zero_sessions_names_the_knob():
+    with pytest.raises(SpecError, match=r"knobs\.workload\.sessions: 0"):
+        make_workload(WorkloadSpec(kind="slob"), DatasetSpec(rows=100), "postgres", axis_values={"sessions": 0})
+
+
+def test_work_unit_larger_than_scale_is_refused():
+    with pytest.raises(SpecError, match="work_unit"):
+        make_workload(WorkloadSpec(kind="slob", work_unit=50, scale=10), DatasetSpec(), "postgres")
+
+
+def test_cli_plan_rejects_bad_update_pct(cli_env):
+    proc = subprocess.run(
+        [blocklab_bin(), "plan", "slob", "--quick", "--set", "workload.update_pct=150"],
+        env=cli_env, capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "workload.update_pct" in proc.stdout + proc.stderr
+
+
+# ---------------------------------------------------------------- workload on PostgreSQL
+def _slob(**options):
+    return make_workload(WorkloadSpec(kind="slob", **options), DatasetSpec(table="t_slob", rows=400), "postgres")
+
+
+def test_one_row_per_heap_page(pg_engine):
+    w = _slob(sessions=2)
+    w.prepare(pg_engine)
+    for table in w.tables():
+        got = rows_per_page(pg_engine, table)
+        assert got == {"pages": 400, "pages_with_rows": 400, "max_rows_per_page": 1}
+    w.prepare(pg_engine)  # cheap the second time: same fingerprint, nothing rebuilt
+
+
+def test_observed_update_share_and_metrics(pg_engine):
+    w = _slob(sessions=2, update_pct=20, work_unit=4, run_time_s=3)
+    w.prepare(pg_engine)
+    m = w.run(pg_engine)
+    assert m["iterations"] >= 2000, m  # enough for +-3 points: sd of the share ~0.9 points at 2,000
+    assert abs(m["update_share"] * 100 - 20) <= 3, m
+    for key in ("read_iops", "write_iops", "mb_per_s", "read_latency_ms", "ops_per_s", "cpu_busy_pct", "device_read_iops", "device_mb_per_s"):
+        assert key in m and m[key] >= 0, key
+    assert m["ops_per_s"] > 0
+    assert 0 <= m["cpu_busy_pct"] <= 100
+    assert w.describe(m).startswith("2 sessions, 20% updates: ")
+    after = rows_per_page(pg_engine, w.tables()[0])
+    assert after["pages"] == 400 and after["max_rows_per_page"] == 1  # HOT updates: still one row per page
+
+
+def test_shared_table_uses_one_table(pg_engine):
+    w = _slob(sessions=3, shared_table=True, run_time_s=0.5)
+    assert w.tables() == ["t_slob_1"] * 3
+    w.prepare(pg_engine)
+    m = w.run(pg_engine)
+    assert m["update_share"] == 0 and m["iterations"] > 0
+
+
+# ---------------------------------------------------------------- analysis
+def _series(pct, data, bs=8192):
+    return [
+        {"sessions": s, "update_pct": pct, "block_size": bs, "read_iops": iops, "mb_per_s": iops * bs / 1e6,
+         "read_latency_ms": lat, "ops_per_s": iops / 16, "cpu_busy_pct": 50}
+        for s, iops, lat in data
+    ]
+
+
+SATURATING = [(1, 10_000, 0.07), (2, 19_000, 0.08), (4, 30_000, 0.10), (8, 31_000, 0.20), (16, 29_000, 0.45)]
+RISING = [(1, 8_000, 0.07), (2, 15_000, 0.08), (4, 26_000, 0.1)]
+
+
+def test_saturation_points_on_known_series():
+    rows = _series(0, SATURATING) + _series(30, RISING)
+    got = {s.update_pct: s for s in saturation_points(rows)}
+    assert got[0].sessions == 8 and got[0].stopped  # 31,000 is not > 30,000 * 1.05
+    assert got[30].sessions == 4 and not got[30].stopped  # still rising: the last point
+
+
+def test_saturation_exactly_five_percent_is_not_rising():
+    rows = _series(10, [(1, 100, 0.1), (2, 105, 0.1), (4, 300, 0.1)])
+    assert saturation_points(rows)[0].sessions == 2
+
+
+def test_repeats_reduce_to_median_and_block_sizes_split_series():
+    rows = _series(0, [(1, 100, 0.1)]) + _series(0, [(1, 300, 0.3)]) + _series(0, [(1, 200, 0.2)])
+    (pts,) = points(rows).values()
+    assert pts[0].read_iops == 200 and pts[0].n == 3
+    rows = _series(0, RISING, bs=8192) + _series(0, RISING, bs=16384)
+    assert set(points(rows)) == {(0.0, 8192), (0.0, 16384)}
+    # failed result rows are skipped
+    assert points([{"status": "error", "metrics": {"sessions": 1, "read_iops": 1}}]) == {}
+
+
+def test_petal_figures_and_table(tmp_path):
+    rows = _series(0, SATURATING) + _series(30, RISING)
+    a, b = petal_figures(rows, {"max_small_iops": 40_000, "max_mb_per_s": 400.0})
+    for fig, name in ((a, "iops.png"), (b, "mb.png")):
+        assert fig.axes[0].get_ylabel().startswith("read latency")
+        fig.savefig(tmp_path / name)
+        assert (tmp_path / name).stat().st_size > 10_000
+    assert "IOPS" in a.axes[0].get_xlabel() and "MB/s" in b.axes[0].get_xlabel()
+    assert any(line.get_linestyle() == "--" for line in a.axes[0].lines)  # the device limit
+    assert slob_table(rows).row_count == len(SATURATING) + len(RISING)
+
+
+# ---------------------------------------------------------------- blocklab calibrate
+def test_calibrate_cli_quick_run(cli_env, cache_dir, tmp_path):
+    from blocklab.device.calibrate import load_calibration
+
+    target = Path(tempfile.mkdtemp(prefix="cal-", dir=cache_dir))  # /var/tmp: a disk file system with O_DIRECT
+    out = tmp_path / "cal"
+    proc = subprocess.run(
+        [blocklab_bin(), "calibrate", "--quick", "--dir", str(target), "--out", str(out)],
+        env=cli_env, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Maximum small-I/O IOPS:" in proc.stdout and f"saved: {out}" in proc.stdout
+    assert "[1/9] rand 8k qd1" in proc.stdout  # plain progress lines without a terminal
+    cal = load_calibration(out)
+    assert cal.complete and len(cal.points) == 9 and not cal.failures
+    assert cal.summary.max_small_iops.value > 0
+    assert list(target.iterdir()) == []  # the test file is gone
+
+
+def test_calibrate_cli_bad_dir(cli_env, tmp_path):
+    proc = subprocess.run(
+        [blocklab_bin(), "calibrate", "--quick", "--dir", str(tmp_path / "missing")],
+        env=cli_env, capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "--dir" in proc.stdout + proc.stderr
