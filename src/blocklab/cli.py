@@ -137,6 +137,7 @@ def _print_summary(console: Any, exp: Any, summary: dict[str, Any], run_dir: Run
 def _print_workload_tables(console: Any, run_dir: RunDir, summary: dict[str, Any]) -> None:
     """Tables some workloads add under the verdict (e.g. the wait profile of `update`)."""
     from .analysis.overhead import overhead_tables
+    from .analysis.slob_view import points, slob_table
     from .probes.profile_view import profile_tables
 
     rows = run_dir.rows()
@@ -144,6 +145,8 @@ def _print_workload_tables(console: Any, run_dir: RunDir, summary: dict[str, Any
         console.print(table)
     for table in overhead_tables(rows, summary.get("metric", "elapsed_s")):
         console.print(table)
+    if points(rows):
+        console.print(slob_table(rows))
 
 
 @main.command("plan")
@@ -419,6 +422,90 @@ def _print_sysstats(console: Any, result: Any) -> None:
         for line in result.how_to_apply:
             console.print(f"  {line}", markup=False, highlight=False)
     console.print(f"saved: {result.run_dir}", markup=False, highlight=False)
+
+
+@main.command("calibrate")
+@click.option("--dir", "directory", type=click.Path(path_type=Path), help="directory on the disk to measure (default: the embedded PostgreSQL's data directory)")
+@click.option("--quick", is_flag=True, help="a small plan (8k and 1M reads, a few queue depths): about 15 s")
+@click.option("--out", type=click.Path(path_type=Path), help="directory for the calibration (default results/calibrate-TIMESTAMP)")
+def calibrate_command(directory: Path | None, quick: bool, out: Path | None) -> None:
+    """Measure the disk's own limits with fio (max small-I/O IOPS, max large-I/O MB/s,
+    min latency), ORION-style, for other runs' reports to draw as limits.
+
+    \b
+    Examples:
+      blocklab calibrate
+      blocklab calibrate --quick
+      blocklab calibrate --dir /mnt/data --out results/disk-data
+    """
+    from .device.calibrate import make_plan, run_calibration
+    from .device.fio import FioError, FioNotFound
+
+    console = make_console()
+    if directory is None:
+        from .engines.postgres import PostgresEngine
+
+        try:
+            engine = PostgresEngine()
+            if not engine.pgdata.is_dir():
+                engine.start()  # creates the cluster, so its disk is the one measured
+                engine.stop()
+        except EngineError as err:
+            _fail(console, f"{err}; give --dir PATH to measure another directory", EXIT_FAILED)
+        directory = engine.pgdata
+    elif not directory.is_dir():
+        what = "is not a directory" if directory.exists() else "does not exist"
+        _fail(console, f"--dir {directory} {what}; give an existing directory on the disk to measure", EXIT_BAD_INPUT)
+    plan = make_plan("quick" if quick else "full")
+    run_dir = RunDir(out) if out else new_run_dir(results_root(), "calibrate")
+    console.print(
+        f"calibrating {directory}: {len(plan.points)} points, about {plan.estimate_seconds():.0f} s "
+        f"(+ laying out a {plan.file_size / 1024**2:.0f} MiB test file)",
+        markup=False, highlight=False,
+    )
+    progress = None
+    if console.is_terminal:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console)
+    task = None
+
+    def on_point(index: int, total: int, description: str) -> None:
+        nonlocal task
+        if progress is None:
+            console.print(f"[{index + 1}/{total}] {description}", markup=False, highlight=False)
+            return
+        if task is None:
+            task = progress.add_task(description, total=total)
+        progress.update(task, completed=index, description=description)
+
+    try:
+        if progress is not None:
+            progress.start()
+        try:
+            cal = run_calibration(directory, plan, run_dir=run_dir, on_point=on_point)
+            if progress is not None and task is not None:
+                progress.update(task, completed=len(plan.points), description="done")
+        finally:
+            if progress is not None:
+                progress.stop()
+    except ValueError as err:
+        text = str(err)
+        if text.startswith("directory:"):
+            text = "--dir" + text[len("directory:"):]
+        elif text.startswith("run_dir:"):
+            text = "--out" + text[len("run_dir:"):]
+        _fail(console, text, EXIT_BAD_INPUT)
+    except (FioNotFound, FioError, OSError) as err:
+        _fail(console, str(err), EXIT_FAILED)
+    except KeyboardInterrupt:
+        console.print(f"interrupted; the test file is removed; points so far in {run_dir.path}", markup=False)
+        sys.exit(EXIT_INTERRUPTED)
+    for line in cal.summary.lines():
+        console.print(line, markup=False, highlight=False)
+    if cal.failures:
+        console.print(f"{len(cal.failures)} point(s) failed: see {run_dir.file('results.jsonl')}", style="red", markup=False)
+    console.print(f"saved: {run_dir.path}", markup=False, highlight=False)
 
 
 if __name__ == "__main__":

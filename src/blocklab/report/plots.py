@@ -152,8 +152,33 @@ def _checksum_overhead(data: RunData, limits: dict[str, float]) -> tuple[str, st
     return "checksum-overhead", "Checksum overhead, normalised", caption, fig
 
 
+def _slob_petal(which: int, plot_id: str, title: str, caption: str) -> Any:
+    """One of the SLOB petal plots (0: latency vs IOPS, 1: latency vs MB/s)."""
+
+    def make(data: RunData, limits: dict[str, float]) -> tuple[str, str, str, Figure] | None:
+        from ..analysis.slob_view import petal_figures, points
+
+        if not points(data.ok_rows):
+            return None
+        figures = petal_figures(data.ok_rows, limits or None)
+        return plot_id, title, caption, figures[which]
+
+    return make
+
+
+_PETAL_CAPTION = (
+    "Each line is one update share, its points joined in session order (the seed's petals); the ringed "
+    "point is where read IOPS stops rising with more sessions (saturation). Dashed lines: the device's "
+    "limits from `blocklab calibrate`, when there is one."
+)
+
 # Recipe-specific pictures: each takes the run and returns (id, title, caption, figure) or None.
-EXTRA_FIGURES = [_time_profile, _checksum_overhead]
+EXTRA_FIGURES = [
+    _time_profile,
+    _checksum_overhead,
+    _slob_petal(0, "slob-latency-iops", "Read latency against IOPS", _PETAL_CAPTION),
+    _slob_petal(1, "slob-latency-mbps", "Read latency against MB/s", _PETAL_CAPTION),
+]
 
 
 def _single_numeric_knob(data: RunData) -> str | None:
