@@ -13,6 +13,7 @@ reinit knobs are refused in validation.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import hashlib
 import os
 import re
@@ -281,7 +282,7 @@ class PostgresEngine:
         assert native_name is not None
         row = self._catalog.get(native_name)
         if row is None:
-            close = [n for n in self._catalog if native_name.split("_")[0] in n][:5]
+            close = difflib.get_close_matches(native_name, list(self._catalog), n=4, cutoff=0.75)
             hint = f"; similar: {', '.join('pg.' + c for c in close)}" if close else ""
             raise KnobError(f"unknown PostgreSQL parameter 'pg.{native_name}' on this server (PostgreSQL {self._version}){hint}")
         return self._knob_info(native_name, generic, row)
