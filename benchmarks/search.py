@@ -61,6 +61,18 @@ def main() -> None:
             f"= {refine_on_exhaustive / best_exhaustive:.1%} of the best (target >= 98%)"
         )
         print(f"refine spent {cells['refine']} of {cells['grid']} scans = {cells['refine'] / cells['grid']:.1%} (target <= 25%)")
+        # how far apart neighbouring values land in the exhaustive sweep itself: the
+        # noise floor any "within x% of the best" judgement stands on
+        by_value = {int(k.split("=")[1]): v for k, v in exhaustive.items()}
+        values = sorted(by_value)
+        steps = sorted(abs(by_value[a] - by_value[b]) / by_value[a] for a, b in zip(values, values[1:]))
+        print(f"neighbouring values differ by a median {steps[len(steps) // 2]:.1%} in the exhaustive sweep")
+        smooth = {v: sum(by_value[w] for w in values if abs(w - v) <= 2) / sum(1 for w in values if abs(w - v) <= 2) for v in values}
+        refine_value = int(refine_best.split("=")[1])
+        print(
+            f"smoothed over +-2 values: exhaustive best {max(smooth, key=smooth.get)} = {max(smooth.values()):,.0f}, "
+            f"refine's best {refine_value} = {smooth[refine_value]:,.0f} ({smooth[refine_value] / max(smooth.values()):.1%})"
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
