@@ -29,7 +29,7 @@ PLOT_IDS = ("mbrc-rows-per-s", "mbrc-mb-per-s")
 def report(cache_dir, tmp_path_factory) -> Path:
     """`blocklab run mbrc` (small) then `blocklab report`: the path of report.html."""
     if not Path(CHROMIUM).exists():
-        pytest.skip("chromium is not installed")
+        pytest.fail("chromium is not installed: run `make test` (it installs it as root) or `sudo apt-get install chromium`")
     out = tmp_path_factory.mktemp("browser") / "mbrc"
     env = dict(os.environ)
     env["BLOCKLAB_CACHE"] = str(cache_dir / "report-browser")
@@ -114,7 +114,7 @@ def test_the_request_check_would_catch_a_page_that_reaches_out(tmp_path):
     """The checks above are not vacuous: a page with a CDN script and a broken
     script is caught by each of them."""
     if not Path(CHROMIUM).exists():
-        pytest.skip("chromium is not installed")
+        pytest.fail("chromium is not installed: run `make test` (it installs it as root) or `sudo apt-get install chromium`")
     page = tmp_path / "bad.html"
     page.write_text('<!doctype html><img src="https://cdn.example.com/x.png"><script>missing();</script>')
     netlog = tmp_path / "netlog.json"
