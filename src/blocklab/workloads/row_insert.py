@@ -8,6 +8,13 @@ level), into a table of one integer column, optionally indexed.
   statement executed N times by apsw's executemany (no Python per row), in
   transactions of `batch` rows (SQLite commits are fsyncs; a commit per row
   would measure the disk's flush latency, not the pages).
+* MariaDB (InnoDB): a stored procedure `blocklab_ins_loop(n)` (created once per
+  data directory) with a WHILE loop of single-row INSERTs, CALLed in one
+  transaction and committed at the end. The table is ENGINE=InnoDB, recreated
+  before every run, so it always carries the current checksum algorithm
+  (`tables_must_be_rebuilt` is reset after the recreate). `flush = true` times
+  `FLUSH TABLES ... FOR EXPORT` after the commit: it writes the table's dirty
+  pages (InnoDB, too, computes a page's checksum when the page is written).
 
 The table is dropped and created empty before every timed run, outside the
 timing, so every cell inserts into the same empty table. `index = true` adds a
@@ -46,7 +53,7 @@ class RowInsertOptions(Options):
     batch: int = Field(default=1_000, ge=1, le=10_000_000, description="SQLite: rows per transaction")
     flush: bool = Field(
         default=False,
-        description="PostgreSQL: time a CHECKPOINT after the loop too (its data checksums are computed when a "
+        description="PostgreSQL: time a CHECKPOINT after the loop too (MariaDB: FLUSH TABLES ... FOR EXPORT) (its data checksums are computed when a "
         "page is written out, which otherwise happens after the cell); SQLite writes its pages at each commit",
     )
 
@@ -55,7 +62,7 @@ class RowInsert:
     name = "row_insert"
     default_metric = "elapsed_s"
     default_goal = "min"
-    engines = ("postgres", "sqlite")
+    engines = ("postgres", "sqlite", "mariadb")
     Options = RowInsertOptions
     AXIS_COST = {"index": ApplyClass.REINIT}
 
@@ -70,16 +77,23 @@ class RowInsert:
         return f"row_insert table n integer, index={self.options.index}"
 
     def prepare(self, engine: Any) -> None:
-        """Nothing to build once: run() recreates the table before each timed loop."""
+        """Nothing to build once but MariaDB's stored procedure: run() recreates the
+        table before each timed loop."""
+        if engine.name == "mariadb":
+            _mariadb_create_procedure(engine)
 
     def run(self, engine: Any) -> dict[str, float]:
         o = self.options
         recreate_table(engine, TABLE, "n integer", index_column="n" if o.index else None)
         if engine.name == "sqlite":
             elapsed, d = _sqlite_insert_loop(engine, o.rows, o.batch)
+        elif engine.name == "mariadb":
+            elapsed, d = _mariadb_insert_loop(engine, o.rows, o.flush)
+            engine.analyze(TABLE)  # untimed: exact page counts for relation_bytes()
         else:
             elapsed, d = _pg_insert_loop(engine, o.rows, o.flush)
-        count = int(engine.query(f'SELECT count(*) FROM "{TABLE}"')[0][0])
+        quoted = f"`{TABLE}`" if engine.name == "mariadb" else f'"{TABLE}"'
+        count = int(engine.query(f"SELECT count(*) FROM {quoted}")[0][0])
         if count != o.rows:
             raise RuntimeError(f"row_insert: the table holds {count:,} rows after the loop, not {o.rows:,}")
         metrics = {
@@ -115,6 +129,15 @@ def io_metrics(deltas: dict[str, float]) -> dict[str, float]:
 def recreate_table(engine: Any, table: str, columns: str, *, index_column: str | None = None) -> None:
     """Drop and create an empty table (and its index), untimed; checkpointed on
     PostgreSQL so the previous cell's dirty pages are not written inside this one."""
+    if engine.name == "mariadb":
+        with engine.connect(session=False) as conn, conn.cursor() as cur:
+            cur.execute(f"DROP TABLE IF EXISTS `{table}`")
+            cur.execute(f"CREATE TABLE `{table}` ({columns}) ENGINE=InnoDB")
+            if index_column:
+                cur.execute(f"CREATE INDEX `{table}_{index_column}` ON `{table}` ({index_column})")
+        # a table created now carries the current checksum algorithm and page size
+        engine.tables_must_be_rebuilt = False
+        return
     statements = [f'DROP TABLE IF EXISTS "{table}"', f'CREATE TABLE "{table}" ({columns})']
     if index_column:
         statements.append(f'CREATE INDEX "{table}_{index_column}" ON "{table}" ({index_column})')
@@ -163,4 +186,36 @@ def _sqlite_insert_loop(engine: Any, rows: int, batch: int) -> tuple[float, dict
             elapsed = time.perf_counter() - t0
     finally:
         conn.close()
+    return elapsed, probe.deltas
+
+
+PROCEDURE = "blocklab_ins_loop"
+
+
+def _mariadb_create_procedure(engine: Any) -> None:
+    """The seed's PL/SQL loop as a stored procedure, created once per data directory
+    (it lives in the `blocklab` database, which is per page size)."""
+    with engine.connect(session=False) as conn, conn.cursor() as cur:
+        cur.execute(
+            f"CREATE PROCEDURE IF NOT EXISTS `{PROCEDURE}`(IN n INT) "
+            "BEGIN DECLARE i INT DEFAULT 1; "
+            f"WHILE i <= n DO INSERT INTO `{TABLE}` VALUES (i); SET i = i + 1; END WHILE; "
+            "END"
+        )
+
+
+def _mariadb_insert_loop(engine: Any, rows: int, flush: bool = False) -> tuple[float, dict[str, float]]:
+    with engine.connect(autocommit=False) as conn:
+        with IoProbe(engine, conn) as probe:
+            t0 = time.perf_counter()
+            with conn.cursor() as cur:
+                cur.execute(f"CALL `{PROCEDURE}`(%s)", (int(rows),))  # one transaction ...
+                while cur.nextset():
+                    pass
+            conn.commit()  # ... committed at its end, as the seed's loop
+            if flush:
+                with conn.cursor() as cur:  # the table's dirty pages written (and checksummed) inside the timing
+                    cur.execute(f"FLUSH TABLES `{TABLE}` FOR EXPORT")
+                    cur.execute("UNLOCK TABLES")
+            elapsed = time.perf_counter() - t0
     return elapsed, probe.deltas
