@@ -20,7 +20,8 @@ the source's rows:
   (seq_1_to_N) with the fingerprint as its table COMMENT; both tables are
   rebuilt when the engine says `tables_must_be_rebuilt` (a new checksum
   algorithm or page size: the tables must be created under it), which is then
-  reset. The target is reloaded (untimed) when it is short, as on SQLite.
+  reset, or when a table's tablespace format (table_checksum) is not the one
+  new tables get now. The target is reloaded (untimed) when it is short, as on SQLite.
 
 Metrics: elapsed_s (delete + insert + commit), rows_per_s (rows inserted per
 second of the whole), I/O counter deltas.
@@ -113,7 +114,11 @@ class Reload:
 
     def _prepare_mariadb(self, engine: Any) -> None:
         rows = int(self.dataset.rows)
-        rebuild = getattr(engine, "tables_must_be_rebuilt", False)
+        # the flag (a new algorithm or page size), or, should another workload have
+        # reset it already, the tables' own format against the one new tables get
+        rebuild = getattr(engine, "tables_must_be_rebuilt", False) or any(
+            engine.table_checksum(t) not in (None, engine.checksum_family()) for t in (SOURCE, TARGET)
+        )
         with engine.connect(session=False) as conn, conn.cursor() as cur:
             if rebuild or _mariadb_comment(cur, SOURCE) != self.fingerprint() or not _mariadb_exists(cur, TARGET):
                 for t in (SOURCE, TARGET):
