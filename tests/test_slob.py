@@ -94,13 +94,17 @@ RISING = [(1, 8_000, 0.07), (2, 15_000, 0.08), (4, 26_000, 0.1)]
 def test_saturation_points_on_known_series():
     rows = _series(0, SATURATING) + _series(30, RISING)
     got = {s.update_pct: s for s in saturation_points(rows)}
-    assert got[0].sessions == 8 and got[0].stopped  # 31,000 is not > 30,000 * 1.05
+    # 4 sessions: 30,000 is within 5 % of the highest (31,000 at 8); 8 and 16 sessions add no more
+    assert (got[0].sessions, got[0].read_iops, got[0].stopped) == (4, 30_000, True)
     assert got[30].sessions == 4 and not got[30].stopped  # still rising: the last point
 
 
-def test_saturation_exactly_five_percent_is_not_rising():
-    rows = _series(10, [(1, 100, 0.1), (2, 105, 0.1), (4, 300, 0.1)])
-    assert saturation_points(rows)[0].sessions == 2
+def test_saturation_boundary_and_noisy_dip():
+    rows = _series(10, [(1, 100, 0.1), (2, 190, 0.1), (4, 199.5, 0.1)])
+    assert saturation_points(rows)[0].sessions == 2  # exactly 5 % below the highest counts as saturated
+    rows = _series(20, [(1, 10_000, 0.1), (2, 19_000, 0.1), (4, 18_000, 0.1), (8, 35_000, 0.2), (16, 36_000, 0.4)])
+    (s,) = saturation_points(rows)
+    assert (s.sessions, s.stopped) == (8, True)  # the dip at 4 sessions is not the saturation point
 
 
 def test_repeats_reduce_to_median_and_block_sizes_split_series():
@@ -123,6 +127,15 @@ def test_petal_figures_and_table(tmp_path):
     assert "IOPS" in a.axes[0].get_xlabel() and "MB/s" in b.axes[0].get_xlabel()
     assert any(line.get_linestyle() == "--" for line in a.axes[0].lines)  # the device limit
     assert slob_table(rows).row_count == len(SATURATING) + len(RISING)
+
+
+def test_far_device_limit_is_written_not_drawn():
+    rows = _series(0, SATURATING)
+    a, _ = petal_figures(rows, {"max_small_iops": 310_000})  # 10x the busiest point: drawing it would squash the petal
+    ax = a.axes[0]
+    assert not any(line.get_linestyle() == "--" for line in ax.lines)
+    assert ax.get_xlim()[1] < 40_000
+    assert any("off scale" in t.get_text() and "10 %" in t.get_text() for t in ax.texts)
 
 
 # ---------------------------------------------------------------- blocklab calibrate

@@ -17,7 +17,10 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-RISE = 1.05  # a point "still rises" if its read IOPS exceed the previous point's by more than 5 %
+RISE = 1.05  # saturated: within 5 % of the series' highest read IOPS
+LIMIT_SPAN = 3.0  # a device limit further than this many times the busiest point is written, not drawn
+_MARKERS = ("o", "s", "^", "D", "v", "P")
+_LABEL_OFFSETS = ((5, 4), (5, -11), (-5, 4), (-5, -11))  # session labels of neighbouring series apart
 
 FIELDS = ("sessions", "update_pct", "block_size", "read_iops", "mb_per_s", "read_latency_ms", "ops_per_s", "cpu_busy_pct")
 
@@ -43,7 +46,7 @@ class Saturation:
     read_iops: float
     mb_per_s: float
     read_latency_ms: float
-    stopped: bool  # True: IOPS stopped rising there; False: still rising at the last point
+    stopped: bool  # True: more sessions were tried and added <= 5 %; False: the last point (still rising)
 
     @property
     def label(self) -> str:
@@ -96,16 +99,18 @@ def points(rows: Iterable[Any]) -> dict[tuple[float, int | None], list[SlobPoint
 
 
 def saturation_points(rows: Iterable[Any]) -> list[Saturation]:
-    """Per series, the session count where read IOPS stop rising: the first
-    point whose IOPS are not more than 5 % above the previous point's, else
-    the last point (stopped=False: not saturated within the sessions tried)."""
+    """Per series, the saturation point: the fewest sessions whose read IOPS
+    come within 5 % of the series' highest (the petal's turning point, the
+    seed's "optimum number of sessions": more sessions add no more than 5 %).
+    stopped=True when more sessions were tried beyond it; False when it is
+    the last point (still rising within the sessions tried). Measuring the
+    whole series against its maximum, not each point against the previous one,
+    keeps a noisy dip on the way up from being taken for saturation."""
     out = []
     for (pct, bs), pts in points(rows).items():
-        chosen, stopped = pts[-1], False
-        for prev, cur in zip(pts, pts[1:]):
-            if not cur.read_iops > prev.read_iops * RISE:
-                chosen, stopped = cur, True
-                break
+        top = max(p.read_iops for p in pts)
+        chosen = next(p for p in pts if p.read_iops * RISE >= top)
+        stopped = chosen is not pts[-1]
         out.append(Saturation(pct, bs, chosen.sessions, chosen.read_iops, chosen.mb_per_s, chosen.read_latency_ms, stopped))
     return out
 
@@ -115,45 +120,73 @@ def petal_figures(rows: Iterable[Any], limits: dict[str, Any] | None = None) -> 
     series joined in session order, each point labelled with its session
     count, the saturation point ringed. `limits` (e.g. from a calibration:
     {"max_small_iops": 136000, "max_mb_per_s": 3300}, numbers or objects with
-    .value) draws the device's limits as vertical dashed lines."""
+    .value) draws the device's limits as vertical dashed lines; a limit more
+    than LIMIT_SPAN times beyond the busiest point would squeeze the petals
+    into a corner, so it is written at the right edge instead (value, and the
+    share of it the busiest point reaches).
+
+    With several block sizes (MariaDB's page-size axis) the colour is the block
+    size and the marker the update share, as in the seed's cluttered plot."""
     from matplotlib.figure import Figure
 
     rows = list(rows)
     series = points(rows)
     sat = {(s.update_pct, s.block_size): s for s in saturation_points(rows)}
     limits = limits or {}
+    block_sizes = sorted({bs for _, bs in series if bs})
+    pcts = sorted({pct for pct, _ in series})
+    many = len(series) > 6
     figures = []
     for x_name, x_label, limit_key, limit_text in (
         ("read_iops", "read IOPS", "max_small_iops", "device max small-I/O IOPS"),
         ("mb_per_s", "MB/s (reads + writes)", "max_mb_per_s", "device max MB/s"),
     ):
-        fig = Figure(figsize=(8, 5.5), dpi=100)
+        fig = Figure(figsize=(10.5 if many else 8, 5.5), dpi=100)
         ax = fig.add_subplot(1, 1, 1)
         for i, (key, pts) in enumerate(series.items()):
-            color = f"C{i % 10}"
+            pct, bs = key
+            if block_sizes:
+                color, marker = f"C{block_sizes.index(bs) % 10}", _MARKERS[pcts.index(pct) % len(_MARKERS)]
+            else:
+                color, marker = f"C{i % 10}", "o"
             xs = [getattr(p, x_name) for p in pts]
             ys = [p.read_latency_ms for p in pts]
             s = sat.get(key)
             note = f"saturated at {s.sessions} sessions" if s and s.stopped else f"still rising at {pts[-1].sessions} sessions"
-            ax.plot(xs, ys, "-o", color=color, label=f"{series_label(*key)} ({note})", markersize=5, linewidth=1.5)
+            ax.plot(xs, ys, "-", marker=marker, color=color, label=f"{series_label(*key)} ({note})", markersize=5, linewidth=1.5)
+            dx, dy = _LABEL_OFFSETS[i % len(_LABEL_OFFSETS)]
             for p, x, y in zip(pts, xs, ys):
-                ax.annotate(str(p.sessions), (x, y), textcoords="offset points", xytext=(5, 4), fontsize=8, color=color)
+                ax.annotate(str(p.sessions), (x, y), textcoords="offset points", xytext=(dx, dy), fontsize=8, color=color,
+                            ha="left" if dx > 0 else "right")
             if s is not None and s.stopped:
                 ax.plot([getattr(s, x_name)], [s.read_latency_ms], "o", markersize=14, markerfacecolor="none",
                         markeredgecolor=color, markeredgewidth=2)
+        busiest = max((getattr(p, x_name) for pts in series.values() for p in pts), default=0.0)
+        right = busiest * 1.12 if busiest > 0 else 1.0
         limit = limits.get(limit_key)
         if limit is not None:
             value = float(getattr(limit, "value", limit))
-            ax.axvline(value, linestyle="--", color="grey", linewidth=1.2, label=f"{limit_text} ({value:,.0f})")
-        ax.plot([], [], "o", markersize=10, markerfacecolor="none", markeredgecolor="black", label="saturation: IOPS rise < 5 % from here")
+            if value <= busiest * LIMIT_SPAN or busiest <= 0:
+                ax.axvline(value, linestyle="--", color="grey", linewidth=1.2, label=f"{limit_text} ({value:,.0f})")
+                right = max(right, value * 1.05)
+            else:
+                ax.annotate(
+                    f"{limit_text}: {value:,.0f}, off scale \u2192\n(the busiest point reaches {100 * busiest / value:.0f} % of it)",
+                    xy=(1.0, 0.97), xycoords="axes fraction", ha="right", va="top", fontsize=8, color="dimgrey",
+                    bbox={"boxstyle": "round,pad=0.3", "facecolor": "white", "edgecolor": "lightgrey"},
+                )
+        ax.plot([], [], "o", markersize=10, markerfacecolor="none", markeredgecolor="black", label="saturation: more sessions add \u2264 5 % IOPS")
         ax.set_xlabel(x_label)
         ax.set_ylabel("read latency (ms, pg_stat_io)")
-        ax.set_xlim(left=0)
+        ax.set_xlim(0, right)
         top = max((p.read_latency_ms for pts in series.values() for p in pts), default=1.0)
         ax.set_ylim(0, top * 1.2 if top > 0 else 1.0)
         ax.grid(True, alpha=0.3)
         ax.set_title(f"SLOB: read latency against {x_label}; points labelled with sessions", fontsize=11)
-        ax.legend(fontsize=8, loc="lower right")
+        if many:
+            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+        else:
+            ax.legend(fontsize=8, loc="lower right")
         fig.tight_layout()
         figures.append(fig)
     return figures[0], figures[1]
@@ -166,7 +199,7 @@ def slob_table(rows: Iterable[Any]) -> Any:
 
     rows = list(rows)
     sat = {(s.update_pct, s.block_size): s for s in saturation_points(rows)}
-    table = Table(box=box.SIMPLE_HEAD, title="SLOB points (saturation: where read IOPS stop rising by > 5 %)",
+    table = Table(box=box.SIMPLE_HEAD, title="SLOB points (saturation: the fewest sessions within 5 % of the series' highest read IOPS)",
                   title_justify="left", pad_edge=False)
     for name in ("series", "sessions", "read IOPS", "MB/s", "read ms", "ops/s", "CPU %", ""):
         table.add_column(name, justify="left" if name in ("series", "") else "right", no_wrap=True)
