@@ -317,8 +317,10 @@ def test_refresh_report_skips_while_cheap_cells_follow_and_never_raises(tmp_path
     assert "broken" in writer.refresh_report(path, force=True, clock=clock)
 
 
-def test_device_limits_come_from_the_newest_calibration_beside_the_run(tmp_path):
-    calibrate = pytest.importorskip("blocklab.device.calibrate")
+def test_device_limits_come_from_the_newest_calibration_beside_the_run(tmp_path, monkeypatch):
+    # a real `blocklab calibrate` under ./results must not leak into this test
+    monkeypatch.setenv("BLOCKLAB_RESULTS", str(tmp_path / "no-results-here"))
+    from blocklab.device import calibrate
     from blocklab.device.fio import Point
     from blocklab.report.writer import device_limits
 

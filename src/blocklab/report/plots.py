@@ -168,8 +168,9 @@ def _slob_petal(which: int, plot_id: str, title: str, caption: str) -> Any:
 
 _PETAL_CAPTION = (
     "Each line is one update share, its points joined in session order (the seed's petals); the ringed "
-    "point is where read IOPS stops rising with more sessions (saturation). Dashed lines: the device's "
-    "limits from `blocklab calibrate`, when there is one."
+    "point is where the petal turns (the fewest sessions within 5% of the line's highest read IOPS). "
+    "The device's limits from `blocklab calibrate`, when there is one, are dashed lines, or a note at the "
+    "right edge when they lie far beyond the data."
 )
 
 # Recipe-specific pictures: each takes the run and returns (id, title, caption, figure) or None.
