@@ -105,6 +105,6 @@ def plan_text(exp: Experiment) -> list[str]:
             note = f"   <- {cls.label}: {', '.join(knobs)}"
             total += restart_s.get(cls, 0.0)
         lines.append(f"  {cell.index + 1:4d}  block {cell.block + 1}  {cell.setting.label}{note}")
-        total += exp.workload.estimate_seconds()
+        total += exp.workload_for(cell.setting.as_dict()).estimate_seconds()  # swept options change it
     lines.append(f"{len(costly)} restart/reinit step(s); estimated time {total:.0f} s (plus building the data set once)")
     return lines

@@ -208,7 +208,7 @@ def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = 
                 done = {row.cell_id for row in run_dir.rows()}
                 todo = [c for c in plan.cells if c.cell_id not in done]
                 if todo:
-                    reporter.plan_started(len(plan.cells), len(todo), len(todo) * exp.workload.estimate_seconds())
+                    reporter.plan_started(len(plan.cells), len(todo), sum(exp.workload_for(c.setting.as_dict()).estimate_seconds() for c in todo))
                 for cell in todo:
                     _run_and_record(exp, cell, run_dir, plan, reporter)
                 cells, settings, why = next_cells(exp, plan, run_dir.rows())
