@@ -117,3 +117,23 @@ def test_set_option_errors(text, fragment):
 def test_overrides_check_repeats():
     with pytest.raises(SpecError, match="--repeats 0: must be at least 1"):
         Overrides(repeats=0).check()
+
+
+@pytest.mark.parametrize(
+    "line, field, fragment",
+    [
+        ('search = "binary"', "measure.search", "'grid' or 'refine'"),
+        ("target_ci = 1.5", "measure.target_ci", "less than 1"),
+        ("practical = -0.1", "measure.practical", "greater than or equal to 0"),
+        ("max_repeats = 0", "measure.max_repeats", "greater than or equal to 1"),
+        ('goal = "best"', "measure.goal", "'max' or 'min'"),
+    ],
+)
+def test_measure_fields_name_the_field_and_what_is_accepted(tmp_path, line, field, fragment):
+    msg = error_of(tmp_path, f"[measure]\n{line}\n")
+    assert field in msg and fragment in msg
+
+
+def test_engine_option_names_the_engines():
+    with pytest.raises(SpecError, match=r"engine.kind: 'oracle' is not accepted.*'postgres'"):
+        load_spec(resolve("mbrc"), {"engine.kind": "oracle"})
