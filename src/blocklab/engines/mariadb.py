@@ -756,8 +756,26 @@ class MariadbEngine:
             if self.mode == "dsn":
                 self._check_dsn_allowed(name, info, canonical)
             out[name] = canonical
+        self._check_pool_holds_pages(out)
         self._check_session_values(out)
         return out
+
+    def _check_pool_holds_pages(self, settings: dict[str, Any]) -> None:
+        """InnoDB refuses to start when the buffer pool is too small for its page
+        size (measured on 10.11: 2, 3, 6, 11 and 21 MiB for 4k..64k pages); say so
+        now, not as a failed start in the middle of a sweep."""
+        by_native = {self.knob(n).native: (n, v) for n, v in settings.items()}
+        if "innodb_buffer_pool_size" not in by_native:
+            return
+        name, pool = by_native["innodb_buffer_pool_size"]
+        page = int(by_native.get("innodb_page_size", (None, self.page_size))[1])
+        need = min_buffer_pool_bytes(page)
+        if int(pool) < need:
+            raise KnobError(
+                f"knob {name!r} (mariadb innodb_buffer_pool_size): {_amount(int(pool), self.knob(name))} is too small for "
+                f"{page // 1024} kB pages: InnoDB needs at least {need // MIB} MiB at that page size; accepted: "
+                f"{', '.join(f'{size // 1024}k: >= {min_buffer_pool_bytes(size) // MIB} MiB' for size in PAGE_SIZES)}"
+            )
 
     def _normalise(self, name: str, info: KnobInfo, value: Any) -> Any:
         native = info.native
@@ -1103,6 +1121,16 @@ class MariadbEngine:
 
 
 # ---------------------------------------------------------------------- helpers
+MIB = 1024 * 1024
+
+
+def min_buffer_pool_bytes(page_size: int) -> int:
+    """The smallest buffer pool InnoDB starts with: 320 pages, rounded down to
+    whole MiB, plus 1 MiB (MariaDB 10.11's refusal message, checked for every
+    page size: 4k 2 MiB, 8k 3, 16k 6, 32k 11, 64k 21)."""
+    return (320 * page_size // MIB + 1) * MIB
+
+
 def _parse_page_size(value: Any) -> int:
     info = KnobInfo("innodb_page_size", "block_size", "size", ApplyClass.REINIT, unit="bytes", choices=tuple(map(str, PAGE_SIZES)))
     where = "knob 'block_size' (mariadb innodb_page_size)"

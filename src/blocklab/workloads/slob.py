@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 from pydantic import Field
 
@@ -62,7 +62,7 @@ class Slob:
     name = "slob"
     default_metric = "read_iops"
     default_goal = "max"
-    engines = ("postgres",)
+    engines = ("postgres", "mariadb")
     Options = SlobOptions
 
     def __init__(self, options: SlobOptions, dataset: DatasetSpec):
@@ -98,6 +98,10 @@ class Slob:
 
     def prepare(self, engine: Any) -> None:
         """Build missing or stale tables (only the ones this cell's sessions use) and the procedure."""
+        if engine.name == "mariadb":
+            from . import slob_mariadb
+
+            return slob_mariadb.prepare(engine, self.tables(), self.scale)
         fp = self.fingerprint()
         for t in dict.fromkeys(self.tables()):
             if _table_comment(engine, t) != fp:
@@ -106,6 +110,10 @@ class Slob:
 
     # ------------------------------------------------------------------ timed run
     def run(self, engine: Any) -> dict[str, float]:
+        if engine.name == "mariadb":
+            from . import slob_mariadb
+
+            return slob_mariadb.run(engine, self.tables(), self.scale, self.options)
         o = self.options
         conns = [engine.connect() for _ in range(o.sessions)]
         try:
@@ -114,59 +122,24 @@ class Slob:
                 conn.execute("SET track_io_timing = on")  # read_time in pg_stat_io
                 conn.execute("SET enable_seqscan = off")  # SLOB reads through the index, one page at a time:
                 conn.execute("SET enable_bitmapscan = off")  # no bitmap heap scan (it prefetches)
-            data_dir = engine.data_dir()
-            device = device_of(data_dir).name if data_dir else None
-            block = engine.block_size()
-            disk0 = disk_counters(device) if device else None
-            cpu0 = system_cpu_times()
-            with StatIoProbe(engine) as io:
-                sessions = _run_sessions(conns, self.tables(), self.scale, o)
+            sql = f"CALL {PROCEDURE}(%s, %s, %s, %s, %s, %s, NULL, NULL, NULL)"
+            args = (self.scale, o.work_unit, float(o.update_pct), float(o.run_time_s), float(o.think_time_ms))
+            tables = self.tables()
+
+            def call(i: int) -> tuple:
+                return conns[i].execute(sql, (tables[i], *args)).fetchone()
+
+            with HostCounters(engine) as host, StatIoProbe(engine) as io:
+                sessions = run_sessions(len(conns), call)
                 for conn in conns:
                     flush_own_stats(conn)
-            cpu1 = system_cpu_times()
-            disk1 = disk_counters(device) if device else None
         finally:
             for conn in conns:
                 conn.close()
-
         rel = io.by_type
-        reads = sum(v["reads"] for v in rel.values())
-        writes = sum(v["writes"] for v in rel.values())
-        read_bytes = sum(v["read_bytes"] for v in rel.values())
-        write_bytes = sum(v["write_bytes"] for v in rel.values())
-        read_time_ms = sum(v["read_time"] for v in rel.values())
-        iterations = sum(s["iterations"] for s in sessions)
-        updates = sum(s["updates"] for s in sessions)
-        elapsed = max(s["elapsed_s"] for s in sessions)
-        wall = max(s["t1"] for s in sessions) - min(s["t0"] for s in sessions)
-        secs = elapsed if elapsed > 0 else 1e-9
-        busy = cpu1[0] - cpu0[0]
-        total = cpu1[1] - cpu0[1]
-        m: dict[str, float] = {
-            "sessions": float(o.sessions),
-            "update_pct": float(o.update_pct),
-            "block_size": float(block),
-            "read_iops": reads / secs,
-            "write_iops": writes / secs,
-            "mb_per_s": (read_bytes + write_bytes) / 1e6 / secs,
-            "read_mb_per_s": read_bytes / 1e6 / secs,
-            "read_latency_ms": read_time_ms / reads if reads else 0.0,
-            "ops_per_s": iterations / secs,
-            "iterations": float(iterations),
-            "updates": float(updates),
-            "update_share": updates / iterations if iterations else 0.0,
-            "elapsed_s": elapsed,
-            "wall_s": wall,
-            "reads": reads,
-            "writes": writes,
-            "reads_per_iteration": reads / iterations if iterations else 0.0,
-            "cpu_busy_pct": 100.0 * busy / total if total > 0 else 0.0,
-        }
-        if disk0 is not None and disk1 is not None:
-            d = disk1.minus(disk0)
-            m["device_read_iops"] = d.reads / secs
-            m["device_mb_per_s"] = (d.read_bytes + d.write_bytes) / 1e6 / secs
-            m["device_write_iops"] = d.writes / secs
+        totals = {k: sum(v[k] for v in rel.values()) for k in ("reads", "writes", "read_bytes", "write_bytes", "read_time")}
+        m = point_metrics(o, sessions, engine.block_size(), host, totals["reads"], totals["writes"],
+                          totals["read_bytes"], totals["write_bytes"], totals["read_time"])
         m.update({k: v for k, v in io.metrics().items() if not k.startswith(("io.", "wal."))})
         return m
 
@@ -184,26 +157,84 @@ class Slob:
 WORKLOAD = Slob
 
 
-def _run_sessions(conns: list[Any], tables: list[str], scale: int, o: SlobOptions) -> list[dict[str, float]]:
-    barrier = threading.Barrier(len(conns))
-    out: list[dict[str, float] | None] = [None] * len(conns)
+class HostCounters:
+    """CPU (/proc/stat, all CPUs) and the data directory's disk (/proc/diskstats)
+    around one point: what the machine did, whatever the engine says."""
+
+    def __init__(self, engine: Any):
+        data_dir = engine.data_dir()
+        self.device = device_of(data_dir).name if data_dir else None
+
+    def __enter__(self) -> "HostCounters":
+        self.disk0 = disk_counters(self.device) if self.device else None
+        self.cpu0 = system_cpu_times()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.cpu1 = system_cpu_times()
+        self.disk1 = disk_counters(self.device) if self.device else None
+
+    def metrics(self, secs: float) -> dict[str, float]:
+        busy, total = self.cpu1[0] - self.cpu0[0], self.cpu1[1] - self.cpu0[1]
+        m = {"cpu_busy_pct": 100.0 * busy / total if total > 0 else 0.0}
+        if self.disk0 is not None and self.disk1 is not None:
+            d = self.disk1.minus(self.disk0)
+            m["device_read_iops"] = d.reads / secs
+            m["device_mb_per_s"] = (d.read_bytes + d.write_bytes) / 1e6 / secs
+            m["device_write_iops"] = d.writes / secs
+        return m
+
+
+def point_metrics(o: SlobOptions, sessions: list[dict[str, float]], block: int, host: HostCounters,
+                  reads: float, writes: float, read_bytes: float, write_bytes: float, read_time_ms: float) -> dict[str, float]:
+    """The metrics of one point from the engine's I/O totals over it, per second
+    of the slowest session's loop (the engines differ only in where the totals come from)."""
+    iterations = sum(s["iterations"] for s in sessions)
+    updates = sum(s["updates"] for s in sessions)
+    elapsed = max(s["elapsed_s"] for s in sessions)
+    secs = elapsed if elapsed > 0 else 1e-9
+    return {
+        "sessions": float(o.sessions),
+        "update_pct": float(o.update_pct),
+        "block_size": float(block),
+        "read_iops": reads / secs,
+        "write_iops": writes / secs,
+        "mb_per_s": (read_bytes + write_bytes) / 1e6 / secs,
+        "read_mb_per_s": read_bytes / 1e6 / secs,
+        "read_latency_ms": read_time_ms / reads if reads else 0.0,
+        "ops_per_s": iterations / secs,
+        "iterations": float(iterations),
+        "updates": float(updates),
+        "update_share": updates / iterations if iterations else 0.0,
+        "elapsed_s": elapsed,
+        "wall_s": max(s["t1"] for s in sessions) - min(s["t0"] for s in sessions),
+        "reads": reads,
+        "writes": writes,
+        "reads_per_iteration": reads / iterations if iterations else 0.0,
+        **host.metrics(secs),
+    }
+
+
+def run_sessions(count: int, call: Callable[[int], tuple]) -> list[dict[str, float]]:
+    """Run call(0..count-1) at once, one thread each, released together by a
+    barrier; each call runs one session's whole loop and returns its
+    (iterations, updates, elapsed seconds as the server measured them)."""
+    barrier = threading.Barrier(count)
+    out: list[dict[str, float] | None] = [None] * count
     errors: list[BaseException] = []
-    sql = f"CALL {PROCEDURE}(%s, %s, %s, %s, %s, %s, NULL, NULL, NULL)"
 
     def session(i: int) -> None:
         try:
             barrier.wait(timeout=60)
             t0 = time.perf_counter()
-            row = conns[i].execute(
-                sql, (tables[i], scale, o.work_unit, float(o.update_pct), float(o.run_time_s), float(o.think_time_ms))
-            ).fetchone()
+            row = call(i)
             t1 = time.perf_counter()
             out[i] = {"iterations": int(row[0]), "updates": int(row[1]), "elapsed_s": float(row[2]), "t0": t0, "t1": t1}
         except BaseException as err:
             errors.append(err)
             barrier.abort()
 
-    threads = [threading.Thread(target=session, args=(i,), name=f"blocklab-slob-{i}") for i in range(len(conns))]
+    threads = [threading.Thread(target=session, args=(i,), name=f"blocklab-slob-{i}") for i in range(count)]
     for t in threads:
         t.start()
     for t in threads:
