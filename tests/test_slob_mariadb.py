@@ -1,0 +1,98 @@
+"""The slob workload on a private MariaDB instance (seed 003's block-size axis)."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from blocklab.engines.base import KnobError
+from blocklab.engines.mariadb import MariadbEngine, min_buffer_pool_bytes
+from blocklab.spec import DatasetSpec, WorkloadSpec
+from blocklab.workloads import make_workload
+from blocklab.workloads.slob_mariadb import rows_per_page
+
+from conftest import blocklab_bin
+
+pytestmark = pytest.mark.engine
+
+
+@pytest.fixture(scope="module")
+def maria(cache_dir):
+    engine = MariadbEngine(cache_dir=cache_dir / "mariadb-slob")
+    engine.start()
+    engine.apply({"block_size": 4096, "buffer_cache": "2MB"})
+    yield engine
+    engine.stop()
+
+
+def _slob(**options):
+    return make_workload(WorkloadSpec(kind="slob", **options), DatasetSpec(table="t_slob", rows=3000), "mariadb")
+
+
+def test_table_keys_are_a_permutation_and_rows_a_few_per_page(maria):
+    w = _slob(sessions=2)
+    w.prepare(maria)
+    for table in w.tables():
+        got = rows_per_page(maria, table)
+        assert got["rows"] == 3000
+        assert 2.0 <= got["rows_per_page"] <= 3.5, got  # 1 kB rows in 4 kB pages
+        ids = maria.query(f"SELECT COUNT(DISTINCT id), MIN(id), MAX(id) FROM `{table}`")[0]
+        assert tuple(int(x) for x in ids) == (3000, 1, 3000)
+        # the key is not the clustering order: neighbouring ids live far apart
+        spread = maria.query(f"SELECT AVG(ABS(a.pk - b.pk)) FROM `{table}` a JOIN `{table}` b ON b.id = a.id + 1")[0][0]
+        assert float(spread) > 300, spread
+    comment = maria.query("SELECT TABLE_COMMENT FROM information_schema.TABLES WHERE TABLE_NAME = 't_slob_1'")[0][0]
+    w.prepare(maria)  # cheap the second time: same fingerprint, nothing rebuilt
+    assert maria.query("SELECT TABLE_COMMENT FROM information_schema.TABLES WHERE TABLE_NAME = 't_slob_1'")[0][0] == comment
+
+
+def test_each_key_of_a_range_is_a_physical_page_read(maria):
+    w = _slob(sessions=2, update_pct=25, work_unit=8, run_time_s=2)
+    w.prepare(maria)
+    m = w.run(maria)
+    assert m["iterations"] >= 500, m
+    assert abs(m["update_share"] * 100 - 25) <= 5, m
+    # a 2 MB pool against two ~4 MB tables: most of the 8 pages of a range are read from disk
+    assert 4 <= m["reads_per_iteration"] <= 12, m
+    assert m["block_size"] == 4096
+    assert m["read_latency_ms"] > 0 and m["write_iops"] > 0
+    assert m["innodb.Innodb_buffer_pool_reads"] == m["reads"]
+    assert w.describe(m).startswith("2 sessions, 25% updates: ")
+
+
+def test_buffer_pool_too_small_for_the_page_size_is_refused(maria):
+    assert min_buffer_pool_bytes(32768) == 11 * 1024 * 1024
+    with pytest.raises(KnobError, match=r"buffer_cache.*too small for 32 kB pages.*at least 11 MiB"):
+        maria.check_settings({"block_size": 32768, "buffer_cache": "8MB"})
+    maria.check_settings({"block_size": 32768, "buffer_cache": "11MB"})
+
+
+def test_cli_refuses_a_pool_too_small_before_anything_runs(cli_env, tmp_path):
+    proc = subprocess.run(
+        [blocklab_bin(), "run", "slob", "--engine", "mariadb", "--quick", "--set", "buffer_cache=8MB", "--out", str(tmp_path / "r")],
+        env=cli_env, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "too small for 32 kB pages" in proc.stdout + proc.stderr
+    assert not (tmp_path / "r" / "results.jsonl").exists()
+
+
+def test_cli_quick_run_draws_one_series_per_update_share_and_block_size(cli_env, tmp_path):
+    from blocklab.analysis.slob_view import points
+    from blocklab.results import RunDir
+
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [blocklab_bin(), "run", "slob", "--engine", "mariadb", "--quick", "--rows", "3000",
+         "--set", "workload.run_time_s=1", "--out", str(out)],
+        env=cli_env, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = RunDir(out).rows()
+    assert len(rows) == 8 and all(r.status == "ok" for r in rows)
+    assert {r.applied["block_size"] for r in rows} == {"4096", "32768"}
+    assert set(points(rows)) == {(0.0, 4096), (0.0, 32768), (30.0, 4096), (30.0, 32768)}
+    assert "0% updates, 32k blocks" in proc.stdout
+    for name in ("slob-latency-iops.png", "slob-latency-mbps.png"):
+        assert (out / "plots" / name).stat().st_size > 10_000
