@@ -35,6 +35,40 @@ Keeping cells comparable: every cell must find the table in the same state.
   from shared buffers and the OS cache before each cell: no dirty buffer and
   nothing cached at the start.
 
+MariaDB (InnoDB), the same sessions and statement (one UPDATE per session over
+its own key range, committed at its end; a single set-based statement, as the
+seed's, so no stored-procedure loop is needed to keep the work server-side):
+
+* the table is built server-side (Sequence engine, seq_1_to_N) with the same
+  columns and a PRIMARY KEY, so each session's range is a range of the
+  clustered index; persistent statistics are never recalculated inside a cell
+  (STATS_AUTO_RECALC=0).
+* `fillfactor` has no table option in InnoDB; it becomes innodb_fill_factor
+  during a sorted rebuild of the table after the load (ALTER TABLE ... FORCE):
+  each leaf page is filled to that percentage, so the table has about as many
+  pages as PostgreSQL's at the same fillfactor (at 45: ~2.2x the pages of a
+  full table) and the same rows-to-buffer-pool ratio. InnoDB updates
+  `val = val + 1` in place (the old version goes to the undo log), so the free
+  room is not needed for the updates themselves and the table never grows
+  (`table_growth_bytes`, from the tablespace's size).
+* The table is updated once in full after the build (untimed), which sizes the
+  undo space for a cell's worth of old versions; before each cell InnoDB's
+  purge of the previous cell's undo is waited for (innodb_max_purge_lag_wait
+  = 0, untimed): the steady state of every cell. A cold cell's restart (the
+  runner's eviction) writes every dirty page first: nothing dirty, nothing
+  cached at the start.
+* Probes (probes/waits_mariadb.py): each session's time profile, measured from
+  performance_schema per server thread (waits timed, CPU bounded by the
+  thread's schedstat, the rest unaccounted) in the same `profile.*` metrics;
+  SHOW GLOBAL STATUS deltas (`innodb.buffer_pool_reads`, `.buffer_pool_wait_free`
+  (waits for a free page: InnoDB's free buffer waits), `.pages_written`, ...)
+  and the data-file waits of performance_schema (`data_file.count`, `.wait_s`,
+  `.read_bytes`, `.write_bytes`, ...).
+* PostgreSQL-only options are refused on MariaDB before anything runs:
+  `vacuum` (purge is always waited for), `sample_ms` and `sample_nice` (the
+  profile is measured, not sampled). `sample = false` still turns the profile
+  off (its latch instruments cost a little).
+
 `vacuum = true` runs VACUUM before each cell instead (a "freshly vacuumed
 table": no old versions, every page all-visible). It costs a pass over the
 table per cell (seconds with direct I/O), and every update then clears a
@@ -57,6 +91,7 @@ from pydantic import Field
 from ..probes.os_stats import device_of, disk_counters, process_cpu_seconds
 from ..probes.stat_io import StatIoProbe, flush_own_stats
 from ..probes.waits import WaitSampler
+from ..probes.waits_mariadb import InnodbCounters, SessionWaitProfiler
 from ..spec import DatasetSpec, SpecError
 from .base import Options
 
@@ -78,8 +113,14 @@ class Update:
     name = "update"
     default_metric = "elapsed_s"
     default_goal = "min"
-    engines = ("postgres",)
+    engines = ("postgres", "mariadb")
     Options = UpdateOptions
+
+    @staticmethod
+    def check_engine(options: UpdateOptions, engine_kind: str) -> None:
+        """Refuse options the engine has no use for (called in validation, before anything runs)."""
+        if engine_kind == "mariadb":
+            check_mariadb_options(options)
 
     def __init__(self, options: UpdateOptions, dataset: DatasetSpec):
         self.options = options
@@ -118,6 +159,9 @@ class Update:
 
     def prepare(self, engine: Any) -> None:
         o = self.options
+        if engine.name == "mariadb":
+            prepare_mariadb(engine, self.table, self.dataset.rows, o.fillfactor, o.pad_bytes, self.fingerprint())
+            return
         if _table_comment(engine, self.table) != self.fingerprint():
             build_update_table(engine, self.table, self.dataset.rows, o.fillfactor, o.pad_bytes, self.fingerprint())
         if o.vacuum:
@@ -126,6 +170,8 @@ class Update:
 
     # ------------------------------------------------------------------ timed run
     def run(self, engine: Any) -> dict[str, float]:
+        if engine.name == "mariadb":
+            return self._run_mariadb(engine)
         o = self.options
         table = self.table
         conns = [engine.connect() for _ in range(o.sessions)]
@@ -136,60 +182,81 @@ class Update:
             pids = [c.info.backend_pid for c in conns]
             before = _table_stats(engine, table)
             shared_buffers = _shared_buffers_bytes(engine)
-            data_dir = engine.data_dir()
-            device = device_of(data_dir).name if data_dir else None
-            server_pids = engine.server_pids()
-            disk0 = disk_counters(device) if device else None
-            cpu0 = process_cpu_seconds(server_pids)
             sampler = WaitSampler(engine, pids, interval=o.sample_ms / 1000, nice=o.sample_nice) if o.sample else None
-            with StatIoProbe(engine) as io:
+            with _OsWindow(engine) as os_window, StatIoProbe(engine) as io:
                 with sampler if sampler is not None else contextlib.nullcontext():
                     sessions = _run_sessions(conns, pids, table, self.ranges(), sampler)
                 for conn in conns:
                     flush_own_stats(conn)  # before the probe's closing read
-            cpu1 = process_cpu_seconds(server_pids)
-            disk1 = disk_counters(device) if device else None
         finally:
             for conn in conns:
                 conn.close()
         after = _table_stats(engine, table)
 
-        elapsed = [t1 - t0 for t0, t1, _ in sessions]
-        rows = sum(n for _, _, n in sessions)
-        slowest = max(elapsed)
+        metrics = _session_metrics(sessions, o.sessions)
         upd = after["n_tup_upd"] - before["n_tup_upd"]
         hot = after["n_tup_hot_upd"] - before["n_tup_hot_upd"]
-        metrics: dict[str, float] = {
-            "elapsed_s": slowest,
-            "wall_s": max(t1 for _, t1, _ in sessions) - min(t0 for t0, _, _ in sessions),
-            "fastest_s": min(elapsed),
-            "mean_session_s": sum(elapsed) / len(elapsed),
-            "sessions": float(o.sessions),
-            "rows": float(rows),
-            "rows_per_s": rows / slowest if slowest > 0 else 0.0,
-            "table_bytes": float(after["bytes"]),
-            "table_growth_bytes": float(after["bytes"] - before["bytes"]),
-            "hot_share": hot / upd if upd else 0.0,
-            "shared_buffers_bytes": float(shared_buffers),
-            "touched_bytes": after["bytes"] * rows / self.dataset.rows,
-            "server_cpu_s": cpu1 - cpu0,
-        }
+        metrics.update(
+            table_bytes=float(after["bytes"]),
+            table_growth_bytes=float(after["bytes"] - before["bytes"]),
+            hot_share=hot / upd if upd else 0.0,
+            shared_buffers_bytes=float(shared_buffers),
+            touched_bytes=after["bytes"] * metrics["rows"] / self.dataset.rows,
+        )
         metrics["cache_ratio"] = metrics["touched_bytes"] / shared_buffers if shared_buffers else 0.0
-        if disk0 is not None and disk1 is not None:
-            d = disk1.minus(disk0)
-            metrics.update(device_reads=float(d.reads), device_read_bytes=float(d.read_bytes),
-                           device_writes=float(d.writes), device_write_bytes=float(d.write_bytes))
+        metrics.update(os_window.metrics())
         metrics.update(io.metrics())
         if sampler is not None:
             metrics.update(sampler.profile().metrics("profile"))
         return metrics
 
-    def describe(self, m: dict[str, float]) -> str:
-        text = (
-            f"{m['elapsed_s']:.2f} s (slowest of {m['sessions']:.0f}), {m['rows_per_s']:,.0f} rows/s, "
-            f"backend writes {m.get('backend_writes', 0):,.0f} ({m.get('backend_write_share', 0):.0%} of page writes; "
-            f"bgwriter {m.get('bgwriter_writes', 0):,.0f})"
+    def _run_mariadb(self, engine: Any) -> dict[str, float]:
+        o = self.options
+        table = self.table
+        file0 = _tablespace_bytes(engine, table)
+        conns = [engine.connect(autocommit=False) for _ in range(o.sessions)]
+        profiler = SessionWaitProfiler(engine) if o.sample else None
+        try:
+            with profiler if profiler is not None else contextlib.nullcontext():
+                if profiler is not None:
+                    for conn in conns:
+                        profiler.register(conn)
+                with _OsWindow(engine) as os_window, InnodbCounters(engine) as counters:
+                    sessions = _run_sessions_mariadb(conns, table, self.ranges(), profiler)
+        finally:
+            for conn in conns:
+                conn.close()
+        metrics = _session_metrics(sessions, o.sessions)
+        pool = int(engine.query("SELECT @@innodb_buffer_pool_size")[0][0])
+        table_bytes = engine.relation_bytes(table)  # pages in use, from the build's ANALYZE (in-place updates keep it)
+        metrics.update(
+            table_bytes=float(table_bytes),
+            table_growth_bytes=float(_tablespace_bytes(engine, table) - file0),
+            buffer_pool_bytes=float(pool),
+            touched_bytes=table_bytes * metrics["rows"] / self.dataset.rows,
         )
+        metrics["cache_ratio"] = metrics["touched_bytes"] / pool if pool else 0.0
+        metrics.update(os_window.metrics())
+        metrics.update(counters.metrics())
+        if profiler is not None:
+            metrics.update(profiler.metrics("profile"))
+        return metrics
+
+    def describe(self, m: dict[str, float]) -> str:
+        text = f"{m['elapsed_s']:.2f} s (slowest of {m['sessions']:.0f}), {m['rows_per_s']:,.0f} rows/s, "
+        if "innodb.buffer_pool_wait_free" in m:  # MariaDB
+            text += (
+                f"free-page waits {m['innodb.buffer_pool_wait_free']:,.0f}, "
+                f"pages written {m.get('innodb.pages_written', 0):,.0f} "
+                f"(LRU {m.get('innodb.buffer_pool_pages_lru_flushed', 0):,.0f})"
+            )
+            if m.get("profile.available") == 0.0:
+                text += "; no time profile: performance_schema is off"
+        else:
+            text += (
+                f"backend writes {m.get('backend_writes', 0):,.0f} ({m.get('backend_write_share', 0):.0%} of page writes; "
+                f"bgwriter {m.get('bgwriter_writes', 0):,.0f})"
+            )
         total = m.get("profile.slowest.total_s")
         if total:
             prefix = "profile.slowest.wait."
@@ -209,6 +276,48 @@ class Update:
 
 
 WORKLOAD = Update
+
+
+def _session_metrics(sessions: list[tuple[float, float, int]], count: int) -> dict[str, float]:
+    """The timing metrics both engines share, from (start, end, rows) per session."""
+    elapsed = [t1 - t0 for t0, t1, _ in sessions]
+    rows = sum(n for _, _, n in sessions)
+    slowest = max(elapsed)
+    return {
+        "elapsed_s": slowest,
+        "wall_s": max(t1 for _, t1, _ in sessions) - min(t0 for t0, _, _ in sessions),
+        "fastest_s": min(elapsed),
+        "mean_session_s": sum(elapsed) / len(elapsed),
+        "sessions": float(count),
+        "rows": float(rows),
+        "rows_per_s": rows / slowest if slowest > 0 else 0.0,
+    }
+
+
+class _OsWindow:
+    """The server's CPU seconds and the data device's I/O over a window (local servers only)."""
+
+    def __init__(self, engine: Any):
+        data_dir = engine.data_dir()
+        self.device = device_of(data_dir).name if data_dir else None
+        self.server_pids = engine.server_pids()
+
+    def __enter__(self) -> "_OsWindow":
+        self.disk0 = disk_counters(self.device) if self.device else None
+        self.cpu0 = process_cpu_seconds(self.server_pids)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.cpu1 = process_cpu_seconds(self.server_pids)
+        self.disk1 = disk_counters(self.device) if self.device else None
+
+    def metrics(self) -> dict[str, float]:
+        out = {"server_cpu_s": self.cpu1 - self.cpu0}
+        if self.disk0 is not None and self.disk1 is not None:
+            d = self.disk1.minus(self.disk0)
+            out.update(device_reads=float(d.reads), device_read_bytes=float(d.read_bytes),
+                       device_writes=float(d.writes), device_write_bytes=float(d.write_bytes))
+        return out
 
 
 def _run_sessions(
@@ -302,3 +411,154 @@ def build_update_table(engine: Any, table: str, rows: int, fillfactor: int, pad:
 
 def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
+
+
+# ---------------------------------------------------------------------- MariaDB (InnoDB)
+DATABASE_DIR = "blocklab"  # the engine's database: a directory of the data directory
+_PG_ONLY = {
+    "vacuum": "PostgreSQL's VACUUM before each cell; on MariaDB InnoDB's purge of the previous cell's undo is always "
+    "waited for before each cell",
+    "sample_ms": "the PostgreSQL wait sampler's interval; on MariaDB the time profile is measured by performance_schema, "
+    "not sampled",
+    "sample_nice": "the PostgreSQL wait sampler's nice value; on MariaDB the time profile is measured by "
+    "performance_schema, not sampled",
+}
+
+
+def check_mariadb_options(options: UpdateOptions) -> None:
+    """PostgreSQL-only options set to anything but their default: a SpecError naming them."""
+    fields = type(options).model_fields
+    problems = []
+    for name, why in _PG_ONLY.items():
+        value, default = getattr(options, name), fields[name].default
+        if value != default:
+            problems.append(f"workload.{name} = {value!r} is not accepted on engine 'mariadb' ({why}); accepted: leave it out")
+    if problems:
+        raise SpecError("; ".join(problems))
+
+
+def prepare_mariadb(engine: Any, table: str, rows: int, fillfactor: int, pad: int, fingerprint: str) -> None:
+    """Build the table when it is missing, stale, or in another tablespace format
+    than new tables get now (the engine's `tables_must_be_rebuilt`, or a table
+    another workload left); then wait for purge, untimed."""
+    stale_format = engine.table_checksum(table) not in (None, engine.checksum_family())
+    if getattr(engine, "tables_must_be_rebuilt", False) or stale_format or _mariadb_comment(engine, table) != fingerprint:
+        build_update_table_mariadb(engine, table, rows, fillfactor, pad, fingerprint)
+        engine.tables_must_be_rebuilt = False
+    wait_for_purge(engine)
+
+
+def wait_for_purge(engine: Any) -> None:
+    """Block until InnoDB has purged every committed transaction's undo (the
+    previous cell's old versions). A server given by DSN may refuse SET GLOBAL:
+    purge then runs when it runs."""
+    with contextlib.suppress(Exception), engine.connect(session=False) as conn, conn.cursor() as cur:
+        cur.execute("SET GLOBAL innodb_max_purge_lag_wait = 0")
+
+
+def _tablespace_bytes(engine: Any, table: str) -> int:
+    """The size of the table's .ibd file. On the private instance from the file
+    itself: after a restart InnoDB opens a tablespace (and reports its size in
+    INNODB_SYS_TABLESPACES) only when it is first read."""
+    datadir = getattr(engine, "datadir", None) if getattr(engine, "mode", "") == "embedded" else None
+    if datadir is not None:
+        path = datadir / DATABASE_DIR / f"{table}.ibd"
+        if path.exists():
+            return path.stat().st_size
+    return engine.file_bytes(table)
+
+
+def _mariadb_comment(engine: Any, table: str) -> str | None:
+    rows = engine.query(
+        "SELECT TABLE_COMMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %s", (table,)
+    )
+    return rows[0][0] if rows else None
+
+
+def build_update_table_mariadb(engine: Any, table: str, rows: int, fillfactor: int, pad: int, fingerprint: str) -> float:
+    """The update table in InnoDB, server-side: loaded from seq_1_to_N in key
+    order, rebuilt with innodb_fill_factor = fillfactor (a sorted index build
+    that leaves that share of each page filled), analysed, updated once in full
+    (the undo space a cell needs, as a steady state), its undo purged; the
+    fingerprint comment goes on last (the table is complete only then).
+    Returns the seconds."""
+    t0 = time.perf_counter()
+    quoted = f"`{table}`"
+    with engine.connect(session=False) as conn, conn.cursor() as cur:
+        cur.execute(f"DROP TABLE IF EXISTS {quoted}")
+        cur.execute(
+            f"CREATE TABLE {quoted} (id INT NOT NULL, val INT NOT NULL, name VARCHAR(100), pad VARCHAR({max(int(pad), 1)}), "
+            "PRIMARY KEY (id)) ENGINE=InnoDB STATS_PERSISTENT=1 STATS_AUTO_RECALC=0"
+        )
+        cur.execute(
+            f"INSERT INTO {quoted} SELECT seq, 0, CONCAT('blabla ', seq), REPEAT('x', {int(pad)}) FROM seq_1_to_{int(rows)}"
+        )
+        cur.execute("COMMIT")
+        with _global_fill_factor(engine, cur, fillfactor):
+            cur.execute(f"ALTER TABLE {quoted} FORCE")
+    engine.analyze(table)
+    with engine.connect(session=False, autocommit=False) as conn, conn.cursor() as cur:
+        cur.execute(f"UPDATE {quoted} SET val = val + 1")
+        conn.commit()
+    wait_for_purge(engine)
+    with engine.connect(session=False) as conn, conn.cursor() as cur:
+        cur.execute(f"ALTER TABLE {quoted} COMMENT = %s", (fingerprint,))
+    return time.perf_counter() - t0
+
+
+@contextlib.contextmanager
+def _global_fill_factor(engine: Any, cur: Any, fillfactor: int) -> Any:
+    """innodb_fill_factor (a global variable) set for one rebuild and put back.
+    On a server given by DSN only with allow_server_changes, unless it already
+    has the value."""
+    cur.execute("SELECT @@GLOBAL.innodb_fill_factor")
+    original = int(cur.fetchone()[0])
+    if original == fillfactor:
+        yield
+        return
+    if getattr(engine, "mode", "embedded") != "embedded" and not getattr(engine, "allow_server_changes", False):
+        raise SpecError(
+            f"workload.fillfactor = {fillfactor} needs SET GLOBAL innodb_fill_factor for the table's rebuild on this "
+            f"server (it has {original}); pass --allow-server-changes, or set workload.fillfactor = {original}"
+        )
+    cur.execute("SET GLOBAL innodb_fill_factor = %s", (int(fillfactor),))
+    try:
+        yield
+    finally:
+        cur.execute("SET GLOBAL innodb_fill_factor = %s", (original,))
+
+
+def _run_sessions_mariadb(
+    conns: list[Any], table: str, ranges: list[tuple[int, int]], profiler: SessionWaitProfiler | None
+) -> list[tuple[float, float, int]]:
+    """Every session's UPDATE and COMMIT in its own thread, released together;
+    (start, end, rows) per session. The profiler's snapshots of each session's
+    thread are taken just outside its window, in its own connection."""
+    barrier = threading.Barrier(len(conns))
+    out: list[tuple[float, float, int] | None] = [None] * len(conns)
+    errors: list[BaseException] = []
+    sql = f"UPDATE `{table}` SET val = val + 1 WHERE id BETWEEN %s AND %s"
+
+    def session(i: int) -> None:
+        conn, (lo, hi) = conns[i], ranges[i]
+        try:
+            barrier.wait(timeout=60)
+            t0 = profiler.begin(conn) if profiler is not None else time.perf_counter()
+            with conn.cursor() as cur:
+                rows = cur.execute(sql, (lo, hi))
+            conn.commit()  # one transaction per session, committed at its end (PostgreSQL: the autocommitted statement)
+            t1 = profiler.end(conn) if profiler is not None else time.perf_counter()
+            out[i] = (t0, t1, int(rows))
+        except BaseException as err:
+            errors.append(err)
+            barrier.abort()
+
+    threads = [threading.Thread(target=session, args=(i,), name=f"blocklab-update-{i}") for i in range(len(conns))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    real = [e for e in errors if not isinstance(e, threading.BrokenBarrierError)]
+    if real or errors:
+        raise (real or errors)[0]
+    return [x for x in out if x is not None]

@@ -1,0 +1,464 @@
+"""Where the time goes on MariaDB/InnoDB, and what InnoDB did meanwhile.
+
+Two kinds of probe, both reusable by any MariaDB workload:
+
+1. Server-wide counter deltas around a timed run (`InnodbCounters`):
+   SHOW GLOBAL STATUS (`STATUS_COUNTERS`, as `innodb.<name>` metrics, e.g.
+   `innodb.buffer_pool_reads`) and performance_schema's file I/O on InnoDB's
+   data files (`wait/io/file/innodb/innodb_data_file` in
+   file_summary_by_event_name, as `data_file.*`: count, seconds, bytes, split
+   into reads, writes and misc = fsync/open/close). These count every thread:
+   the sessions and InnoDB's own (page cleaner, I/O threads).
+
+       with InnodbCounters(engine) as counters:
+           run the statements
+       counters.metrics() -> {"innodb.buffer_pool_reads": ..., "data_file.wait_s": ...}
+
+   The pieces (`read_global_status`, `read_data_file_waits`, `status_metrics`,
+   `data_file_metrics`) work on a DB-API cursor for workloads that read them
+   in their own connections.
+
+2. A per-session time profile (`SessionWaitProfiler`), the MariaDB side of
+   probes/waits.py's WaitSampler and in the same shape (SessionProfile,
+   `profile.slowest.*` / `profile.total.*` metrics), so profile_view and the
+   report show it unchanged. It is measured, not sampled: each session
+   snapshots its own server thread's row of
+   performance_schema.events_waits_summary_by_thread_by_event_name right
+   before and right after its timed statements, in its own connection, and the
+   profile is the difference:
+
+   * TOTAL_TIME   the session's elapsed time, as the client measured it around
+                  its statements (begin() .. end());
+   * each wait    the summed TIMER_WAIT of one instrumented wait event of the
+                  session's thread over that window: file I/O
+                  (`File:innodb/innodb_data_file`), latches (`Mutex:...`,
+                  `RWLock:...`, `SXLock:...`, `Cond:...`), metadata locks
+                  (`MDL:...`) and `Idle:client`, the thread waiting for the
+                  client's next statement (the round trips between the
+                  statements of the window: idle time, not the server's work);
+   * CPU          what is left of TOTAL_TIME after the waits, up to what the
+                  kernel says the thread spent on a CPU or runnable waiting
+                  for one (/proc/<mariadbd>/task/<tid>/schedstat, when the
+                  server runs on this machine). Without /proc it is the whole
+                  remainder (`profile.cpu_measured` = 0 says so);
+   * UNACCOUNTED_TIME  TOTAL_TIME - waits - CPU: off-CPU time in no timed wait
+                  (a wait performance_schema has no instrument for, such as
+                  InnoDB's wait for a free page, which is a plain condition
+                  variable in 10.11; also the socket). Negative only if timed
+                  waits overlap (they are leaf events and should not).
+
+   The handler-level events `wait/io/table/...` and `wait/lock/table/...` are
+   left out: they time whole storage-engine calls, so they enclose the leaf
+   waits above and CPU, and would count them twice.
+
+   Latch waits are timed only when the `wait/synch/%` instruments are enabled;
+   they are off by default (they cost a little on every latch). The profiler
+   enables them (and the file, metadata-lock and idle instruments, and the
+   thread-instrumentation consumers) for its lifetime and puts back exactly
+   what it changed; on a server given by DSN it changes nothing without
+   `allow_server_changes`, and `profile.synch_timed` = 0 says latch waits
+   were not timed (their time is then in CPU or UNACCOUNTED_TIME).
+   performance_schema off (possible on a DSN server): no profile at all,
+   `profile.available` = 0.
+
+       profiler = SessionWaitProfiler(engine)
+       with profiler:
+           profiler.register(conn)                 # per session, before the run
+           t0 = profiler.begin(conn); ...; t1 = profiler.end(conn)   # in the session's thread
+       profiler.metrics() -> {"profile.slowest.total_s": ..., "profile.total.wait.File:innodb/innodb_data_file_s": ...}
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import pymysql
+
+from .waits import SessionProfile, flatten_profile, sum_profiles
+
+DATA_FILE_EVENT = "wait/io/file/innodb/innodb_data_file"
+PS_PER_S = 1e12  # performance_schema timers are in picoseconds
+_NOT_READABLE = (1142, 1146)  # SELECT command denied; no such table
+
+# SHOW GLOBAL STATUS counters whose deltas a run records (metric: innodb.<name without Innodb_, lower case>)
+STATUS_COUNTERS = (
+    "Innodb_buffer_pool_reads",  # pages read from disk into the pool (synchronous + read-ahead)
+    "Innodb_buffer_pool_read_requests",  # logical page reads
+    "Innodb_buffer_pool_read_ahead",
+    "Innodb_buffer_pool_write_requests",
+    "Innodb_buffer_pool_wait_free",  # waits for a free page: InnoDB's "free buffer waits"
+    "Innodb_buffer_pool_pages_flushed",  # pages written by any flush
+    "Innodb_buffer_pool_pages_lru_flushed",  # ... of which to free pages at the LRU tail
+    "Innodb_pages_read",
+    "Innodb_pages_written",
+    "Innodb_data_reads",
+    "Innodb_data_read",  # bytes
+    "Innodb_data_writes",
+    "Innodb_data_written",  # bytes
+    "Innodb_data_fsyncs",
+    "Innodb_log_waits",  # waits for room in the redo log buffer
+)
+
+# Instruments the profile needs timed: leaf waits that never enclose one another
+PROFILE_INSTRUMENTS = ("wait/io/file/%", "wait/synch/%", "wait/lock/metadata/%", "idle")
+PROFILE_CONSUMERS = ("global_instrumentation", "thread_instrumentation")
+# A session's waits under this share of its elapsed time are added up per class ("Mutex:other")
+MINOR_SHARE = 0.001
+# Events that time whole handler calls (they enclose leaf waits and CPU): never profile parts
+ENCLOSING_PREFIXES = ("wait/io/table/", "wait/lock/table/")
+
+_CLASS_LABELS = {
+    "wait/io/file/": "File",
+    "wait/io/socket/": "Socket",
+    "wait/synch/mutex/": "Mutex",
+    "wait/synch/rwlock/": "RWLock",
+    "wait/synch/sxlock/": "SXLock",
+    "wait/synch/cond/": "Cond",
+    "wait/lock/metadata/": "MDL",
+}
+
+
+# ---------------------------------------------------------------------- server-wide counters
+def read_global_status(cur: Any, names: Iterable[str] = STATUS_COUNTERS) -> dict[str, float]:
+    """SHOW GLOBAL STATUS for `names`; a counter this server does not have is absent."""
+    names = tuple(names)
+    cur.execute("SHOW GLOBAL STATUS WHERE Variable_name IN (" + ", ".join(["%s"] * len(names)) + ")", names)
+    found = {str(k).lower(): v for k, v in cur.fetchall()}
+    out = {}
+    for name in names:
+        value = found.get(name.lower())
+        with contextlib.suppress(TypeError, ValueError):
+            out[name] = float(value)
+    return out
+
+
+def status_metrics(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """Deltas as metrics named innodb.<counter> (Innodb_pages_read -> innodb.pages_read).
+    Only counters read both times (a server without one leaves it out, never 0)."""
+    out = {}
+    for name, value in after.items():
+        if name in before:
+            out["innodb." + name.removeprefix("Innodb_").lower()] = value - before[name]
+    return out
+
+
+def read_data_file_waits(cur: Any, event: str = DATA_FILE_EVENT) -> dict[str, float] | None:
+    """performance_schema's cumulative file I/O on InnoDB data files (all threads):
+    counts, picoseconds and bytes; None when performance_schema is off (its
+    tables are then empty) or this user may not read it."""
+    try:
+        cur.execute(
+            "SELECT COUNT_STAR, SUM_TIMER_WAIT, COUNT_READ, SUM_TIMER_READ, SUM_NUMBER_OF_BYTES_READ, "
+            "COUNT_WRITE, SUM_TIMER_WRITE, SUM_NUMBER_OF_BYTES_WRITE, COUNT_MISC, SUM_TIMER_MISC "
+            "FROM performance_schema.file_summary_by_event_name WHERE EVENT_NAME = %s",
+            (event,),
+        )
+    except pymysql.err.MySQLError as err:
+        if err.args and err.args[0] in _NOT_READABLE:  # a DSN user without access to performance_schema
+            return None
+        raise
+    row = cur.fetchone()
+    if row is None:
+        return None
+    keys = ("count", "wait_ps", "reads", "read_ps", "read_bytes", "writes", "write_ps", "write_bytes", "misc", "misc_ps")
+    return {k: float(v or 0) for k, v in zip(keys, row)}
+
+
+def data_file_metrics(before: dict[str, float] | None, after: dict[str, float] | None) -> dict[str, float]:
+    """data_file.count (every file operation), .wait_s (their summed time), .reads,
+    .read_s, .read_bytes, .writes, .write_s, .write_bytes, .misc, .misc_s (fsync,
+    open, close); {} when performance_schema could not be read."""
+    if before is None or after is None:
+        return {}
+    d = {k: after[k] - before[k] for k in after}
+    return {
+        "data_file.count": d["count"],
+        "data_file.wait_s": d["wait_ps"] / PS_PER_S,
+        "data_file.reads": d["reads"],
+        "data_file.read_s": d["read_ps"] / PS_PER_S,
+        "data_file.read_bytes": d["read_bytes"],
+        "data_file.writes": d["writes"],
+        "data_file.write_s": d["write_ps"] / PS_PER_S,
+        "data_file.write_bytes": d["write_bytes"],
+        "data_file.misc": d["misc"],
+        "data_file.misc_s": d["misc_ps"] / PS_PER_S,
+    }
+
+
+class InnodbCounters:
+    """SHOW GLOBAL STATUS and data-file waits before and after; metrics() the deltas,
+    plus `data_file.available` (0: performance_schema off, no data_file.* figures)."""
+
+    def __init__(self, engine: Any, names: Iterable[str] = STATUS_COUNTERS):
+        self.engine = engine
+        self.names = tuple(names)
+        self._before: tuple[dict[str, float], dict[str, float] | None] | None = None
+        self._after: tuple[dict[str, float], dict[str, float] | None] | None = None
+
+    def _read(self) -> tuple[dict[str, float], dict[str, float] | None]:
+        with self.engine.connect(session=False) as conn, conn.cursor() as cur:
+            return read_global_status(cur, self.names), read_data_file_waits(cur)
+
+    def __enter__(self) -> "InnodbCounters":
+        self._before = self._read()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if exc[0] is None:
+            self._after = self._read()
+
+    def metrics(self) -> dict[str, float]:
+        if self._before is None or self._after is None:
+            raise RuntimeError("InnodbCounters.metrics() before the with block has completed")
+        out = status_metrics(self._before[0], self._after[0])
+        files = data_file_metrics(self._before[1], self._after[1])
+        out.update(files)
+        out["data_file.available"] = 1.0 if files else 0.0
+        return out
+
+
+# ---------------------------------------------------------------------- per-session profile
+def wait_label(event_name: str) -> str | None:
+    """A performance_schema wait event -> its profile name ('Class:component/name'),
+    None for the enclosing handler events that are not profile parts."""
+    if event_name.startswith(ENCLOSING_PREFIXES):
+        return None
+    if event_name == "idle":
+        return "Idle:client"
+    for prefix, label in _CLASS_LABELS.items():
+        if event_name.startswith(prefix):
+            return f"{label}:{event_name[len(prefix):]}"
+    return "Other:" + event_name.removeprefix("wait/")
+
+
+def split_remainder(elapsed_s: float, wait_s: float, on_cpu_s: float | None) -> tuple[float, float]:
+    """(CPU, UNACCOUNTED_TIME) of one session: CPU is what the waits leave of the
+    elapsed time, at most the measured on-CPU + run-queue time when there is one;
+    UNACCOUNTED_TIME the rest, so waits + CPU + UNACCOUNTED_TIME = elapsed."""
+    remainder = elapsed_s - wait_s
+    cpu = max(0.0, remainder if on_cpu_s is None else min(remainder, on_cpu_s))
+    return cpu, remainder - cpu
+
+
+def _thread_schedstat(server_pid: int, tid: int) -> tuple[float, float] | None:
+    """(on-CPU seconds, run-queue seconds) of one server thread so far, from /proc."""
+    try:
+        fields = Path(f"/proc/{server_pid}/task/{tid}/schedstat").read_text().split()
+        return int(fields[0]) / 1e9, int(fields[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+@dataclass
+class _Session:
+    connection_id: int
+    thread_id: int
+    os_tid: int | None
+    t0: float | None = None
+    t1: float | None = None
+    waits0: dict[str, float] = field(default_factory=dict)  # event -> picoseconds
+    waits1: dict[str, float] = field(default_factory=dict)
+    cpu0: tuple[float, float] | None = None
+    cpu1: tuple[float, float] | None = None
+
+
+class ProfilerUnavailable(RuntimeError):
+    """performance_schema is off: no per-thread waits to read."""
+
+
+class SessionWaitProfiler:
+    """Per-session wait profiles from performance_schema (see the module docstring)."""
+
+    def __init__(self, engine: Any):
+        self.engine = engine
+        self.available = True
+        self.synch_timed = False
+        self._sessions: dict[int, _Session] = {}  # by id(conn)
+        self._lock = threading.Lock()
+        self._enabled_instruments: list[tuple[str, str, str]] = []  # (name, was enabled, was timed)
+        self._enabled_consumers: list[str] = []
+        pids = engine.server_pids() if hasattr(engine, "server_pids") else []
+        self._server_pid: int | None = pids[0] if pids else None
+        self._snapshot_s: list[float] = []
+
+    # -------------------------------------------------------------- set-up
+    def _may_change_server(self) -> bool:
+        return getattr(self.engine, "mode", "embedded") == "embedded" or bool(getattr(self.engine, "allow_server_changes", False))
+
+    def __enter__(self) -> "SessionWaitProfiler":
+        with self.engine.connect(session=False) as conn, conn.cursor() as cur:
+            cur.execute("SELECT @@performance_schema")
+            if not int(cur.fetchone()[0]):
+                self.available = False
+                return self
+            if self._may_change_server():
+                self._enable(cur)
+            self.synch_timed = self._all_timed(cur, "wait/synch/%")
+        return self
+
+    def _enable(self, cur: Any) -> None:
+        """Enable and time the profile's instruments and consumers that are off,
+        remembering each one to put it back."""
+        where = " OR ".join(["NAME LIKE %s"] * len(PROFILE_INSTRUMENTS))
+        cur.execute(
+            f"SELECT NAME, ENABLED, TIMED FROM performance_schema.setup_instruments "
+            f"WHERE ({where}) AND (ENABLED <> 'YES' OR TIMED <> 'YES')",
+            PROFILE_INSTRUMENTS,
+        )
+        self._enabled_instruments = [(str(n), str(e), str(t)) for n, e, t in cur.fetchall()]
+        if self._enabled_instruments:
+            cur.execute(
+                f"UPDATE performance_schema.setup_instruments SET ENABLED = 'YES', TIMED = 'YES' WHERE {where}",
+                PROFILE_INSTRUMENTS,
+            )
+        names = ", ".join(["%s"] * len(PROFILE_CONSUMERS))
+        cur.execute(f"SELECT NAME FROM performance_schema.setup_consumers WHERE NAME IN ({names}) AND ENABLED <> 'YES'", PROFILE_CONSUMERS)
+        self._enabled_consumers = [str(r[0]) for r in cur.fetchall()]
+        if self._enabled_consumers:
+            cur.execute(f"UPDATE performance_schema.setup_consumers SET ENABLED = 'YES' WHERE NAME IN ({names})", PROFILE_CONSUMERS)
+
+    @staticmethod
+    def _all_timed(cur: Any, pattern: str) -> bool:
+        cur.execute(
+            "SELECT COUNT(*), SUM(ENABLED = 'YES' AND TIMED = 'YES') FROM performance_schema.setup_instruments WHERE NAME LIKE %s",
+            (pattern,),
+        )
+        total, timed = cur.fetchone()
+        return bool(total) and int(timed or 0) == int(total)
+
+    def __exit__(self, *exc: Any) -> None:
+        if not (self._enabled_instruments or self._enabled_consumers):
+            return
+        with contextlib.suppress(Exception), self.engine.connect(session=False) as conn, conn.cursor() as cur:
+            for name, enabled, timed in self._enabled_instruments:
+                cur.execute(
+                    "UPDATE performance_schema.setup_instruments SET ENABLED = %s, TIMED = %s WHERE NAME = %s", (enabled, timed, name)
+                )
+            for name in self._enabled_consumers:
+                cur.execute("UPDATE performance_schema.setup_consumers SET ENABLED = 'NO' WHERE NAME = %s", (name,))
+        self._enabled_instruments, self._enabled_consumers = [], []
+
+    def register(self, conn: Any) -> None:
+        """Find the session's server thread (call before the run, for every session)."""
+        if not self.available:
+            return
+        with conn.cursor() as cur:
+            cur.execute(
+                "SELECT THREAD_ID, THREAD_OS_ID, PROCESSLIST_ID, INSTRUMENTED FROM performance_schema.threads "
+                "WHERE PROCESSLIST_ID = CONNECTION_ID()"
+            )
+            row = cur.fetchone()
+            if row is None:
+                raise ProfilerUnavailable("performance_schema.threads has no row for this connection")
+            thread_id, os_tid, connection_id, instrumented = row
+            if instrumented != "YES" and self._may_change_server():
+                cur.execute("UPDATE performance_schema.threads SET INSTRUMENTED = 'YES' WHERE THREAD_ID = %s", (thread_id,))
+        with self._lock:
+            self._sessions[id(conn)] = _Session(int(connection_id), int(thread_id), int(os_tid) if os_tid else None)
+
+    # -------------------------------------------------------------- the window (in the session's thread)
+    def _thread_waits(self, conn: Any, thread_id: int) -> dict[str, float]:
+        t = time.perf_counter()
+        with conn.cursor() as cur:
+            cur.execute(
+                "SELECT EVENT_NAME, SUM_TIMER_WAIT FROM performance_schema.events_waits_summary_by_thread_by_event_name "
+                "WHERE THREAD_ID = %s AND COUNT_STAR > 0",
+                (thread_id,),
+            )
+            out = {str(name): float(ps or 0) for name, ps in cur.fetchall()}
+        self._snapshot_s.append(time.perf_counter() - t)
+        return out
+
+    def _cpu(self, s: _Session) -> tuple[float, float] | None:
+        if self._server_pid is None or s.os_tid is None:
+            return None
+        return _thread_schedstat(self._server_pid, s.os_tid)
+
+    def begin(self, conn: Any) -> float:
+        """Snapshot the session's thread, then start its clock; returns t0 (perf_counter)."""
+        s = self._sessions.get(id(conn)) if self.available else None
+        if s is None:
+            return time.perf_counter()
+        s.waits0 = self._thread_waits(conn, s.thread_id)
+        s.cpu0 = self._cpu(s)
+        s.t0 = time.perf_counter()
+        return s.t0
+
+    def end(self, conn: Any) -> float:
+        """Stop the session's clock, then snapshot its thread; returns t1 (perf_counter)."""
+        t1 = time.perf_counter()
+        s = self._sessions.get(id(conn)) if self.available else None
+        if s is None:
+            return t1
+        s.t1 = t1
+        s.cpu1 = self._cpu(s)
+        s.waits1 = self._thread_waits(conn, s.thread_id)
+        return t1
+
+    # -------------------------------------------------------------- results
+    def session_profiles(self) -> list[SessionProfile]:
+        """One SessionProfile per session that ran its window (keyed by connection id)."""
+        return [self._profile(s) for s in self._sessions.values() if s.t0 is not None and s.t1 is not None]
+
+    def _profile(self, s: _Session) -> SessionProfile:
+        assert s.t0 is not None and s.t1 is not None
+        p = SessionProfile(pid=s.connection_id, elapsed_s=s.t1 - s.t0)
+        for event, ps in s.waits1.items():
+            label = wait_label(event)
+            seconds = (ps - s.waits0.get(event, 0.0)) / PS_PER_S
+            if label is None or seconds <= 0:
+                continue
+            if seconds < MINOR_SHARE * p.elapsed_s:  # dozens of latches held for nanoseconds: one line per class
+                label = label.split(":", 1)[0] + ":other"
+            p.waits[label] = p.waits.get(label, 0.0) + seconds
+        on_cpu = None
+        if s.cpu0 is not None and s.cpu1 is not None:
+            p.cpu_measured_s = s.cpu1[0] - s.cpu0[0]
+            p.runqueue_s = s.cpu1[1] - s.cpu0[1]
+            p.cpu_source = "schedstat"
+            on_cpu = p.cpu_measured_s + p.runqueue_s
+        p.cpu_s, _ = split_remainder(p.elapsed_s, p.wait_s, on_cpu)  # unaccounted_s is derived from it
+        return p
+
+    def metrics(self, prefix: str = "profile") -> dict[str, float]:
+        """`<prefix>.slowest.*` and `<prefix>.total.*` as probes/waits.py's
+        flatten_profile writes them, plus <prefix>.available, .sessions,
+        .synch_timed (latch waits timed), .cpu_measured (CPU bounded by
+        schedstat) and .snapshot_ms (mean cost of one per-thread read, outside
+        the sessions' windows)."""
+        if not self.available:
+            return {f"{prefix}.available": 0.0}
+        profiles = self.session_profiles()
+        out = {
+            f"{prefix}.available": 1.0,
+            f"{prefix}.sessions": float(len(profiles)),
+            f"{prefix}.synch_timed": 1.0 if self.synch_timed else 0.0,
+            f"{prefix}.cpu_measured": 1.0 if profiles and all(p.cpu_measured_s is not None for p in profiles) else 0.0,
+        }
+        if self._snapshot_s:
+            out[f"{prefix}.snapshot_ms"] = 1000 * sum(self._snapshot_s) / len(self._snapshot_s)
+        if profiles:
+            slowest = max(profiles, key=lambda p: p.elapsed_s)
+            out.update(flatten_profile(slowest, f"{prefix}.slowest"))
+            out.update(flatten_profile(sum_profiles(profiles), f"{prefix}.total"))
+        return out
+
+
+__all__ = [
+    "DATA_FILE_EVENT",
+    "STATUS_COUNTERS",
+    "InnodbCounters",
+    "ProfilerUnavailable",
+    "SessionWaitProfiler",
+    "data_file_metrics",
+    "read_data_file_waits",
+    "read_global_status",
+    "split_remainder",
+    "status_metrics",
+    "wait_label",
+]
