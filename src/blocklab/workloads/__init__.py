@@ -58,4 +58,10 @@ def make_workload(
         raise SpecError(
             f"{source}: workload {spec.kind!r} does not run on engine {engine_kind!r}; it runs on: {', '.join(cls.engines)}"
         )
+    check_engine = getattr(cls, "check_engine", None)  # options one engine has no use for (optional hook)
+    if check_engine is not None:
+        try:
+            check_engine(options, engine_kind)
+        except SpecError as err:
+            raise SpecError(f"{source}: {err}") from None
     return cls(options, dataset)
