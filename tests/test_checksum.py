@@ -17,6 +17,7 @@ from blocklab.analysis.overhead import (
     overhead_figure,
     overhead_tables,
     overheads,
+    reference_label,
 )
 from blocklab.results import RunDir, ResultRow
 from blocklab.runner import SilentReporter, prepare, run
@@ -235,3 +236,21 @@ def test_normalised_per_block_size_and_to_one_reference():
     assert overhead_figure(one_size) is not None  # bars per level
     plain = [_row(0, 1.0, multiblock_read=8)]
     assert overhead_tables(plain) == [] and overhead_figure(plain) is None
+
+
+def test_an_engine_without_checksum_off_is_measured_against_its_first_level():
+    # MariaDB 10.11: crc32 and full_crc32, no off; the older crc32 is the reference
+    rows = []
+    for bs, crc, full in ((4096, 1.0, 1.1), (16384, 2.0, 2.0)):
+        rows += [_row(len(rows), full, block_size=bs, checksum="full_crc32") for _ in range(2)]
+        rows += [_row(len(rows), crc, block_size=bs, checksum="crc32") for _ in range(2)]
+    assert reference_label(rows) == "checksum=crc32"
+    items = [(o.context["block_size"], o.level_label, o.text) for o in overheads(rows)]
+    assert items[0] == (4096, "checksum=crc32", "baseline")
+    assert items[1][:2] == (4096, "checksum=full_crc32") and items[1][2].startswith("+10.00%")
+    assert items[3][2].startswith("no measurable overhead (+0.00%")
+    tables = overhead_tables(rows)
+    assert len(tables) == 2 and "against checksum=crc32" in str(tables[0].title)
+    assert "crc32" in overhead_figure(rows).axes[0].get_ylabel()
+    with_off = [_row(0, 1.0, checksum="off"), _row(1, 2.0, checksum="on")]
+    assert reference_label(with_off) == "checksum off"

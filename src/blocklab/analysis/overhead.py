@@ -12,6 +12,11 @@
   `reference_block_size=N` divides every block size by the no-checksum run at
   N instead, which shows what block size alone does (the seed's flat "off" line).
 
+The reference level is "every level knob off". An engine without an off
+(MariaDB 10.11 always checksums: crc32, the older format, or full_crc32) has
+the first level in sorted order instead (crc32), and every title names it:
+"against checksum=crc32".
+
 Failed cells are not numbers: they are left out of the medians and counted
 (`failed`, with the first error text) so a checksum error stays visible.
 
@@ -149,10 +154,33 @@ def _is_baseline(level: dict[str, Any]) -> bool:
     return all(not is_on(v) for v in level.values())
 
 
+def _reference_key(levels: dict[tuple, dict[str, Any]]) -> tuple | None:
+    """The level the others are measured against: all level knobs off; when no
+    level is off, the first in sorted order of its values."""
+    off = [lk for lk, level in levels.items() if _is_baseline(level)]
+    if off:
+        return off[0]
+    return min(levels, key=lambda lk: tuple(_fmt_value(v) for v in levels[lk].values()), default=None)
+
+
+def reference_label(rows: Iterable[ResultRow]) -> str:
+    """'checksum off', or the reference level when the engine has no off ('checksum=crc32')."""
+    levels = {}
+    for row in rows:
+        _, level = _split(row.settings)
+        levels.setdefault(_key(level), level)
+    ref = _reference_key(levels)
+    if ref is None or _is_baseline(levels[ref]):
+        return "checksum off"
+    return level_label(levels[ref])
+
+
 def _level_order(levels: dict[tuple, dict[str, Any]]) -> list[tuple]:
-    """Baseline first, then by how many level knobs are on, then in LEVEL_KNOBS order."""
-    return sorted(levels, key=lambda lk: (sum(is_on(v) for v in levels[lk].values()),
-                                           [not is_on(levels[lk].get(k, False)) for k in LEVEL_KNOBS]))
+    """Reference first, then by how many level knobs are on, then in LEVEL_KNOBS order, then by value."""
+    ref = _reference_key(levels)
+    return sorted(levels, key=lambda lk: (lk != ref, sum(is_on(v) for v in levels[lk].values()),
+                                           [not is_on(levels[lk].get(k, False)) for k in LEVEL_KNOBS],
+                                           tuple(_fmt_value(v) for v in levels[lk].values())))
 
 
 def _context_order(contexts: dict[tuple, dict[str, Any]]) -> list[tuple]:
@@ -176,11 +204,12 @@ def overheads(rows: Iterable[ResultRow], metric: str = "elapsed_s", *, seed: int
     rows = list(rows)
     samples, failures, contexts, levels = _collect(rows, metric)
     out: list[Overhead] = []
+    ref = _reference_key(levels)
     for ck in _context_order(contexts):
-        base_keys = [lk for lk in levels if (ck, lk) in samples and _is_baseline(levels[lk])]
-        if not base_keys:
+        if (ck, ref) not in samples:
             continue
-        base = samples[(ck, base_keys[0])]
+        base_keys = [ref]
+        base = samples[(ck, ref)]
         base_median = statistics.median(base) if base else math.nan
         for lk in _level_order(levels):
             if (ck, lk) not in samples:
@@ -235,9 +264,8 @@ def normalised(
         else:
             ref_context = {**context, BLOCK_KNOB: reference_block_size}
             ref_ck = next((k for k, c in contexts.items() if _key(c) == _key(ref_context)), None)
-        base_lk = next((lk for lk in levels if ref_ck is not None and (ref_ck, lk) in samples
-                        and _is_baseline(levels[lk])), None)
-        if base_lk is None:
+        base_lk = _reference_key(levels)
+        if ref_ck is None or (ref_ck, base_lk) not in samples:
             continue
         ref = samples[(ref_ck, base_lk)]
         for lk in _level_order(levels):
@@ -275,16 +303,17 @@ def overhead_tables(rows: Iterable[ResultRow], metric: str = "elapsed_s", *, see
     if not is_checksum_sweep(rows):
         return []
     tables = []
+    ref = reference_label(rows)
     items = overheads(rows, metric, seed=seed)
     if items:
-        t = Table(title=f"Checksum overhead: median {metric} against checksum off (95% bootstrap interval)")
+        t = Table(title=f"Checksum overhead: median {metric} against {ref} (95% bootstrap interval)")
         has_context = any(o.context for o in items)
         if has_context:
             t.add_column("setting")
         t.add_column("level")
         t.add_column("n", justify="right")
         t.add_column(f"median {metric}", justify="right")
-        t.add_column("vs checksum off")
+        t.add_column(f"vs {ref}")
         t.add_column("failed", justify="right")
         for o in items:
             change = o.text
@@ -297,7 +326,7 @@ def overhead_tables(rows: Iterable[ResultRow], metric: str = "elapsed_s", *, see
     norm = normalised(rows, metric, seed=seed)
     if norm:
         blocks = sorted({n.block_size for n in norm}, key=lambda b: (b is None, b if b is not None else 0))
-        t = Table(title=f"{metric} normalised to the no-checksum run of the same block size (95% interval)")
+        t = Table(title=f"{metric} normalised to the {ref} run of the same block size (95% interval)")
         has_context = any(n.context for n in norm)
         if has_context:
             t.add_column("setting")
@@ -374,8 +403,9 @@ def overhead_figure(rows: Iterable[ResultRow], metric: str = "elapsed_s", *, see
         title = context_label(items[0].context)
         ax.set_title(title if title != "all" else f"{metric} per checksum level", fontsize=10)
         ax.grid(True, alpha=0.3)
-    axes[0].set_ylabel(f"{metric} / no-checksum {metric}")
+    ref = reference_label(rows)
+    axes[0].set_ylabel(f"{metric} / {metric} with {ref}")
     if several:
         axes[0].legend(fontsize=8)
-    fig.suptitle("Checksum overhead (normalised to checksum off, 95% intervals)", fontsize=11)
+    fig.suptitle(f"Checksum overhead (normalised to {ref}, 95% intervals)", fontsize=11)
     return fig

@@ -140,14 +140,16 @@ def _time_profile(data: RunData, limits: dict[str, float]) -> tuple[str, str, st
 
 def _checksum_overhead(data: RunData, limits: dict[str, float]) -> tuple[str, str, str, Figure] | None:
     """Seed 001's picture: elapsed normalised to no checksum, per block size and level."""
-    from ..analysis.overhead import overhead_figure
+    from ..analysis.overhead import overhead_figure, reference_label
 
     fig = overhead_figure(data.ok_rows, data.metric)
     if fig is None:
         return None
+    ref = reference_label(data.ok_rows)
+    against = "the run without them" if ref == "checksum off" else f"the run with {ref} (this engine has no checksum off)"
     caption = (
-        "Elapsed time of each checksum / block-checking level divided by the run without them "
-        "(same block size and index): 1.0 means no overhead. Bars are 95% bootstrap intervals."
+        f"Elapsed time of each checksum / block-checking level divided by {against} "
+        "(same block size and index): 1.0 means no difference. Bars are 95% bootstrap intervals."
     )
     return "checksum-overhead", "Checksum overhead, normalised", caption, fig
 
