@@ -67,7 +67,7 @@ def test_update_runs_cold_and_profiles_each_session(engine):
     for key in ("innodb.data_reads", "innodb.data_fsyncs", "innodb.buffer_pool_wait_free", "server_cpu_s"):
         assert key in m and m[key] >= 0
 
-    assert m["profile.available"] == 1.0 and m["profile.sessions"] == SESSIONS
+    assert m["profile.available"] == 1.0 and m["profile.measured"] == 1.0 and m["profile.sessions"] == SESSIONS
     assert m["profile.synch_timed"] == 1.0  # latch instruments enabled for the run
     assert m["profile.slowest.total_s"] == pytest.approx(m["elapsed_s"])
     assert m["profile.total.total_s"] == pytest.approx(m["mean_session_s"] * SESSIONS)

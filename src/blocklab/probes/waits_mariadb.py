@@ -427,7 +427,8 @@ class SessionWaitProfiler:
 
     def metrics(self, prefix: str = "profile") -> dict[str, float]:
         """`<prefix>.slowest.*` and `<prefix>.total.*` as probes/waits.py's
-        flatten_profile writes them, plus <prefix>.available, .sessions,
+        flatten_profile writes them, plus <prefix>.available, .measured (1: not
+        sampled, for views that describe the method), .sessions,
         .synch_timed (latch waits timed), .cpu_measured (CPU bounded by
         schedstat) and .snapshot_ms (mean cost of one per-thread read, outside
         the sessions' windows)."""
@@ -436,6 +437,7 @@ class SessionWaitProfiler:
         profiles = self.session_profiles()
         out = {
             f"{prefix}.available": 1.0,
+            f"{prefix}.measured": 1.0,  # from performance_schema timers, not sampled (views may say so)
             f"{prefix}.sessions": float(len(profiles)),
             f"{prefix}.synch_timed": 1.0 if self.synch_timed else 0.0,
             f"{prefix}.cpu_measured": 1.0 if profiles and all(p.cpu_measured_s is not None for p in profiles) else 0.0,
