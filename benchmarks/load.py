@@ -1,11 +1,24 @@
 """Data-set creation rate: blocklab's scan table against `pgbench -i`, same server, same bytes.
 
-Both build a table server-side into the same embedded PostgreSQL 18 and
-freeze it (pgbench -i -I dtgv: drop, create, generate, vacuum, no keys; blocklab:
-CREATE + INSERT ... generate_series + VACUUM FREEZE). The row count of the scan
-table is chosen so that its size matches pgbench_accounts at the given scale.
-Runs alternate (A B A B ...) so drift hits both alike; the figure is the ratio
-of median bytes per second.
+Three builds into the same embedded PostgreSQL 18, each timed until its table
+is loaded, frozen and analysed:
+
+- blocklab: the scan table (id integer, name text) by `build_scan_table`:
+  CREATE + COPY FREEZE FROM PROGRAM (perl on the server host) in one
+  transaction, commit, VACUUM (FREEZE, ANALYZE), CHECKPOINT; with as many rows
+  as make the bytes of pgbench_accounts at the given scale;
+- `pgbench -i -I dtgv`: drop, create, client-side generate (COPY FREEZE),
+  VACUUM ANALYZE; no keys. The like-for-like reference, since the scan table
+  has no key either: the target is judged on it;
+- `pgbench -i` (default steps dtgvp): the same plus the three primary keys,
+  extra work the scan table does not do; reported beside it because the issue
+  names plain `pgbench -i`.
+
+The rate is the bytes of the tables' heaps (pgbench's indexes are not counted)
+per second. Each round runs the three in a rotated order so that drift on this
+shared machine hits all alike; the figures are medians over rounds, and the
+ratios are ratios of medians. The per-step seconds come from build_scan_table
+and from pgbench's own "done in" line.
 
     python benchmarks/load.py --scale 20 --repeats 5
 """
@@ -14,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import subprocess
 import tempfile
@@ -23,23 +37,52 @@ from pathlib import Path
 from blocklab.engines.postgres import PostgresEngine, _pg_bin
 from blocklab.workloads.full_scan import build_scan_table
 
+PGBENCH_TABLES = ("pgbench_accounts", "pgbench_branches", "pgbench_tellers", "pgbench_history")
+PGBENCH_KEYS = ("pgbench_accounts_pkey", "pgbench_branches_pkey", "pgbench_tellers_pkey")
+LIKE_FOR_LIKE = "pgbench -i -I dtgv"
+DEFAULT = "pgbench -i"
 
-def pgbench_init(engine: PostgresEngine, scale: int) -> tuple[float, int]:
-    """Seconds and bytes of `pgbench -i` (100,000 rows of ~120 bytes per scale unit)."""
+
+class Run:
+    def __init__(self, seconds: float, heap_bytes: int, rows: int, steps: dict[str, float], index_bytes: int = 0):
+        self.seconds, self.heap_bytes, self.rows, self.steps, self.index_bytes = seconds, heap_bytes, rows, steps, index_bytes
+
+    @property
+    def bytes_per_s(self) -> float:
+        return self.heap_bytes / self.seconds
+
+    @property
+    def rows_per_s(self) -> float:
+        return self.rows / self.seconds
+
+
+def pgbench_steps(stderr: str) -> dict[str, float]:
+    """pgbench's own split: `done in 1.23 s (drop tables 0.01 s, ..., vacuum 0.11 s).`"""
+    match = re.search(r"done in [\d.]+ s \((.*)\)", stderr)
+    if not match:
+        return {}
+    return {name.strip(): float(value) for name, value in re.findall(r"([a-z -]+) ([\d.]+) s", match.group(1))}
+
+
+def pgbench_init(engine: PostgresEngine, scale: int, steps: str) -> Run:
+    """`pgbench -i -I <steps>`: 100,000 accounts rows of ~125 bytes on disk per scale unit."""
     env = dict(os.environ, PGHOST=str(engine.socket_dir), PGUSER="postgres", PGDATABASE="postgres")
     t0 = time.perf_counter()
-    subprocess.run(
-        [str(_pg_bin() / "pgbench"), "-i", "-I", "dtgv", "-s", str(scale), "-q"],
-        env=env, check=True, capture_output=True,
+    done = subprocess.run(
+        [str(_pg_bin() / "pgbench"), "-i", "-I", steps, "-s", str(scale), "-q"],
+        env=env, check=True, capture_output=True, text=True,
     )
     elapsed = time.perf_counter() - t0
-    size = sum(engine.relation_bytes(t) for t in ("pgbench_accounts", "pgbench_branches", "pgbench_tellers"))
-    return elapsed, size
+    heap = sum(engine.relation_bytes(t) for t in PGBENCH_TABLES)
+    index = sum(engine.relation_bytes(i) for i in PGBENCH_KEYS) if "p" in steps else 0
+    rows = scale * (100_000 + 10 + 1)  # accounts + tellers + branches
+    return Run(elapsed, heap, rows, pgbench_steps(done.stderr), index)
 
 
-def blocklab_build(engine: PostgresEngine, rows: int) -> tuple[float, int]:
-    elapsed = build_scan_table(engine, "bench_load", rows, "bench")
-    return elapsed, engine.relation_bytes("bench_load")
+def blocklab_build(engine: PostgresEngine, rows: int) -> Run:
+    steps: dict[str, float] = {}
+    elapsed = build_scan_table(engine, "bench_load", rows, "bench", steps)
+    return Run(elapsed, engine.relation_bytes("bench_load"), rows, steps)
 
 
 def rows_for_bytes(engine: PostgresEngine, target: int) -> int:
@@ -48,6 +91,11 @@ def rows_for_bytes(engine: PostgresEngine, target: int) -> int:
     build_scan_table(engine, "bench_load", sample, "bench")
     per_row = engine.relation_bytes("bench_load") / sample
     return int(target / per_row)
+
+
+def median_steps(runs: list[Run]) -> str:
+    names = list(dict.fromkeys(name for run in runs for name in run.steps))
+    return ", ".join(f"{name} {statistics.median(run.steps.get(name, 0.0) for run in runs):.2f} s" for name in names)
 
 
 def main() -> None:
@@ -61,20 +109,39 @@ def main() -> None:
     engine = PostgresEngine(cache_dir=cache)
     engine.start()
     try:
-        _, pgbench_bytes = pgbench_init(engine, args.scale)  # warm-up, and the size to match
-        rows = rows_for_bytes(engine, pgbench_bytes)
-        rates: dict[str, list[float]] = {"pgbench -i": [], "blocklab": []}
+        builders = {
+            "blocklab": None,
+            LIKE_FOR_LIKE: "dtgv",
+            DEFAULT: "dtgvp",
+        }
+        # warm-up of each, and the size to match
+        target = pgbench_init(engine, args.scale, "dtgv").heap_bytes
+        pgbench_init(engine, args.scale, "dtgvp")
+        rows = rows_for_bytes(engine, target)
+        runs: dict[str, list[Run]] = {name: [] for name in builders}
+        order = list(builders)
         for i in range(args.repeats):
-            for name in (("pgbench -i", "blocklab") if i % 2 == 0 else ("blocklab", "pgbench -i")):
-                seconds, size = pgbench_init(engine, args.scale) if name == "pgbench -i" else blocklab_build(engine, rows)
-                rates[name].append(size / seconds)
-                print(f"{name:11s} {size / 1e6:7.1f} MB in {seconds:6.2f} s = {size / seconds / 1e6:6.1f} MB/s", flush=True)
-        pg = statistics.median(rates["pgbench -i"])
-        bl = statistics.median(rates["blocklab"])
-        pg_rows, bl_rows = args.scale * 100_000 * pg / pgbench_bytes, rows * bl / (pgbench_bytes or 1)
-        print(f"\nmedian: pgbench -i {pg / 1e6:.1f} MB/s, blocklab {bl / 1e6:.1f} MB/s, ratio blocklab/pgbench = {bl / pg:.2f}x (bytes)")
-        print(f"rows:   pgbench -i {pg_rows / 1e6:.2f} M rows/s, blocklab {bl_rows / 1e6:.2f} M rows/s, ratio {bl_rows / pg_rows:.2f}x (rows)")
-        print(f"(pgbench scale {args.scale} = {pgbench_bytes / 1e6:.0f} MB; blocklab {rows:,} rows; {args.repeats} runs each)")
+            shift = i % len(order)
+            for name in order[shift:] + order[:shift]:
+                steps = builders[name]
+                run = blocklab_build(engine, rows) if steps is None else pgbench_init(engine, args.scale, steps)
+                runs[name].append(run)
+                extra = f" (+ {run.index_bytes / 1e6:.0f} MB of keys)" if run.index_bytes else ""
+                print(
+                    f"{name:19s} {run.heap_bytes / 1e6:6.1f} MB{extra} in {run.seconds:5.2f} s = "
+                    f"{run.bytes_per_s / 1e6:6.1f} MB/s, {run.rows_per_s / 1e6:5.2f} M rows/s",
+                    flush=True,
+                )
+        mb = {name: statistics.median(r.bytes_per_s for r in rs) for name, rs in runs.items()}
+        mrows = {name: statistics.median(r.rows_per_s for r in rs) for name, rs in runs.items()}
+        print(f"\nmedians of {args.repeats} ({args.scale * 100_000:,} pgbench accounts = {target / 1e6:.0f} MB; blocklab {rows:,} rows):")
+        for name in builders:
+            print(f"  {name:19s} {mb[name] / 1e6:6.1f} MB/s  {mrows[name] / 1e6:5.2f} M rows/s   steps: {median_steps(runs[name])}")
+        for ref, label in ((LIKE_FOR_LIKE, "like for like, no keys: the target"), (DEFAULT, "default, also builds primary keys")):
+            print(
+                f"ratio blocklab / {ref:19s} = {mb['blocklab'] / mb[ref]:.2f}x in bytes/s, "
+                f"{mrows['blocklab'] / mrows[ref]:.2f}x in rows/s   ({label})"
+            )
     finally:
         engine.stop()
         subprocess.run(["rm", "-rf", str(cache)], check=False)

@@ -138,47 +138,92 @@ def build_scan_table_mariadb(engine: Any, table: str, rows: int, fingerprint: st
     return time.perf_counter() - t0
 
 
-def build_scan_table(engine: Any, table: str, rows: int, fingerprint: str) -> float:
+def build_scan_table(
+    engine: Any, table: str, rows: int, fingerprint: str, steps: dict[str, float] | None = None
+) -> float:
     """Create the seed's table server-side, then freeze it so no later scan pays
-    for hint bits. Returns the seconds it took.
+    for hint bits. Returns the seconds it took; `steps`, if given, receives the
+    seconds of each step (benchmarks/load.py reports them).
 
     The fast path is COPY ... FREEZE FROM PROGRAM (perl on the server host writes
     the rows; COPY batches them into pages, and FREEZE into a table created in
-    the same transaction skips the WAL and the later freeze pass). Servers that
-    refuse programs (a DSN without superuser) get INSERT ... SELECT generate_series."""
+    the same transaction skips the WAL under wal_level = minimal, and writes the
+    rows frozen with the pages marked all-visible and all-frozen in the
+    visibility map). Servers that refuse programs (a DSN without superuser) get
+    INSERT ... SELECT generate_series, which VACUUM (FREEZE) below then freezes.
+
+    Measured at 5.2 M rows (271 MB) on the 2-core VM (BENCHMARKS.md): the COPY
+    is ~75% of the time and is bound by the server backend's CPU per row (one
+    core; perl uses ~0.5 s of the other); the commit's fsync of the new file
+    (the price of skipping the WAL) ~12%; ANALYZE ~10%; the VACUUM and the
+    CHECKPOINT ~0.01 s each."""
+    steps = {} if steps is None else steps
     t0 = time.perf_counter()
     try:
-        _copy_from_program(engine, table, rows, fingerprint)
+        _copy_from_program(engine, table, rows, fingerprint, steps)
     except Exception:  # psycopg.Error: no permission for programs, or no perl on the server
-        _insert_select(engine, table, rows, fingerprint)
+        steps.clear()
+        _insert_select(engine, table, rows, fingerprint, steps)
     with engine.connect(session=False) as conn:
+        # After COPY FREEZE the freeze itself has nothing left to do (every page
+        # is all-frozen in the visibility map, so the aggressive VACUUM skips
+        # them), but the VACUUM is still needed: COPY's bulk extension leaves
+        # empty pages at the end of the file (47 of 1,312 at 200,000 rows) that
+        # it truncates, and it resets the inserts-since-vacuum count, so that
+        # autovacuum does not visit the table during a later timed scan. The
+        # ANALYZE is there for the same reason (autovacuum's auto-analyze) and
+        # for parity with pgbench -i's vacuum step, which is VACUUM ANALYZE.
+        t = time.perf_counter()
         conn.execute(f'VACUUM (FREEZE, ANALYZE) "{table}"')
+        steps["vacuum_analyze"] = time.perf_counter() - t
+        # Not needed for cold scans (evict() checkpoints first) nor on the
+        # embedded server (the commit already flushed and fsynced the table),
+        # but on a DSN server with wal_level = replica the load's dirty buffers
+        # would otherwise be written by a checkpoint inside a later warm-cache
+        # measurement. It costs ~0.01 s here.
+        t = time.perf_counter()
         conn.execute("CHECKPOINT")
+        steps["checkpoint"] = time.perf_counter() - t
     return time.perf_counter() - t0
 
 
-def _copy_from_program(engine: Any, table: str, rows: int, fingerprint: str) -> None:
-    # perl (essential on Debian) writes 5 M rows in ~0.6 s, buffered in 64 kB
-    # chunks; awk needs four times as long and would be the bottleneck
+def _copy_from_program(engine: Any, table: str, rows: int, fingerprint: str, steps: dict[str, float]) -> None:
+    # perl (essential on Debian) writes 5 M rows in ~0.5 s, buffered in 64 kB
+    # chunks, on the other core, while the backend, the bottleneck, needs ~1.2 s
+    # of CPU for them. Tried and no faster: awk (four times slower than perl),
+    # perl map/join (0.9 s), seq | paste or sed (1.6 s), a 1 MB pipe
+    # (F_SETPIPE_SZ) and syswrite, binary COPY (same backend CPU as text, and
+    # perl's pack costs twice as much), and two COPY streams in parallel
+    # (FREEZE needs the creating transaction, so the second stream is WAL-logged
+    # and a VACUUM must freeze every page: 4.0-4.6 s against 2.5-3.9 s, and ids
+    # interleaved on disk).
     program = (
         "perl -e '$s=\"\"; for (1..%d) { $s .= \"$_\\tblabla $_\\n\"; "
         "if (length($s) > 65536) { print $s; $s=\"\" } } print $s'" % rows
     )
     with engine.connect(session=False, autocommit=False) as conn:
+        t = time.perf_counter()
         conn.execute(f'DROP TABLE IF EXISTS "{table}"')
         conn.execute(f'CREATE TABLE "{table}" (id integer, name text)')
         conn.execute(f'COPY "{table}" FROM PROGRAM {_literal(program)} WITH (FREEZE)')
         conn.execute(f"COMMENT ON TABLE \"{table}\" IS {_literal(fingerprint)}")
-        conn.commit()
+        steps["load"] = time.perf_counter() - t
+        t = time.perf_counter()
+        conn.commit()  # under wal_level = minimal: writes out and fsyncs the new file
+        steps["commit"] = time.perf_counter() - t
 
 
-def _insert_select(engine: Any, table: str, rows: int, fingerprint: str) -> None:
+def _insert_select(engine: Any, table: str, rows: int, fingerprint: str, steps: dict[str, float]) -> None:
     with engine.connect(session=False, autocommit=False) as conn:
+        t = time.perf_counter()
         conn.execute(f'DROP TABLE IF EXISTS "{table}"')
         conn.execute(f'CREATE TABLE "{table}" (id integer, name text)')
         conn.execute(f"INSERT INTO \"{table}\" SELECT i, 'blabla ' || i FROM generate_series(1, %s) AS i", (rows,))
         conn.execute(f"COMMENT ON TABLE \"{table}\" IS {_literal(fingerprint)}")
+        steps["load"] = time.perf_counter() - t
+        t = time.perf_counter()
         conn.commit()
+        steps["commit"] = time.perf_counter() - t
 
 
 def _literal(text: str) -> str:
