@@ -35,9 +35,10 @@ Keeping cells comparable: every cell must find the table in the same state.
   from shared buffers and the OS cache before each cell: no dirty buffer and
   nothing cached at the start.
 
-MariaDB (InnoDB), the same sessions and statement (one UPDATE per session over
-its own key range, committed at its end; a single set-based statement, as the
-seed's, so no stored-procedure loop is needed to keep the work server-side):
+MariaDB (InnoDB), the same sessions and statement: one UPDATE per session over
+its own key range, autocommitted (committed at the statement's end, as on
+PostgreSQL). It is a single set-based statement, as the seed's, so no
+stored-procedure loop is needed to keep the work server-side.
 
 * the table is built server-side (Sequence engine, seq_1_to_N) with the same
   columns and a PRIMARY KEY, so each session's range is a range of the
@@ -214,7 +215,9 @@ class Update:
         o = self.options
         table = self.table
         file0 = _tablespace_bytes(engine, table)
-        conns = [engine.connect(autocommit=False) for _ in range(o.sessions)]
+        # autocommit: each UPDATE is its own transaction, committed at the statement's end as on
+        # PostgreSQL (no COMMIT round trip for the client's threads to delay under the GIL)
+        conns = [engine.connect() for _ in range(o.sessions)]
         profiler = SessionWaitProfiler(engine) if o.sample else None
         try:
             with profiler if profiler is not None else contextlib.nullcontext():
@@ -531,7 +534,7 @@ def _global_fill_factor(engine: Any, cur: Any, fillfactor: int) -> Any:
 def _run_sessions_mariadb(
     conns: list[Any], table: str, ranges: list[tuple[int, int]], profiler: SessionWaitProfiler | None
 ) -> list[tuple[float, float, int]]:
-    """Every session's UPDATE and COMMIT in its own thread, released together;
+    """Every session's autocommitted UPDATE in its own thread, released together;
     (start, end, rows) per session. The profiler's snapshots of each session's
     thread are taken just outside its window, in its own connection."""
     barrier = threading.Barrier(len(conns))
@@ -545,8 +548,7 @@ def _run_sessions_mariadb(
             barrier.wait(timeout=60)
             t0 = profiler.begin(conn) if profiler is not None else time.perf_counter()
             with conn.cursor() as cur:
-                rows = cur.execute(sql, (lo, hi))
-            conn.commit()  # one transaction per session, committed at its end (PostgreSQL: the autocommitted statement)
+                rows = cur.execute(sql, (lo, hi))  # autocommit: committed at the statement's end
             t1 = profiler.end(conn) if profiler is not None else time.perf_counter()
             out[i] = (t0, t1, int(rows))
         except BaseException as err:
