@@ -1,9 +1,21 @@
 """Growing a plan while it runs: refine search and adaptive repeats.
 
 Refine (measure.search = "refine"): the first cells are a coarse sweep of one
-numeric knob (powers of two across its range); after each round the best value
-and its neighbours are found and the midpoints between them are added, until
-the neighbours are adjacent values.
+numeric knob (powers of two across its range). After each round, one of:
+
+* confirm: while the best value is not yet separated from a tested neighbour
+  (the interval of the neighbour's ratio to the best still contains 1), one
+  more randomised block of the best and those neighbours, until each has
+  CONFIRM_FACTOR x repeats runs. On a noisy machine a median of `repeats`
+  runs is often a lucky one, and bisecting around a lucky value walks away
+  from the real optimum; the extra runs go only where the decision is made.
+* bisect: the midpoints between the best and its tested neighbours, `repeats`
+  runs each, until the neighbours are adjacent values.
+
+Everything refine runs, the coarse sweep included, stays within
+REFINE_SCAN_SHARE of the scans the full grid over the range would cost;
+confirmation runs only with what the rest of the bisection is expected to need
+left over, so noise cannot stop the search half-way.
 
 Adaptive repeats (measure.target_ci): while some setting's interval is wider
 than target_ci x its median, another randomised block of every setting is
@@ -12,13 +24,20 @@ added, up to measure.max_repeats blocks.
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
 
-from .analysis.stats import analyse, noisy_settings
+from .analysis.stats import Analysis, analyse, noisy_settings
 from .analysis.summary import group_samples
 from .plan import Cell, Plan, Setting, make_plan
 from .results import ResultRow
 from .spec import SpecError
+
+# Refine spends at most this share of the scans of the full grid over its range.
+REFINE_SCAN_SHARE = 0.25
+# A value is confirmed up to this many times `repeats` runs (and never beyond max_repeats).
+CONFIRM_FACTOR = 4
 
 
 def coarse_values(values: list[int]) -> list[int]:
@@ -44,53 +63,157 @@ def check_refinable(knobs: dict[str, list[Any]], kinds: dict[str, str], source: 
     return name
 
 
-def refine_candidates(medians: dict[int, float], goal: str) -> list[int]:
-    """Midpoints between the best value and its tested neighbours, not yet tested."""
-    tested = sorted(medians)
-    best = (max if goal == "max" else min)(tested, key=lambda v: medians[v])
-    i = tested.index(best)
-    out = []
-    for neighbour in (tested[i - 1] if i > 0 else None, tested[i + 1] if i + 1 < len(tested) else None):
-        if neighbour is None:
-            continue
-        mid = (best + neighbour) // 2 if neighbour > best else (best + neighbour + 1) // 2
-        if mid not in medians and mid != best and mid != neighbour:
-            out.append(mid)
-    return sorted(out)
+# ---------------------------------------------------------------- refine, pure
+def refine_budget(lo: int, hi: int, repeats: int) -> int:
+    """Scans refine may spend: a share of the full grid lo..hi, never less than
+    the coarse sweep it starts with."""
+    full_grid = (hi - lo + 1) * repeats
+    return max(int(REFINE_SCAN_SHARE * full_grid), len(coarse_values([lo, hi])) * repeats)
 
 
+def neighbours_of(best: int, values: Sequence[int]) -> list[int]:
+    """The tested values just below and just above `best` (one at an end of the range)."""
+    ordered = sorted(values)
+    i = ordered.index(best)
+    return [v for v in (ordered[i - 1] if i > 0 else None, ordered[i + 1] if i + 1 < len(ordered) else None) if v is not None]
+
+
+def midpoint(best: int, neighbour: int) -> int:
+    """The integer halfway between, rounded towards the best."""
+    return (best + neighbour) // 2 if neighbour > best else (best + neighbour + 1) // 2
+
+
+def refine_candidates(medians: Mapping[int, float], goal: str, planned: Sequence[int] = ()) -> list[int]:
+    """Midpoints between the best value and its tested neighbours, not yet planned."""
+    best = (max if goal == "max" else min)(medians, key=lambda v: medians[v])
+    taken = set(medians) | set(planned)
+    mids = {midpoint(best, n) for n in neighbours_of(best, list(medians))}
+    return sorted(m for m in mids if m not in taken)
+
+
+def bisection_cost(best: int, neighbours: Sequence[int], repeats: int) -> int:
+    """Scans the bisection still needs if the best stays where it is: halving
+    each gap to the best down to adjacent values."""
+    steps = sum(math.ceil(math.log2(abs(best - n))) for n in neighbours if abs(best - n) > 1)
+    return steps * repeats
+
+
+def unseparated_neighbours(analysis: Analysis, best: int, neighbours: Sequence[int]) -> list[int]:
+    """Neighbours the data cannot yet tell from the best: their ratio interval
+    contains 1, or one of the two has a single run (no interval at all)."""
+    single = analysis.settings[best].n < 2
+    return [n for n in neighbours if single or analysis.settings[n].n < 2 or n in analysis.indistinguishable]
+
+
+@dataclass(frozen=True)
+class RefineStep:
+    """What refine does next: `blocks` randomised blocks of `values` ([] = stop), and why."""
+
+    values: list[int]
+    blocks: int
+    why: str
+
+
+def refine_step(
+    samples: Mapping[int, Sequence[float]],
+    *,
+    goal: str,
+    repeats: int,
+    max_repeats: int,
+    budget: int,
+    spent: int,
+    seed: int,
+    practical: float = 0.0,
+    knob: str = "value",
+) -> RefineStep:
+    """The next refine round from the samples so far (value -> metric values;
+    values planned but without a successful run have empty lists)."""
+    measured = {v: list(x) for v, x in samples.items() if x}
+    if not measured:
+        return RefineStep([], 0, f"refine: no successful run of {knob} to refine around")
+    analysis = analyse(measured, goal=goal, practical=practical, seed=seed)
+    best = analysis.best
+    neighbours = neighbours_of(best, list(measured))
+    cap = min(max_repeats, CONFIRM_FACTOR * repeats)
+    unseparated = unseparated_neighbours(analysis, best, neighbours)
+    to_confirm = [v for v in [best, *unseparated] if len(measured[v]) < cap] if unseparated else []
+    if to_confirm:
+        reserve = bisection_cost(best, neighbours, repeats)
+        if spent + len(to_confirm) + reserve <= budget:
+            counts = ", ".join(f"{v} ({len(measured[v])} runs)" for v in to_confirm)
+            return RefineStep(to_confirm, 1, f"refine: best {knob} = {best} not yet separated from its neighbours; one more block of {counts}")
+    mids = refine_candidates({v: analysis.settings[v].median for v in measured}, goal, list(samples))
+    if not mids:
+        return RefineStep([], 0, "")
+    if spent + len(mids) * repeats > budget:
+        return RefineStep([], 0, f"refine: scan budget spent ({spent} of {budget}); {knob} = {', '.join(map(str, mids))} left untested")
+    return RefineStep(mids, repeats, f"refine: adding {knob} = {', '.join(map(str, mids))}")
+
+
+# ---------------------------------------------------------------- the plan grows
 def next_cells(exp: Any, plan: Plan, rows: list[ResultRow]) -> tuple[list[Cell], list[Setting], str]:
     """More cells to run, the settings they add, and a line saying why ('' when done)."""
     measure = exp.spec.measure
-    next_index = len(plan.cells)
-    next_block = max((c.block for c in plan.cells), default=-1) + 1
-    labels = [s.label for s in plan.settings]
-    samples = group_samples(rows, exp.metric, labels)
+    samples = group_samples(rows, exp.metric, [s.label for s in plan.settings])
     if measure.search == "refine":
-        knob = next(iter(exp.knobs))
-        by_value = {s.as_dict()[knob]: samples.get(s.label, []) for s in plan.settings}
-        medians = {v: sorted(x)[len(x) // 2] for v, x in by_value.items() if x}
-        new_values = refine_candidates(medians, exp.goal)
-        if new_values:
-            extra = make_plan({knob: new_values}, measure.repeats, exp.seed, {knob: exp.knob_infos[knob].apply},
-                              first_block=next_block, first_index=next_index)
-            return extra.cells, extra.settings, f"refine: adding {knob} = {', '.join(map(str, new_values))}"
+        step = _refine_round(exp, plan, samples)
+        if step.values:
+            extra = _blocks_of(exp, plan, step.values, step.blocks)
+            return extra.cells, extra.settings, step.why
+        if step.why:
+            return [], [], step.why
     if measure.target_ci:
-        measured = {k: v for k, v in samples.items() if v}
-        if not measured:
-            return [], [], ""
-        noisy = noisy_settings(analyse(measured, goal=exp.goal, seed=exp.seed), measure.target_ci)
-        blocks_per_setting = min((len(v) for v in measured.values()), default=0)
-        if noisy and blocks_per_setting < measure.max_repeats:
-            settings_now = {s.label: s for s in plan.settings}
-            grid_knobs = _knobs_of(list(settings_now.values()))
-            extra = make_plan(grid_knobs, 1, exp.seed, {k: exp.knob_infos[k].apply for k in grid_knobs},
-                              first_block=next_block, first_index=next_index)
-            keep = [c for c in extra.cells if c.setting.label in settings_now]
-            cells = [Cell(next_index + i, c.block, c.setting) for i, c in enumerate(keep)]
-            return cells, [], f"target_ci {measure.target_ci:.0%}: adding block {next_block + 1}; noisy: {', '.join(map(str, noisy))}"
-        if noisy:
-            return [], [], f"stayed noisy after {blocks_per_setting} repeats (max_repeats): {', '.join(map(str, noisy))}"
+        return _adaptive_repeats(exp, plan, samples)
+    return [], [], ""
+
+
+def _refine_round(exp: Any, plan: Plan, samples: dict[str, list[float]]) -> RefineStep:
+    measure = exp.spec.measure
+    knob = next(iter(exp.knobs))
+    by_value = {s.as_dict()[knob]: samples.get(s.label, []) for s in plan.settings}
+    lo, hi = min(exp.knobs[knob]), max(exp.knobs[knob])
+    return refine_step(
+        by_value,
+        goal=exp.goal,
+        repeats=measure.repeats,
+        max_repeats=measure.max_repeats,
+        budget=refine_budget(lo, hi, measure.repeats),
+        spent=len(plan.cells),
+        seed=exp.seed,
+        practical=measure.practical,
+        knob=knob,
+    )
+
+
+def _blocks_of(exp: Any, plan: Plan, values: list[int], blocks: int) -> Plan:
+    """`blocks` randomised blocks of these values of the refined knob, numbered after the plan's cells."""
+    knob = next(iter(exp.knobs))
+    return make_plan({knob: values}, blocks, exp.seed, {knob: exp.knob_infos[knob].apply},
+                     first_block=_next_block(plan), first_index=len(plan.cells))
+
+
+def _next_block(plan: Plan) -> int:
+    return max((c.block for c in plan.cells), default=-1) + 1
+
+
+def _adaptive_repeats(exp: Any, plan: Plan, samples: dict[str, list[float]]) -> tuple[list[Cell], list[Setting], str]:
+    measure = exp.spec.measure
+    measured = {k: v for k, v in samples.items() if v}
+    if not measured:
+        return [], [], ""
+    noisy = noisy_settings(analyse(measured, goal=exp.goal, seed=exp.seed), measure.target_ci)
+    blocks_per_setting = min((len(v) for v in measured.values()), default=0)
+    if noisy and blocks_per_setting < measure.max_repeats:
+        next_block, next_index = _next_block(plan), len(plan.cells)
+        settings_now = {s.label: s for s in plan.settings}
+        grid_knobs = _knobs_of(list(settings_now.values()))
+        extra = make_plan(grid_knobs, 1, exp.seed, {k: exp.knob_infos[k].apply for k in grid_knobs},
+                          first_block=next_block, first_index=next_index)
+        keep = [c for c in extra.cells if c.setting.label in settings_now]
+        cells = [Cell(next_index + i, c.block, c.setting) for i, c in enumerate(keep)]
+        return cells, [], f"target_ci {measure.target_ci:.0%}: adding block {next_block + 1}; noisy: {', '.join(map(str, noisy))}"
+    if noisy:
+        return [], [], f"stayed noisy after {blocks_per_setting} repeats (max_repeats): {', '.join(map(str, noisy))}"
     return [], [], ""
 
 
