@@ -329,7 +329,7 @@ def test_verdict_many_slower_settings_are_summarised():
     text = verdict_text(analyse(samples, resamples=R))
     assert text.startswith("Best setting = k=1:")
     assert "Every other setting is slower: k=7 is 7.0x slower [" in text
-    assert "3 more (k=4, k=3, k=2) are 2.0x to 4.0x slower." in text
+    assert "3 more are 2.0x to 4.0x slower: k=4, k=3, k=2." in text
 
 
 def test_human_numbers():
@@ -348,3 +348,14 @@ def test_analysis_is_frozen():
     assert isinstance(res, Analysis)
     with pytest.raises(Exception):
         res.best = "b"  # type: ignore[misc]
+
+
+def test_verdict_of_several_knobs_and_single_samples_reads_cleanly():
+    samples = {"a=1, b=x": [10.0], "a=2, b=x": [20.0], "a=1, b=y": [30.0], "a=2, b=y": [40.0],
+               "a=3, b=x": [50.0], "a=3, b=y": [60.0]}
+    text = verdict_text(analyse(samples, goal="min", seed=1), knob_label="a, b")
+    assert text.startswith("Best setting a=1, b=x: 10")
+    assert "[" not in text.split("no interval")[1]  # one sample against one: no interval is shown
+    assert "a=3, b=y is 6.0x slower; " in text
+    assert "2 more are 2.0x to 3.0x slower: (a=1, b=y), (a=2, b=x)." in text
+    assert text.endswith("Every setting has a single sample: each factor is one measurement against one, with no interval; repeat to be sure.")

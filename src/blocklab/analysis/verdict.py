@@ -128,6 +128,9 @@ def _default_describe(key: Hashable) -> str:
 
 
 def _listing(names: list[str]) -> str:
+    # labels of several knobs contain commas themselves: bracket each one
+    if any(", " in n for n in names):
+        return ", ".join(f"({n})" for n in names)
     return ", ".join(names)
 
 
@@ -165,10 +168,12 @@ def verdict_text(
 
     sentences: list[str] = []
     others = [k for k in measured if k != analysis.best]
+    # several knobs: the setting's own label already names each of them
+    named = f"setting {d(analysis.best)}" if ", " in knob_label else f"{knob_label} = {d(analysis.best)}"
     if not others:
-        sentences.append(f"Only {knob_label} = {d(analysis.best)} was measured: {figure}. Nothing to compare it with.")
+        sentences.append(f"Only {named} was measured: {figure}. Nothing to compare it with.")
     else:
-        sentences.append(f"Best {knob_label} = {d(analysis.best)}: {figure}.")
+        sentences.append(f"Best {named}: {figure}.")
         same = [k for k in others if k in analysis.indistinguishable]
         worse = [k for k in others if k not in analysis.indistinguishable]
         rule = ""
@@ -193,6 +198,8 @@ def verdict_text(
             parts = []
             for k in listed:
                 f, lo, hi = slowdown(settings[k], goal)
+                if settings[k].n < 2 or best.n < 2:  # one sample against one: no interval to show
+                    lo = hi = math.nan
                 parts.append(f"{d(k)} is {format_factor(f, lo, hi, 'slower')}")
             if not same:
                 lead = "Every other setting is slower: " if len(worse) > 1 else ""
@@ -204,10 +211,12 @@ def verdict_text(
                 fs = [slowdown(settings[k], goal)[0] for k in rest]
                 lo_f, hi_f = min(fs), max(fs)
                 span = f"{format_factor(lo_f)} to {format_factor(hi_f)}"
-                sentences.append(f"{len(rest)} more ({_listing([d(k) for k in rest])}) are {span} slower.")
+                sentences.append(f"{len(rest)} more are {span} slower: {_listing([d(k) for k in rest])}.")
 
     single = [k for k in measured if settings[k].n == 1]
-    if single and others:
+    if others and len(single) == len(measured):
+        sentences.append("Every setting has a single sample: each factor is one measurement against one, with no interval; repeat to be sure.")
+    elif single and others:
         sentences.append(
             f"{_listing([d(k) for k in single])} {'has' if len(single) == 1 else 'have'} a single sample "
             "and no interval of its own: repeat to be sure."

@@ -76,8 +76,9 @@ def _headline(data: RunData) -> str:
     best = data.summary.get("best_label")
     if not best or not data.summary.get("settings"):
         return ""
-    knobs = ", ".join(data.knobs) or "setting"
-    return f"Best {knobs} is {data.describe_label(best)}"
+    if len(data.knobs) != 1:  # the label names every knob already
+        return f"Best setting: {data.describe_label(best)}"
+    return f"Best {data.knobs[0]} is {data.describe_label(best)}"
 
 
 def _settings_table(data: RunData) -> list[dict[str, Any]]:
