@@ -64,4 +64,6 @@ def make_workload(
             check_engine(options, engine_kind)
         except SpecError as err:
             raise SpecError(f"{source}: {err}") from None
-    return cls(options, dataset)
+    workload = cls(options, dataset)
+    workload.engine_kind = engine_kind  # what its estimates are for
+    return workload

@@ -19,6 +19,7 @@ class Workload(Protocol):
     default_metric: str  # what the verdict is about unless measure.metric says otherwise
     default_goal: str  # "max" (throughput) or "min" (elapsed)
     engines: tuple[str, ...]  # engines it can run on
+    engine_kind: str  # the engine this instance will run on (set by make_workload; estimates depend on it)
 
     def prepare(self, engine: Any) -> None:
         """Build the data set if it is missing or stale; cheap when it is there."""
