@@ -154,7 +154,7 @@ def build_scan_table(
 
     Measured at 5.2 M rows (271 MB) on the 2-core VM (BENCHMARKS.md): the COPY
     is ~75% of the time and is bound by the server backend's CPU per row (one
-    core; perl uses ~0.5 s of the other); the commit's fsync of the new file
+    core; perl uses ~0.25 s of the other); the commit's fsync of the new file
     (the price of skipping the WAL) ~12%; ANALYZE ~10%; the VACUUM and the
     CHECKPOINT ~0.01 s each."""
     steps = {} if steps is None else steps
@@ -188,18 +188,24 @@ def build_scan_table(
 
 
 def _copy_from_program(engine: Any, table: str, rows: int, fingerprint: str, steps: dict[str, float]) -> None:
-    # perl (essential on Debian) writes 5 M rows in ~0.5 s, buffered in 64 kB
-    # chunks, on the other core, while the backend, the bottleneck, needs ~1.2 s
-    # of CPU for them. Tried and no faster: awk (four times slower than perl),
-    # perl map/join (0.9 s), seq | paste or sed (1.6 s), a 1 MB pipe
-    # (F_SETPIPE_SZ) and syswrite, binary COPY (same backend CPU as text, and
-    # perl's pack costs twice as much), and two COPY streams in parallel
-    # (FREEZE needs the creating transaction, so the second stream is WAL-logged
-    # and a VACUUM must freeze every page: 4.0-4.6 s against 2.5-3.9 s, and ids
-    # interleaved on disk).
+    # perl (essential on Debian) writes the rows on the other core while the
+    # backend, the bottleneck, parses and stores them (~1.3 s of its CPU for
+    # 5.2 M rows). The generator's CPU still counts: on this 2-core machine,
+    # shared with other work, it is taken from the backend. Rows are made in
+    # blocks of 4096 by a statement-modifier loop (no per-row length test, one
+    # print of ~64 kB per block): 0.24-0.27 s of CPU for 5.2 M rows against 0.38-0.44 s
+    # for the former per-row loop with a length test, same bytes; the builds
+    # got 4-14% faster (median, interleaved, BENCHMARKS.md). Tried and no
+    # faster: awk (four times perl's time), perl map/join or a sprintf per
+    # block (0.6-0.9 s), seq | paste or sed (1.6 s), a 1 MB pipe (F_SETPIPE_SZ)
+    # and syswrite, binary COPY (the same backend CPU as text, and perl's pack
+    # costs more), and two COPY streams in parallel (FREEZE needs the creating
+    # transaction, so the second stream is WAL-logged and VACUUM must then
+    # freeze every page: 4.0-4.6 s against 2.5-3.9 s, and the ids interleave
+    # on disk).
     program = (
-        "perl -e '$s=\"\"; for (1..%d) { $s .= \"$_\\tblabla $_\\n\"; "
-        "if (length($s) > 65536) { print $s; $s=\"\" } } print $s'" % rows
+        "perl -e 'for ($i = 1; $i <= %d; $i += 4096) { $j = $i + 4095; $j = %d if $j > %d; "
+        "$s = \"\"; $s .= \"$_\\tblabla $_\\n\" for $i..$j; print $s }'" % (rows, rows, rows)
     )
     with engine.connect(session=False, autocommit=False) as conn:
         t = time.perf_counter()
