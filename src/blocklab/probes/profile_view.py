@@ -76,7 +76,8 @@ def setting_profiles(source: Any, order: Iterable[str] | None = None) -> list[Se
         slowest = unflatten_profile(mean, "profile.slowest")
         total = unflatten_profile(mean, "profile.total")
         assert slowest is not None and total is not None
-        extra = {k: mean[k] for k in ("elapsed_s", "backend_writes", "backend_write_share", "bgwriter_writes", "rows_per_s") if k in mean}
+        extra = {k: mean[k] for k in ("elapsed_s", "backend_writes", "backend_write_share", "bgwriter_writes", "rows_per_s",
+                                      "profile.measured") if k in mean}
         out.append(SettingProfile(label, settings[label], len(runs), slowest, total, extra))
     return out
 
@@ -163,8 +164,27 @@ def profile_table(sp: SettingProfile, describe: Callable[[str], str] | None = No
     return table
 
 
+def is_measured(sp: SettingProfile) -> bool:
+    """True for a profile timed by the server's own wait timers (MariaDB's
+    performance_schema), False for one sampled from pg_stat_activity."""
+    return sp.extra.get("profile.measured", 0.0) >= 0.5
+
+
+def method_caption(profiles: list[SettingProfile]) -> str:
+    """How the time was attributed, for a figure's caption."""
+    if profiles and all(is_measured(sp) for sp in profiles):
+        return ("from performance_schema's wait timers of each session's server thread (measured, not sampled); "
+                "CPU is the elapsed time the waits leave, at most the thread's on-CPU + run-queue time, "
+                "and UNACCOUNTED the rest (uninstrumented waits)")
+    return ("from wait-event sampling of blocklab's sessions every 10 ms; "
+            "UNACCOUNTED is elapsed minus sampled time")
+
+
 def _caption(sp: SettingProfile) -> str:
-    bits = ["CPU = sampled active without a wait event (on a CPU or queued for one)"]
+    if is_measured(sp):
+        bits = ["waits timed by performance_schema; CPU = elapsed less the waits, at most on-CPU + run queue"]
+    else:
+        bits = ["CPU = sampled active without a wait event (on a CPU or queued for one)"]
     t = sp.total
     measured = []
     if t.cpu_measured_s is not None:

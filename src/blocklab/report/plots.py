@@ -126,14 +126,14 @@ def _figures(data: RunData, limits: dict[str, float]) -> list[tuple[str, str, st
 
 def _time_profile(data: RunData, limits: dict[str, float]) -> tuple[str, str, str, Figure] | None:
     """Where the time went (the update workload's wait profile), when the rows carry one."""
-    from ..probes.profile_view import profile_figure
+    from ..probes.profile_view import method_caption, profile_figure, setting_profiles
 
     fig = profile_figure(data.ok_rows, order=list(data.summary.get("settings", {})))
     if fig is None:
         return None
     caption = (
-        "Time by class per setting, from wait-event sampling of blocklab's sessions every 10 ms: "
-        "the slowest session on the left, all sessions summed on the right. UNACCOUNTED is elapsed minus sampled time."
+        "Time by class per setting, the slowest session on the left, all sessions summed on the right; "
+        f"{method_caption(setting_profiles(data.ok_rows))}."
     )
     return "time-profile", "Where the time went", caption, fig
 
