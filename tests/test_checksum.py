@@ -254,3 +254,17 @@ def test_an_engine_without_checksum_off_is_measured_against_its_first_level():
     assert "crc32" in overhead_figure(rows).axes[0].get_ylabel()
     with_off = [_row(0, 1.0, checksum="off"), _row(1, 2.0, checksum="on")]
     assert reference_label(with_off) == "checksum off"
+
+
+def test_each_level_is_also_measured_against_the_level_above_as_the_seed_does():
+    # seed 004's ladder: 52.599 s -> 55.051 s (+4.66%) -> 58.546 s (+6.35% over the step before)
+    rows = []
+    for elapsed, level in ((52.599, ("off", "off")), (55.051, ("on", "off")), (58.546, ("on", "on"))):
+        rows += [_row(len(rows), elapsed, checksum=level[0], block_checking=level[1]) for _ in range(3)]
+    items = overheads(rows)
+    assert [o.level_label for o in items] == ["checksum=off, block_checking=off", "checksum=on, block_checking=off",
+                                             "checksum=on, block_checking=on"]
+    assert items[0].step_text == ""
+    assert items[1].step_text.startswith("+4.66%") and items[1].text.startswith("+4.66%")
+    assert items[2].step_text.startswith("+6.35%") and items[2].text.startswith("+11.31%")
+    assert [c.header for c in overhead_tables(rows)[0].columns][4] == "vs the level above"

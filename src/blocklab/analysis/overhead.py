@@ -5,7 +5,9 @@
   baseline, checksum off and block_checking off with every other setting the
   same (block size, index): "+4.66% [+1.20%, +8.10%]" with the bootstrap 95%
   interval of the ratio of medians (stats.compare_samples), or "no measurable
-  overhead" when that interval includes 0.
+  overhead" when that interval includes 0. Each level also against the level
+  before it in the table (`step_text`), as the seed reports its ladder:
+  52.6 s -> 55.1 s is "+4.66%", 55.1 s -> 58.5 s "+6.34%", ... "+150.50%".
 * seed 001 style, `normalised(rows)`: elapsed divided by the elapsed of the
   no-checksum run, per block size x level x index. By default the reference is
   the no-checksum run of the same block size (each block size's own baseline);
@@ -59,6 +61,9 @@ class Overhead:
     error: str = ""  # the first failed cell's status
     is_baseline: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    step_ratio: float = math.nan  # median(level) / median(the level listed before it)
+    step_low: float = math.nan
+    step_high: float = math.nan
 
     @property
     def pct(self) -> float:
@@ -88,6 +93,15 @@ class Overhead:
         if self.n < 2 or self.baseline_n < 2:
             return f"{fmt_pct(self.ratio)} (n<2: no interval)"
         return change if self.measurable else f"no measurable overhead ({change})"
+
+    @property
+    def step_text(self) -> str:
+        """Against the previous level: '+6.34% [+2.00%, +9.10%]', or '' for the first."""
+        if self.is_baseline or not math.isfinite(self.step_ratio):
+            return ""
+        if not math.isfinite(self.step_low):
+            return f"{fmt_pct(self.step_ratio)} (n<2: no interval)"
+        return f"{fmt_pct(self.step_ratio)} [{fmt_pct(self.step_low)}, {fmt_pct(self.step_high)}]"
 
 
 def fmt_pct(ratio: float) -> str:
@@ -211,6 +225,7 @@ def overheads(rows: Iterable[ResultRow], metric: str = "elapsed_s", *, seed: int
         base_keys = [ref]
         base = samples[(ck, ref)]
         base_median = statistics.median(base) if base else math.nan
+        previous: list[float] = []  # samples of the level listed before this one
         for lk in _level_order(levels):
             if (ck, lk) not in samples:
                 continue
@@ -218,12 +233,18 @@ def overheads(rows: Iterable[ResultRow], metric: str = "elapsed_s", *, seed: int
             errors = failures.get((ck, lk), [])
             is_base = lk == base_keys[0]
             ratio, lo, hi = (1.0, 1.0, 1.0) if is_base and xs else _against(xs, base, seed)
+            step = _against(xs, previous, seed) if previous and not is_base else (math.nan,) * 3
+            if len(xs) < 2 or len(previous) < 2:  # one sample against one: no interval
+                step = (step[0], math.nan, math.nan)
+            if xs:
+                previous = xs
             out.append(Overhead(
                 context=contexts[ck], level=levels[lk], n=len(xs),
                 median=statistics.median(xs) if xs else math.nan,
                 baseline_n=len(base), baseline_median=base_median,
                 ratio=ratio, ci_low=lo, ci_high=hi,
                 failed=len(errors), error=errors[0] if errors else "", is_baseline=is_base,
+                step_ratio=step[0], step_low=step[1], step_high=step[2],
             ))
     return out
 
@@ -314,13 +335,14 @@ def overhead_tables(rows: Iterable[ResultRow], metric: str = "elapsed_s", *, see
         t.add_column("n", justify="right")
         t.add_column(f"median {metric}", justify="right")
         t.add_column(f"vs {ref}")
+        t.add_column("vs the level above")
         t.add_column("failed", justify="right")
         for o in items:
             change = o.text
             if o.measurable:
                 change = f"[bold]{change}[/bold]"
             failed = f"{o.failed}: {o.error[:60]}" if o.failed else ""
-            cells = [o.level_label, str(o.n), _fmt_seconds(o.median), change, failed]
+            cells = [o.level_label, str(o.n), _fmt_seconds(o.median), change, o.step_text, failed]
             t.add_row(*([o.context_label] if has_context else []), *cells)
         tables.append(t)
     norm = normalised(rows, metric, seed=seed)
