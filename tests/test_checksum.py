@@ -268,3 +268,18 @@ def test_each_level_is_also_measured_against_the_level_above_as_the_seed_does():
     assert items[1].step_text.startswith("+4.66%") and items[1].text.startswith("+4.66%")
     assert items[2].step_text.startswith("+6.35%") and items[2].text.startswith("+11.31%")
     assert [c.header for c in overhead_tables(rows)[0].columns][4] == "vs the level above"
+
+
+def test_reload_recipe_quick_on_postgres_times_the_checkpoint(cli_env, tmp_path):
+    out = tmp_path / "reload"
+    proc = subprocess.run(
+        [blocklab_bin(), "run", "reload", "--quick", "--rows", "20000", "--out", str(out)],
+        env=cli_env, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = RunDir(out).rows()
+    assert {r.settings["checksum"] for r in rows} == {False, True} and all(r.ok for r in rows)
+    for r in rows:
+        assert r.metrics["rows"] == 20_000
+        assert r.metrics["write_bytes"] > 0, r.metrics  # flush = true: the pages are written inside the timing
+    assert "vs the level above" in proc.stdout and "Checksum overhead" in proc.stdout
