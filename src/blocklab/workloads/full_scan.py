@@ -190,21 +190,26 @@ def build_scan_table(
 def _copy_from_program(engine: Any, table: str, rows: int, fingerprint: str, steps: dict[str, float]) -> None:
     # perl (essential on Debian) writes the rows on the other core while the
     # backend, the bottleneck, parses and stores them (~1.3 s of its CPU for
-    # 5.2 M rows). The generator's CPU still counts: on this 2-core machine,
-    # shared with other work, it is taken from the backend. Rows are made in
-    # blocks of 4096 by a statement-modifier loop (no per-row length test, one
-    # print of ~64 kB per block): 0.24-0.27 s of CPU for 5.2 M rows against 0.38-0.44 s
-    # for the former per-row loop with a length test, same bytes; the builds
-    # got 4-14% faster (median, interleaved, BENCHMARKS.md). Tried and no
-    # faster: awk (four times perl's time), perl map/join or a sprintf per
-    # block (0.6-0.9 s), seq | paste or sed (1.6 s), a 1 MB pipe (F_SETPIPE_SZ)
-    # and syswrite, binary COPY (the same backend CPU as text, and perl's pack
-    # costs more), and two COPY streams in parallel (FREEZE needs the creating
-    # transaction, so the second stream is WAL-logged and VACUUM must then
-    # freeze every page: 4.0-4.6 s against 2.5-3.9 s, and the ids interleave
-    # on disk).
+    # 5.2 M rows). The generator's CPU and the hand-offs still count: on this
+    # 2-core machine, shared with other work, they are taken from the backend.
+    # - Rows are made in blocks of 4096 by a statement-modifier loop (no
+    #   per-row length test, one print of ~64 kB per block): 0.24-0.27 s of
+    #   CPU for 5.2 M rows against 0.38-0.44 s for a per-row loop, same bytes.
+    # - The pipe is enlarged to 1 MB (fcntl F_SETPIPE_SZ = 1031, Linux; 1 MB is
+    #   the default limit for an unprivileged user; where refused, fcntl just
+    #   fails and the default pipe is used). With the default 64 kB pipe the
+    #   backend drains one block per read and sleeps until perl writes the
+    #   next: 15,000-22,000 context switches per build, 2,000-10,000 with 1 MB.
+    # Together: builds 24% faster (median of 9, interleaved; BENCHMARKS.md).
+    # Tried and no faster: awk (four times perl's time), perl map/join or a
+    # sprintf per block (0.6-0.9 s of CPU), seq | paste or sed (1.6 s), binary
+    # COPY (the same backend CPU as text, and perl's pack costs more), and two
+    # COPY streams in parallel (FREEZE needs the creating transaction, so the
+    # second stream is WAL-logged and VACUUM must then freeze every page:
+    # 4.0-4.6 s against 2.5-3.9 s, and the ids interleave on disk).
     program = (
-        "perl -e 'for ($i = 1; $i <= %d; $i += 4096) { $j = $i + 4095; $j = %d if $j > %d; "
+        "perl -e 'fcntl(STDOUT, 1031, 1048576); "
+        "for ($i = 1; $i <= %d; $i += 4096) { $j = $i + 4095; $j = %d if $j > %d; "
         "$s = \"\"; $s .= \"$_\\tblabla $_\\n\" for $i..$j; print $s }'" % (rows, rows, rows)
     )
     with engine.connect(session=False, autocommit=False) as conn:
