@@ -155,8 +155,8 @@ def build_scan_table(
     Measured at 5.2 M rows (271 MB) on the 2-core VM (BENCHMARKS.md): the COPY
     is ~75% of the time and is bound by the server backend's CPU per row (one
     core; perl uses ~0.25 s of the other); the commit's fsync of the new file
-    (the price of skipping the WAL) ~12%; ANALYZE ~10%; the VACUUM and the
-    CHECKPOINT ~0.01 s each."""
+    (the price of skipping the WAL), made shorter by writing behind the COPY,
+    ~6%; ANALYZE ~10%; the VACUUM and the CHECKPOINT ~0.01 s each."""
     steps = {} if steps is None else steps
     t0 = time.perf_counter()
     try:
@@ -214,6 +214,12 @@ def _copy_from_program(engine: Any, table: str, rows: int, fingerprint: str, ste
     )
     with engine.connect(session=False, autocommit=False) as conn:
         t = time.perf_counter()
+        # Without it the whole file stays dirty in the page cache until the
+        # commit's fsync writes it while we wait (0.21-0.33 s at 271 MB); with
+        # it the backend asks the kernel to write behind the COPY every 2 MB
+        # (the maximum), and the commit takes 0.10-0.14 s: builds 7% and 14%
+        # faster (medians of 7 and 9, interleaved). The pages are the same.
+        conn.execute("SET LOCAL backend_flush_after = '2MB'")
         conn.execute(f'DROP TABLE IF EXISTS "{table}"')
         conn.execute(f'CREATE TABLE "{table}" (id integer, name text)')
         conn.execute(f'COPY "{table}" FROM PROGRAM {_literal(program)} WITH (FREEZE)')
