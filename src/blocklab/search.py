@@ -123,15 +123,18 @@ def refine_step(
     budget: int,
     spent: int,
     seed: int,
-    practical: float = 0.0,
     knob: str = "value",
 ) -> RefineStep:
     """The next refine round from the samples so far (value -> metric values;
-    values planned but without a successful run have empty lists)."""
+    values planned but without a successful run have empty lists).
+
+    Separation is purely statistical (no `practical` margin): a neighbour
+    within a practical margin of the best would otherwise be confirmed at
+    every round however clearly it is measured."""
     measured = {v: list(x) for v, x in samples.items() if x}
     if not measured:
         return RefineStep([], 0, f"refine: no successful run of {knob} to refine around")
-    analysis = analyse(measured, goal=goal, practical=practical, seed=seed)
+    analysis = analyse(measured, goal=goal, seed=seed)
     best = analysis.best
     neighbours = neighbours_of(best, list(measured))
     cap = min(max_repeats, CONFIRM_FACTOR * repeats)
@@ -180,7 +183,6 @@ def _refine_round(exp: Any, plan: Plan, samples: dict[str, list[float]]) -> Refi
         budget=refine_budget(lo, hi, measure.repeats),
         spent=len(plan.cells),
         seed=exp.seed,
-        practical=measure.practical,
         knob=knob,
     )
 
