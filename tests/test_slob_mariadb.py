@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 
 import pytest
@@ -51,8 +52,9 @@ def test_each_key_of_a_range_is_a_physical_page_read(maria):
     w = _slob(sessions=2, update_pct=25, work_unit=8, run_time_s=2)
     w.prepare(maria)
     m = w.run(maria)
-    assert m["iterations"] >= 500, m
-    assert abs(m["update_share"] * 100 - 25) <= 5, m
+    n = m["iterations"]
+    assert n >= 200, m  # ~1,000 on a quiet machine; fewer when the CPUs are shared
+    assert abs(m["update_share"] - 0.25) <= 4 * math.sqrt(0.25 * 0.75 / n), m  # 4 standard deviations
     # a 2 MB pool against two ~4 MB tables: most of the 8 pages of a range are read from disk
     assert 4 <= m["reads_per_iteration"] <= 12, m
     assert m["block_size"] == 4096

@@ -31,7 +31,6 @@ and device_mb_per_s (/proc/diskstats of the data directory's disk).
 from __future__ import annotations
 
 import json
-import threading
 import time
 from typing import Any, Callable
 
@@ -41,6 +40,7 @@ from ..probes.os_stats import device_of, disk_counters, system_cpu_times
 from ..probes.stat_io import StatIoProbe, flush_own_stats
 from ..spec import DatasetSpec, SpecError
 from .base import Options
+from .together import run_together
 
 FILLER_BYTES = 2000  # fillfactor 10 keeps the 2nd row out at load; 3 more versions fit for HOT updates
 FILLFACTOR = 10
@@ -216,33 +216,17 @@ def point_metrics(o: SlobOptions, sessions: list[dict[str, float]], block: int, 
 
 
 def run_sessions(count: int, call: Callable[[int], tuple]) -> list[dict[str, float]]:
-    """Run call(0..count-1) at once, one thread each, released together by a
-    barrier; each call runs one session's whole loop and returns its
-    (iterations, updates, elapsed seconds as the server measured them)."""
-    barrier = threading.Barrier(count)
-    out: list[dict[str, float] | None] = [None] * count
-    errors: list[BaseException] = []
+    """Run call(0..count-1) at once, released together; each call runs one
+    session's whole loop and returns its (iterations, updates, elapsed seconds
+    as the server measured them)."""
 
-    def session(i: int) -> None:
-        try:
-            barrier.wait(timeout=60)
-            t0 = time.perf_counter()
-            row = call(i)
-            t1 = time.perf_counter()
-            out[i] = {"iterations": int(row[0]), "updates": int(row[1]), "elapsed_s": float(row[2]), "t0": t0, "t1": t1}
-        except BaseException as err:
-            errors.append(err)
-            barrier.abort()
+    def session(i: int) -> dict[str, float]:
+        t0 = time.perf_counter()
+        row = call(i)
+        t1 = time.perf_counter()
+        return {"iterations": int(row[0]), "updates": int(row[1]), "elapsed_s": float(row[2]), "t0": t0, "t1": t1}
 
-    threads = [threading.Thread(target=session, args=(i,), name=f"blocklab-slob-{i}") for i in range(count)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    real = [e for e in errors if not isinstance(e, threading.BrokenBarrierError)]
-    if real or errors:
-        raise (real or errors)[0]
-    return [x for x in out if x is not None]
+    return run_together(count, session, "blocklab-slob")
 
 
 _PROCEDURE_SQL = f"""

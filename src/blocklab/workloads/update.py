@@ -83,7 +83,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
 import time
 from typing import Any
 
@@ -95,6 +94,7 @@ from ..probes.waits import WaitSampler
 from ..probes.waits_mariadb import InnodbCounters, SessionWaitProfiler
 from ..spec import DatasetSpec, SpecError
 from .base import Options
+from .together import run_together
 
 
 class UpdateOptions(Options):
@@ -328,36 +328,20 @@ def _run_sessions(
 ) -> list[tuple[float, float, int]]:
     """Run every session's UPDATE in its own thread, released together;
     (start, end, rows) per session."""
-    barrier = threading.Barrier(len(conns))
-    out: list[tuple[float, float, int] | None] = [None] * len(conns)
-    errors: list[BaseException] = []
     sql = f'UPDATE "{table}" SET val = val + 1 WHERE id BETWEEN %s AND %s'
 
-    def session(i: int) -> None:
+    def session(i: int) -> tuple[float, float, int]:
         conn, pid, (lo, hi) = conns[i], pids[i], ranges[i]
-        try:
-            barrier.wait(timeout=60)
-            t0 = time.perf_counter()
-            if sampler is not None:
-                sampler.begin(pid, t0)
-            cur = conn.execute(sql, (lo, hi))
-            t1 = time.perf_counter()
-            if sampler is not None:
-                sampler.end(pid, t1)
-            out[i] = (t0, t1, cur.rowcount)
-        except BaseException as err:
-            errors.append(err)
-            barrier.abort()
+        t0 = time.perf_counter()
+        if sampler is not None:
+            sampler.begin(pid, t0)
+        cur = conn.execute(sql, (lo, hi))
+        t1 = time.perf_counter()
+        if sampler is not None:
+            sampler.end(pid, t1)
+        return (t0, t1, cur.rowcount)
 
-    threads = [threading.Thread(target=session, args=(i,), name=f"blocklab-update-{i}") for i in range(len(conns))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    real = [e for e in errors if not isinstance(e, threading.BrokenBarrierError)]
-    if real or errors:
-        raise (real or errors)[0]
-    return [x for x in out if x is not None]
+    return run_together(len(conns), session, "blocklab-update")
 
 
 def _table_comment(engine: Any, table: str) -> str | None:
@@ -537,30 +521,14 @@ def _run_sessions_mariadb(
     """Every session's autocommitted UPDATE in its own thread, released together;
     (start, end, rows) per session. The profiler's snapshots of each session's
     thread are taken just outside its window, in its own connection."""
-    barrier = threading.Barrier(len(conns))
-    out: list[tuple[float, float, int] | None] = [None] * len(conns)
-    errors: list[BaseException] = []
     sql = f"UPDATE `{table}` SET val = val + 1 WHERE id BETWEEN %s AND %s"
 
-    def session(i: int) -> None:
+    def session(i: int) -> tuple[float, float, int]:
         conn, (lo, hi) = conns[i], ranges[i]
-        try:
-            barrier.wait(timeout=60)
-            t0 = profiler.begin(conn) if profiler is not None else time.perf_counter()
-            with conn.cursor() as cur:
-                rows = cur.execute(sql, (lo, hi))  # autocommit: committed at the statement's end
-            t1 = profiler.end(conn) if profiler is not None else time.perf_counter()
-            out[i] = (t0, t1, int(rows))
-        except BaseException as err:
-            errors.append(err)
-            barrier.abort()
+        t0 = profiler.begin(conn) if profiler is not None else time.perf_counter()
+        with conn.cursor() as cur:
+            rows = cur.execute(sql, (lo, hi))  # autocommit: committed at the statement's end
+        t1 = profiler.end(conn) if profiler is not None else time.perf_counter()
+        return (t0, t1, int(rows))
 
-    threads = [threading.Thread(target=session, args=(i,), name=f"blocklab-update-{i}") for i in range(len(conns))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    real = [e for e in errors if not isinstance(e, threading.BrokenBarrierError)]
-    if real or errors:
-        raise (real or errors)[0]
-    return [x for x in out if x is not None]
+    return run_together(len(conns), session, "blocklab-update")
