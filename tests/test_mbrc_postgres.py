@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -158,3 +159,36 @@ def test_old_server_without_io_combine_limit_is_refused():
     engine._version = "15.19"
     with pytest.raises(KnobError, match=r"needs PostgreSQL's io_combine_limit, which this server \(PostgreSQL 15.19\) does not have; it exists from PostgreSQL 17 on"):
         engine.knob("multiblock_read")
+
+
+def _postgres_serving(data_dir: Path) -> list[int]:
+    """PIDs of postmasters whose command line names this data directory."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                argv = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argv and argv[0].endswith(b"/postgres") and str(data_dir).encode() in argv:
+                pids.append(int(proc.name))
+    return pids
+
+
+@pytest.mark.parametrize("ending", ["return", "exception", "sigterm"])
+def test_embedded_server_is_stopped_however_the_process_ends(cache_dir, ending):
+    home = cache_dir / f"exit-{ending}"
+    script = f"""
+import os, signal, sys
+from blocklab.engines.postgres import PostgresEngine
+engine = PostgresEngine(cache_dir={str(home)!r})
+engine.start()
+print("started", flush=True)
+if {ending!r} == "exception":
+    raise RuntimeError("boom")
+if {ending!r} == "sigterm":
+    os.kill(os.getpid(), signal.SIGTERM)
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert "started" in proc.stdout, proc.stderr
+    assert _postgres_serving(home / "postgres" / "data") == [], proc.stderr

@@ -1,13 +1,18 @@
 """What every engine needs from the host: an exclusive lock on its data
-directory, and dropping a data file from the OS page cache."""
+directory, dropping a data file from the OS page cache, and its servers
+stopped when blocklab exits however it exits (normally, on an error, Ctrl-C
+or SIGTERM)."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import os
+import signal
+import threading
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from .base import EngineError
 
@@ -56,3 +61,44 @@ def drop_os_cache(path: Path) -> bool:
         return False
     finally:
         os.close(fd)
+
+
+# ---------------------------------------------------------------------- stopped at exit
+_LIVE: set[Any] = set()  # engines with a server (or a DSN server's changed settings) to put back
+_HOOKS_INSTALLED = False
+
+
+def stop_at_exit(engine: Any) -> None:
+    """engine.stop() runs at interpreter exit if nothing stopped it before: a
+    library user who forgets, an exception that escapes, SIGTERM (turned into a
+    normal exit so `finally` blocks run first)."""
+    _install_exit_hooks()
+    _LIVE.add(engine)
+
+
+def stopped(engine: Any) -> None:
+    _LIVE.discard(engine)
+
+
+def _stop_all_engines() -> None:
+    for engine in list(_LIVE):
+        with contextlib.suppress(Exception):
+            engine.stop()
+
+
+def _sigterm_to_exit(signum: int, frame: Any) -> None:
+    # unwind like Ctrl-C does: `finally` blocks run, then atexit stops the servers
+    raise SystemExit(128 + signum)
+
+
+def _install_exit_hooks() -> None:
+    global _HOOKS_INSTALLED
+    if _HOOKS_INSTALLED:
+        return
+    atexit.register(_stop_all_engines)
+    if threading.current_thread() is threading.main_thread():
+        with contextlib.suppress(ValueError, OSError):
+            if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+                signal.signal(signal.SIGTERM, _sigterm_to_exit)
+    _HOOKS_INSTALLED = True
+

@@ -60,7 +60,6 @@ tells the format a table's tablespace really has.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import ctypes
 import getpass
@@ -80,7 +79,7 @@ from typing import Any, Iterable
 import pymysql
 
 from .base import ApplyClass, EngineError, EngineInfo, KnobError, KnobInfo, fmt_bytes, parse_bool, parse_int
-from .host import DirectoryLock, drop_os_cache
+from .host import DirectoryLock, drop_os_cache, stop_at_exit, stopped
 from .service_user import ensure_traversable, give_to_service_user, service_user
 
 ENGINE = "mariadb"
@@ -171,32 +170,7 @@ def install_db_path() -> str:
 
 
 # ---------------------------------------------------------------------- exit safety
-_LIVE: set["MariadbEngine"] = set()
-_HOOKS_INSTALLED = False
 _LIBC: Any = None
-
-
-def _stop_all_engines() -> None:
-    for engine in list(_LIVE):
-        with contextlib.suppress(Exception):
-            engine.stop()
-
-
-def _sigterm_to_exit(signum: int, frame: Any) -> None:
-    # unwind like Ctrl-C does: `finally` blocks run, then atexit stops the servers
-    raise SystemExit(128 + signum)
-
-
-def _install_exit_hooks() -> None:
-    global _HOOKS_INSTALLED
-    if _HOOKS_INSTALLED:
-        return
-    atexit.register(_stop_all_engines)
-    if threading.current_thread() is threading.main_thread():
-        with contextlib.suppress(ValueError, OSError):
-            if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-                signal.signal(signal.SIGTERM, _sigterm_to_exit)
-    _HOOKS_INSTALLED = True
 
 
 def _parent_death_signal() -> None:
@@ -383,7 +357,7 @@ class MariadbEngine:
         else:
             self._open_dsn()
         self._started = True
-        _LIVE.add(self)
+        stop_at_exit(self)
         self._load_catalog()
 
     def stop(self) -> None:
@@ -396,7 +370,7 @@ class MariadbEngine:
                 self._restore_dsn_settings()
         finally:
             self._started = False
-            _LIVE.discard(self)
+            stopped(self)
 
     def restart(self) -> None:
         """Stop and start the private instance with the current server settings."""
@@ -407,7 +381,6 @@ class MariadbEngine:
 
     # ------------------------------------------------------------------ private instance
     def _start_instance(self) -> None:
-        _install_exit_hooks()
         self._lock_instance()
         try:
             self._reap_stale_server()
@@ -529,7 +502,7 @@ class MariadbEngine:
                 start_new_session=True,  # a Ctrl-C at the terminal reaches us, not the server: we stop it cleanly
                 preexec_fn=_parent_death_signal if main_thread and _LIBC is not None else None,
             )
-        _LIVE.add(self)
+        stop_at_exit(self)
         self._wait_ready(log, log_offset)
         self.timings["start_s"] = round(time.perf_counter() - t0, 3)
         with self._admin() as conn, conn.cursor() as cur:
@@ -594,7 +567,6 @@ class MariadbEngine:
 
     # ------------------------------------------------------------------ DSN
     def _open_dsn(self) -> None:
-        _install_exit_hooks()
         assert self._dsn is not None
         try:
             with self._admin() as conn, conn.cursor() as cur:

@@ -26,7 +26,7 @@ from typing import Any, Iterable
 import psycopg
 
 from .base import ApplyClass, EngineError, EngineInfo, KnobError, KnobInfo, parse_bool
-from .host import DirectoryLock, drop_os_cache
+from .host import DirectoryLock, drop_os_cache, stop_at_exit, stopped
 from .service_user import ensure_traversable, give_to_service_user, service_user
 
 ENGINE = "postgres"
@@ -117,6 +117,7 @@ class PostgresEngine:
             self._write_conf()
             self._pg_ctl_start()
         self._started = True
+        stop_at_exit(self)  # however the process ends: the server stopped, a DSN server's settings restored
         self._load_catalog()
 
     def stop(self) -> None:
@@ -129,6 +130,7 @@ class PostgresEngine:
                 self._restore_dsn_settings()
         finally:
             self._started = False
+            stopped(self)
             self._unlock_cluster()
 
     # ------------------------------------------------------------------ embedded cluster
