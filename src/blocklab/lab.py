@@ -110,7 +110,8 @@ def plan_text(exp: Experiment) -> list[str]:
         lines.append(f"fixed   {name} = {info.describe_value(value)}  [{info.apply.label}]")
     for name, values in exp.knobs.items():
         info = exp.knob_infos[name]
-        lines.append(f"sweep   {name} ({exp.spec.engine.kind} {info.native}) = {values}  [{info.apply.label}]")
+        where = "workload option" if name.startswith("workload.") else f"{exp.spec.engine.kind} {info.native}"
+        lines.append(f"sweep   {name} ({where}) = {values}  [{info.apply.label}]")
     total = 0.0
     for cell in plan.cells:
         note = ""
