@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -48,3 +49,12 @@ def blocklab_bin() -> str:
     """The `blocklab` of the Python running the tests (its virtualenv), not whatever is on PATH."""
     beside = Path(sys.executable).parent / "blocklab"
     return str(beside) if beside.exists() else shutil.which("blocklab") or str(ROOT / ".venv/bin/blocklab")
+
+
+def ctrl_c_reaches_child() -> None:
+    """preexec_fn for a child a test interrupts with SIGINT: a shell that runs the
+    suite in the background (`make test &`, some CI runners) starts it with
+    SIGINT ignored, which every child inherits and Python then keeps; the child
+    must see Ctrl-C as a user's terminal delivers it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+

@@ -20,6 +20,8 @@ import pytest
 
 from blocklab.engines.base import ApplyClass, EngineError, KnobError
 
+from conftest import ctrl_c_reaches_child
+
 pytestmark = pytest.mark.engine
 
 if not (shutil.which("mariadbd") or Path("/usr/sbin/mariadbd").exists()):
@@ -344,6 +346,7 @@ def test_no_server_survives_an_interrupted_blocklab(child_cache, how):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=ctrl_c_reaches_child,
     )
     try:
         line = child.stdout.readline().split()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import blocklab_bin
+from conftest import blocklab_bin, ctrl_c_reaches_child
 
 pytestmark = pytest.mark.engine
 
@@ -61,7 +61,8 @@ def test_mbrc_run_knob_takes_effect_and_cold_is_proven(cli_env, tmp_path):
 def test_killed_run_resumes_with_every_cell_once(cli_env, tmp_path):
     out = tmp_path / "run"
     args = [blocklab_bin(), "run", "mbrc", *SMALL, "--set", "multiblock_read=1,2,4,8", "--repeats", "2", "--out", str(out)]
-    proc = subprocess.Popen(args, env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(args, env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=ctrl_c_reaches_child)
     deadline = time.time() + 240
     while time.time() < deadline:
         line = proc.stdout.readline()
