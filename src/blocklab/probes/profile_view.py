@@ -124,6 +124,8 @@ def _fold(parts: dict[str, float], total: float, keep: set[str]) -> dict[str, fl
 
 
 def _fmt_s(x: float) -> str:
+    if abs(x) < 0.005:  # a rounding-sized remainder (e.g. UNACCOUNTED -0.001 s) reads as 0.00, not -0.00
+        x = 0.0
     if abs(x) >= 100:
         return f"{x:,.0f}"
     if abs(x) >= 10:
