@@ -164,3 +164,26 @@ def test_calibrate_cli_bad_dir(cli_env, tmp_path):
     )
     assert proc.returncode == 2
     assert "--dir" in proc.stdout + proc.stderr
+
+
+def test_interrupted_point_cancels_the_sessions_loops(pg_engine):
+    import os
+    import signal
+    import threading
+    import time
+
+    w = _slob(sessions=2, run_time_s=60)
+    w.prepare(pg_engine)
+    timer = threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGINT))  # Ctrl-C, two seconds into the point
+    timer.start()
+    t0 = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        w.run(pg_engine)
+    assert time.perf_counter() - t0 < 45  # not the loops' 60 s: they were cancelled on the server
+    busy = 1
+    for _ in range(50):  # the cancelled backends exit on their own schedule
+        busy = pg_engine.query("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'blocklab slob'")[0][0]
+        if busy == 0:
+            break
+        time.sleep(0.1)
+    assert busy == 0

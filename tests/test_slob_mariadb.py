@@ -99,3 +99,26 @@ def test_cli_quick_run_draws_one_series_per_update_share_and_block_size(cli_env,
     assert "0% updates, 32k blocks" in proc.stdout
     for name in ("slob-latency-iops.png", "slob-latency-mbps.png"):
         assert (out / "plots" / name).stat().st_size > 10_000
+
+
+def test_interrupted_point_kills_the_sessions_loops(maria):
+    import os
+    import signal
+    import threading
+    import time
+
+    w = _slob(sessions=2, run_time_s=60)
+    w.prepare(maria)
+    timer = threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGINT))  # Ctrl-C, two seconds into the point
+    timer.start()
+    t0 = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        w.run(maria)
+    assert time.perf_counter() - t0 < 45  # not the loops' 60 s: KILL QUERY stopped them
+    calls = 1
+    for _ in range(50):  # the killed statements end on their own schedule
+        calls = maria.query("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE 'CALL `blocklab_slob_run`%%'")[0][0]
+        if calls == 0:
+            break
+        time.sleep(0.1)
+    assert calls == 0

@@ -115,8 +115,10 @@ class Slob:
 
             return slob_mariadb.run(engine, self.tables(), self.scale, self.options)
         o = self.options
-        conns = [engine.connect() for _ in range(o.sessions)]
+        conns: list[Any] = []
         try:
+            for _ in range(o.sessions):  # one by one, inside the try: a refused connection leaks none
+                conns.append(engine.connect())
             for conn in conns:
                 conn.execute("SET application_name = 'blocklab slob'")
                 conn.execute("SET track_io_timing = on")  # read_time in pg_stat_io
@@ -130,7 +132,7 @@ class Slob:
                 return conns[i].execute(sql, (tables[i], *args)).fetchone()
 
             with HostCounters(engine) as host, StatIoProbe(engine) as io:
-                sessions = run_sessions(len(conns), call)
+                sessions = run_sessions(len(conns), call, cancel=lambda i: conns[i].cancel())
                 for conn in conns:
                     flush_own_stats(conn)
         finally:
@@ -215,10 +217,13 @@ def point_metrics(o: SlobOptions, sessions: list[dict[str, float]], block: int, 
     }
 
 
-def run_sessions(count: int, call: Callable[[int], tuple]) -> list[dict[str, float]]:
+def run_sessions(
+    count: int, call: Callable[[int], tuple], cancel: Callable[[int], None] | None = None
+) -> list[dict[str, float]]:
     """Run call(0..count-1) at once, released together; each call runs one
     session's whole loop and returns its (iterations, updates, elapsed seconds
-    as the server measured them)."""
+    as the server measured them). `cancel(i)` stops session i's loop on the
+    server when the run is interrupted."""
 
     def session(i: int) -> dict[str, float]:
         t0 = time.perf_counter()
@@ -226,7 +231,7 @@ def run_sessions(count: int, call: Callable[[int], tuple]) -> list[dict[str, flo
         t1 = time.perf_counter()
         return {"iterations": int(row[0]), "updates": int(row[1]), "elapsed_s": float(row[2]), "t0": t0, "t1": t1}
 
-    return run_together(count, session, "blocklab-slob")
+    return run_together(count, session, "blocklab-slob", cancel)
 
 
 _PROCEDURE_SQL = f"""

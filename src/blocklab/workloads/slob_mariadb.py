@@ -132,7 +132,7 @@ def create_procedure(engine: Any) -> None:
 
 def run(engine: Any, tables: list[str], scale: int, o: Any) -> dict[str, float]:
     """One point: every session's loop at once; the instance's counters around the whole of it."""
-    conns = [engine.connect() for _ in range(o.sessions)]
+    conns: list[Any] = []
     sql = f"CALL `{PROCEDURE}`(%s, %s, %s, %s, %s, %s)"
     args = (scale, o.work_unit, float(o.update_pct), float(o.run_time_s), float(o.think_time_ms))
 
@@ -144,10 +144,16 @@ def run(engine: Any, tables: list[str], scale: int, o: Any) -> dict[str, float]:
                 pass
         return row
 
+    def cancel(i: int) -> None:  # KILL QUERY from a connection of its own: the session's is busy
+        with engine.connect(session=False) as admin, admin.cursor() as cur:
+            cur.execute(f"KILL QUERY {int(conns[i].thread_id())}")
+
     try:
+        for _ in range(o.sessions):  # one by one, inside the try: a refused connection leaks none
+            conns.append(engine.connect())
         io0 = engine.io_counters()
         with HostCounters(engine) as host:
-            sessions = run_sessions(len(conns), call)
+            sessions = run_sessions(len(conns), call, cancel)
         io1 = engine.io_counters()
     finally:
         for conn in conns:

@@ -7,22 +7,40 @@ that no session gets a head start while the others are still connecting.
 
 The first real error of any session is raised once every thread has finished
 (the barrier is broken so that no session waits for one that failed).
+
+Interrupted while waiting (Ctrl-C, or SIGTERM turned into an exception), the
+sessions' statements are cancelled on the server with `cancel(i)` before the
+threads are joined: a server-side loop would otherwise run on for its whole
+run time, on someone's server too, and hold the process's exit (and the
+engine's stop) until it ended.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Callable, TypeVar
 
 T = TypeVar("T")
 
 
-def run_together(count: int, session: Callable[[int], T], name: str, start_timeout_s: float = 60.0) -> list[T]:
+def run_together(
+    count: int,
+    session: Callable[[int], T],
+    name: str,
+    cancel: Callable[[int], None] | None = None,
+    start_timeout_s: float = 60.0,
+) -> list[T]:
     """session(0..count-1), each in its own thread, all released by one barrier;
-    their results in session order."""
+    their results in session order. `cancel(i)` stops session i's statement on
+    the server (called from this thread, only when interrupted)."""
     barrier = threading.Barrier(count)
     out: list[T | None] = [None] * count
     errors: list[BaseException] = []
+    # Completion is watched through events, not Thread.join: a join cut short by
+    # KeyboardInterrupt can leave CPython 3.11 reporting a running thread as
+    # stopped (is_alive() False), and that session would not be cancelled.
+    done = [threading.Event() for _ in range(count)]
 
     def run(i: int) -> None:
         try:
@@ -31,10 +49,27 @@ def run_together(count: int, session: Callable[[int], T], name: str, start_timeo
         except BaseException as err:
             errors.append(err)
             barrier.abort()
+        finally:
+            done[i].set()
 
     threads = [threading.Thread(target=run, args=(i,), name=f"{name}-{i}") for i in range(count)]
     for t in threads:
         t.start()
+    try:
+        for event in done:
+            # short waits: a signal received by another thread (the kernel may pick
+            # any) would not wake an endless wait; its handler runs between waits
+            while not event.wait(0.2):
+                pass
+    except BaseException:
+        barrier.abort()
+        for i in range(count):
+            if cancel is not None and not done[i].is_set():
+                with contextlib.suppress(Exception):
+                    cancel(i)
+        for event in done:
+            event.wait(30)
+        raise
     for t in threads:
         t.join()
     real = [e for e in errors if not isinstance(e, threading.BrokenBarrierError)]
