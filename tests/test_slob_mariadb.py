@@ -122,3 +122,18 @@ def test_interrupted_point_kills_the_sessions_loops(maria):
             break
         time.sleep(0.1)
     assert calls == 0
+
+
+def test_a_small_pool_swept_with_small_pages_is_accepted(cache_dir):
+    # 2 MB suits 4k pages only: judged per whole setting, not against the instance's current 16k
+    from blocklab.runner import prepare
+    from blocklab.spec import spec_from_dict
+
+    raw = {"engine": {"kind": "mariadb"}, "dataset": {"rows": 1000}, "workload": {"kind": "full_scan"},
+           "knobs": {"block_size": [4096], "buffer_cache": ["2MB", "8MB"]}, "measure": {"repeats": 1}}
+    exp = prepare(spec_from_dict(raw, "t", {}), "", "t", cache_dir=cache_dir / "mariadb-slob")
+    exp.engine.stop()
+    assert exp.knobs["buffer_cache"] == [2 * 1024 * 1024, 8 * 1024 * 1024]
+    raw["knobs"]["block_size"] = [4096, 16384]
+    with pytest.raises(Exception, match="too small for 16 kB pages"):
+        prepare(spec_from_dict(raw, "t", {}), "", "t", cache_dir=cache_dir / "mariadb-slob")

@@ -149,7 +149,7 @@ def prepare(
             if name in axes:
                 knobs[name] = list(values)
             else:
-                knobs[name] = [engine.check_settings({**raw_fixed, name: v})[name] for v in values]
+                knobs[name] = [engine.check_settings({**raw_fixed, name: v}, partial=True)[name] for v in values]
         for point in _grid_points(engine_knobs and {n: knobs[n] for n in engine_knobs}):
             engine.check_settings({**fixed, **point})  # combinations too (a value above a fixed ceiling)
     except (KnobError, EngineError) as err:

@@ -196,8 +196,10 @@ class Engine(Protocol):
     def knob(self, name: str) -> KnobInfo:
         """Resolve a generic or native knob name, or raise KnobError saying what exists."""
 
-    def check_settings(self, settings: dict[str, Any]) -> dict[str, Any]:
-        """Validate a whole setting (knob -> value) before anything runs; canonical values."""
+    def check_settings(self, settings: dict[str, Any], *, partial: bool = False) -> dict[str, Any]:
+        """Validate a whole setting (knob -> value) before anything runs; canonical values.
+        `partial`: other swept knobs are not in `settings` yet (one value checked
+        on its own), so rules that join several knobs wait for the whole setting."""
 
     # settings -------------------------------------------------------------
     def apply(self, settings: dict[str, Any]) -> dict[str, str]:

@@ -718,7 +718,7 @@ class MariadbEngine:
             default=var.global_value, description=desc,
         )
 
-    def check_settings(self, settings: dict[str, Any]) -> dict[str, Any]:
+    def check_settings(self, settings: dict[str, Any], *, partial: bool = False) -> dict[str, Any]:
         """Canonical values for one setting; KnobError (naming the knob and what is
         accepted) for anything the server would refuse or silently round."""
         out: dict[str, Any] = {}
@@ -728,7 +728,8 @@ class MariadbEngine:
             if self.mode == "dsn":
                 self._check_dsn_allowed(name, info, canonical)
             out[name] = canonical
-        self._check_pool_holds_pages(out)
+        if not partial:  # the page size may be swept beside the pool: judge whole settings only
+            self._check_pool_holds_pages(out)
         self._check_session_values(out)
         return out
 
@@ -740,7 +741,8 @@ class MariadbEngine:
         if "innodb_buffer_pool_size" not in by_native:
             return
         name, pool = by_native["innodb_buffer_pool_size"]
-        page = int(by_native.get("innodb_page_size", (None, self.page_size))[1])
+        current = self.block_size() if self.mode == "dsn" else self.page_size  # a DSN server's own size
+        page = int(by_native.get("innodb_page_size", (None, current))[1])
         need = min_buffer_pool_bytes(page)
         if int(pool) < need:
             raise KnobError(

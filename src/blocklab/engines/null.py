@@ -34,7 +34,7 @@ class NullEngine:
             raise KnobError(f"unknown knob {name!r} on engine null; accepted: {', '.join(KNOBS)}")
         return KNOBS[name]
 
-    def check_settings(self, settings: dict[str, Any]) -> dict[str, Any]:
+    def check_settings(self, settings: dict[str, Any], *, partial: bool = False) -> dict[str, Any]:
         return {k: self.knob(k).normalise(v, "null") for k, v in settings.items()}
 
     def apply(self, settings: dict[str, Any]) -> dict[str, str]:

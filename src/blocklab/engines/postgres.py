@@ -315,7 +315,7 @@ class PostgresEngine:
             default=_typed_default(row["boot"], kind), description=row["desc"],
         )
 
-    def check_settings(self, settings: dict[str, Any]) -> dict[str, Any]:
+    def check_settings(self, settings: dict[str, Any], *, partial: bool = False) -> dict[str, Any]:
         """Canonical values for one setting; raise KnobError on anything the server would refuse."""
         out: dict[str, Any] = {}
         for name, value in settings.items():

@@ -243,7 +243,7 @@ class SqliteEngine:
             )
         return _with_limits(KNOBS[GENERIC_TO_NATIVE[name]])
 
-    def check_settings(self, settings: dict[str, Any]) -> dict[str, Any]:
+    def check_settings(self, settings: dict[str, Any], *, partial: bool = False) -> dict[str, Any]:
         """Canonical values (ints, bools, lower-case names); KnobError on anything SQLite
         would refuse or silently ignore."""
         out: dict[str, Any] = {}
