@@ -193,3 +193,21 @@ if {ending!r} == "sigterm":
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert "started" in proc.stdout, proc.stderr
     assert _postgres_serving(home / "postgres" / "data") == [], proc.stderr
+
+
+def test_a_failed_start_leaves_no_server_and_no_lock(cache_dir):
+    from blocklab.engines.base import EngineError
+    from blocklab.engines.postgres import PostgresEngine
+
+    home = cache_dir / "failed-start"
+    broken = PostgresEngine(cache_dir=home)
+    broken._server_settings = {"shared_buffers": "1kB"}  # below PostgreSQL's minimum: the postmaster refuses
+    with pytest.raises(EngineError, match="shared_buffers"):
+        broken.start()
+    assert _postgres_serving(home / "postgres" / "data") == []
+    fine = PostgresEngine(cache_dir=home)  # the lock was released
+    fine.start()
+    try:
+        assert fine.query("SELECT 1")[0][0] == 1
+    finally:
+        fine.stop()

@@ -113,9 +113,17 @@ class PostgresEngine:
             return
         if self.mode == "embedded":
             self._lock_cluster()
-            self._ensure_cluster()
-            self._write_conf()
-            self._pg_ctl_start()
+            try:
+                self._ensure_cluster()
+                self._write_conf()
+                self._pg_ctl_start()
+            except BaseException:
+                # pg_ctl may give up (its -t timeout, ours, Ctrl-C) with the postmaster
+                # already up: stop whatever started, then let the next run have the lock
+                with contextlib.suppress(Exception):
+                    self._pg_ctl_stop()
+                self._unlock_cluster()
+                raise
         self._started = True
         stop_at_exit(self)  # however the process ends: the server stopped, a DSN server's settings restored
         self._load_catalog()
