@@ -119,6 +119,8 @@ def plan_text(exp: Experiment) -> list[str]:
             cls, knobs = costly[cell.index]
             note = f"   <- {cls.label}: {', '.join(knobs)}"
             total += restart_s.get(cls, 0.0)
+            if exp.spec.engine.kind == "mariadb" and "block_size" in knobs:
+                total += 3.0  # another page size is another data directory: ~4 s, not a table rebuild's ~1 s
         lines.append(f"  {cell.index + 1:4d}  block {cell.block + 1}  {cell.setting.label}{note}")
         total += exp.workload_for(cell.setting.as_dict()).estimate_seconds()  # swept options change it
     lines.append(f"{len(costly)} restart/reinit step(s); estimated time {total:.0f} s (plus building the data set once)")

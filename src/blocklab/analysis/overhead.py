@@ -236,8 +236,7 @@ def overheads(rows: Iterable[ResultRow], metric: str = "elapsed_s", *, seed: int
             step = _against(xs, previous, seed) if previous and not is_base else (math.nan,) * 3
             if len(xs) < 2 or len(previous) < 2:  # one sample against one: no interval
                 step = (step[0], math.nan, math.nan)
-            if xs:
-                previous = xs
+            previous = xs  # a level with no samples leaves the next one without a step, not a step over two rows
             out.append(Overhead(
                 context=contexts[ck], level=levels[lk], n=len(xs),
                 median=statistics.median(xs) if xs else math.nan,
