@@ -143,3 +143,136 @@ def test_quick_writers_run_on_mariadb(cli_env):
         assert_parts_add_up(m, "profile.slowest")
     assert (run_dirs[0] / "report.html").exists()
     assert (run_dirs[0] / "plots" / "time-profile.png").exists()
+
+
+# ---------------------------------------------------------------------- interruption, purge, DSN guards, profiler set-up
+def _blocklab_updates(engine, table: str) -> list[tuple]:
+    return engine.query(
+        "SELECT ID, STATE FROM information_schema.PROCESSLIST WHERE COMMAND = 'Query' AND INFO LIKE %s",
+        (f"UPDATE `{table}` SET val = val + 1 WHERE id BETWEEN%",),
+    )
+
+
+def test_interrupted_run_kills_the_sessions_statements(engine, monkeypatch):
+    """Ctrl-C while the sessions' UPDATEs wait on row locks another transaction
+    holds: each is killed on the server (KILL QUERY) before the run returns,
+    so none keeps running (or waiting) after blocklab has given up. Their lock
+    waits would last an hour: without the kill they are still there when the
+    run gives up waiting for them."""
+    import _thread
+    import threading
+    import time
+
+    w = update_workload(sample=False)
+    w.prepare(engine)
+    monkeypatch.setitem(engine._session_settings, "innodb_lock_wait_timeout", "3600")  # the sessions' connections
+    blocker = engine.connect(session=False, autocommit=False)
+    interrupted = threading.Event()
+
+    def interrupt_when_all_wait() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if len(_blocklab_updates(engine, "upd_t")) == SESSIONS:
+                break
+            time.sleep(0.05)
+        interrupted.set()
+        _thread.interrupt_main()
+
+    try:
+        with blocker.cursor() as cur:  # a row of each session's range locked: every UPDATE waits for it
+            for lo, _hi in w.ranges():
+                cur.execute("SELECT id FROM upd_t WHERE id = %s FOR UPDATE", (lo,))
+        timer = threading.Thread(target=interrupt_when_all_wait, daemon=True)
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            w.run(engine)
+            interrupted.wait()  # the interrupt must land here at the latest, never later in the suite
+            time.sleep(5)
+        timer.join()
+        # killed, not waiting out innodb_lock_wait_timeout while the blocker still holds its locks
+        assert _blocklab_updates(engine, "upd_t") == []
+    finally:
+        blocker.rollback()
+        blocker.close()
+
+
+def test_wait_for_purge_is_bounded_and_says_whether_it_completed(engine):
+    from blocklab.workloads.update import wait_for_purge
+
+    w = update_workload()
+    w.prepare(engine)
+    assert w.purge_waited is True
+    reader = engine.connect(session=False, autocommit=False)
+    try:
+        with reader.cursor() as cur:  # an old read view: purge cannot remove what it may still see
+            cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+            cur.execute("SELECT COUNT(*) FROM upd_t")
+        engine.query("UPDATE upd_t SET val = val + 1 WHERE id <= 1000")
+        assert wait_for_purge(engine, timeout_s=1) is False  # cut short by max_statement_time, no error
+    finally:
+        reader.rollback()
+        reader.close()
+    assert wait_for_purge(engine, timeout_s=60) is True
+    m = w.run(engine)
+    assert m["purge_waited"] == 1.0
+
+
+def test_dsn_fillfactor_refused_before_the_table_is_dropped(engine):
+    from blocklab.engines.mariadb import MariadbEngine
+
+    w = update_workload(table="upd_dsn")
+    w.prepare(engine)  # built on the private instance (fill factor 45, put back to 100)
+    engine.query("ALTER TABLE upd_dsn COMMENT = 'stale'")  # the next prepare must rebuild it
+    guarded = MariadbEngine(dsn=f"mysql://root@localhost?socket={engine.socket_path}")
+    guarded.start()
+    try:
+        with pytest.raises(SpecError, match="allow-server-changes"):
+            w.prepare(guarded)
+        assert engine.query("SELECT COUNT(*) FROM upd_dsn") == [(ROWS,)]  # not dropped
+    finally:
+        guarded.stop()
+    allowed = MariadbEngine(dsn=f"mysql://root@localhost?socket={engine.socket_path}", allow_server_changes=True)
+    allowed.start()
+    try:
+        w.prepare(allowed)  # rebuilt with the fill factor set, and put back at once
+        assert engine.query("SELECT @@GLOBAL.innodb_fill_factor") == [(100,)]
+        assert "innodb_fill_factor" not in allowed._dsn_originals  # nothing left for stop() to restore
+    finally:
+        allowed.stop()
+    assert engine.query("SELECT @@GLOBAL.innodb_fill_factor") == [(100,)]
+
+
+def _synch_enabled(engine) -> int:
+    return engine.query("SELECT COUNT(*) FROM performance_schema.setup_instruments WHERE NAME LIKE 'wait/synch/%' AND ENABLED = 'YES'")[0][0]
+
+
+def test_profiler_setup_failure_puts_back_what_it_enabled(engine, monkeypatch):
+    from blocklab.probes.waits_mariadb import SessionWaitProfiler
+
+    assert _synch_enabled(engine) == 0
+    profiler = SessionWaitProfiler(engine)
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("boom after the instruments were enabled")
+
+    monkeypatch.setattr(SessionWaitProfiler, "_all_timed", staticmethod(fail))
+    with pytest.raises(RuntimeError, match="boom"):
+        profiler.__enter__()
+    assert _synch_enabled(engine) == 0
+
+
+def test_profiler_unavailable_for_a_dsn_user_without_performance_schema(engine):
+    from blocklab.engines.mariadb import MariadbEngine
+    from blocklab.probes.waits_mariadb import SessionWaitProfiler
+
+    engine.query("CREATE USER IF NOT EXISTS 'bl_nops'@'localhost'")
+    engine.query("GRANT ALL ON blocklab.* TO 'bl_nops'@'localhost'")
+    dsn = MariadbEngine(dsn=f"mysql://bl_nops@localhost?socket={engine.socket_path}")
+    dsn.start()
+    try:
+        with SessionWaitProfiler(dsn) as profiler:
+            pass
+        assert profiler.metrics("profile") == {"profile.available": 0.0}
+    finally:
+        dsn.stop()
+        engine.query("DROP USER 'bl_nops'@'localhost'")

@@ -58,8 +58,10 @@ Two kinds of probe, both reusable by any MariaDB workload:
    what it changed; on a server given by DSN it changes nothing without
    `allow_server_changes`, and `profile.synch_timed` = 0 says latch waits
    were not timed (their time is then in CPU or UNACCOUNTED_TIME).
-   performance_schema off (possible on a DSN server): no profile at all,
-   `profile.available` = 0.
+   performance_schema off, or its tables not readable by a DSN user (errors
+   1142/1146): no profile at all, `profile.available` = 0. A failure while
+   enabling puts back what was already changed; instruments that could not be
+   put back at the end are warned about (`profile.restore_failed` = 1).
 
        profiler = SessionWaitProfiler(engine)
        with profiler:
@@ -73,6 +75,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -222,6 +225,35 @@ class InnodbCounters:
         return out
 
 
+# ---------------------------------------------------------------------- InnoDB purge
+PURGE_WAIT_S = 120  # the longest wait for InnoDB's purge before a cell (a busy server's purge may never finish)
+# errors that mean "no wait here", not a broken connection: no privilege (SUPER/SYSTEM VARIABLES ADMIN),
+# unknown variable (before 10.5.7), interrupted / max_statement_time exceeded
+_PURGE_NOT_WAITED = (1227, 1193, 1317, 1969)
+
+
+def wait_for_purge(cur: Any, timeout_s: float = PURGE_WAIT_S) -> bool:
+    """Block until InnoDB has purged every committed transaction's undo
+    (SET GLOBAL innodb_max_purge_lag_wait = 0: a wait, the variable keeps its
+    value), at most `timeout_s` (max_statement_time for that statement).
+    True when the history list was emptied; False when the wait was refused
+    (a DSN user without the privilege) or timed out: MariaDB ends a wait cut
+    short by max_statement_time without an error, so the history length and
+    the elapsed time tell. A lost connection is raised."""
+    t0 = time.perf_counter()
+    try:
+        cur.execute(f"SET STATEMENT max_statement_time = {float(timeout_s)} FOR SET GLOBAL innodb_max_purge_lag_wait = 0")
+    except pymysql.err.OperationalError as err:
+        if err.args and err.args[0] in _PURGE_NOT_WAITED:
+            return False
+        raise
+    elapsed = time.perf_counter() - t0
+    if elapsed < 0.9 * timeout_s:
+        return True
+    history = read_global_status(cur, ("Innodb_history_list_length",)).get("Innodb_history_list_length")
+    return history == 0
+
+
 # ---------------------------------------------------------------------- per-session profile
 def wait_label(event_name: str) -> str | None:
     """A performance_schema wait event -> its profile name ('Class:component/name'),
@@ -285,20 +317,37 @@ class SessionWaitProfiler:
         pids = engine.server_pids() if hasattr(engine, "server_pids") else []
         self._server_pid: int | None = pids[0] if pids else None
         self._snapshot_s: list[float] = []
+        self.restore_failed = False  # the instruments it enabled could not be put back
+        self.unavailable_reason = ""  # why performance_schema could not be used (DSN: no access)
 
     # -------------------------------------------------------------- set-up
     def _may_change_server(self) -> bool:
         return getattr(self.engine, "mode", "embedded") == "embedded" or bool(getattr(self.engine, "allow_server_changes", False))
 
     def __enter__(self) -> "SessionWaitProfiler":
-        with self.engine.connect(session=False) as conn, conn.cursor() as cur:
-            cur.execute("SELECT @@performance_schema")
-            if not int(cur.fetchone()[0]):
+        """Check performance_schema and enable the profile's instruments. Any
+        failure puts back what was changed before it is raised; a DSN user
+        without access to performance_schema's tables (errors 1142/1146) gets
+        no profile (`profile.available` = 0) instead of a failed cell."""
+        try:
+            with self.engine.connect(session=False) as conn, conn.cursor() as cur:
+                cur.execute("SELECT @@performance_schema")
+                if not int(cur.fetchone()[0]):
+                    self.available = False
+                    return self
+                if self._may_change_server():
+                    self._enable(cur)
+                self.synch_timed = self._all_timed(cur, "wait/synch/%")
+        except pymysql.err.MySQLError as err:
+            self._restore()
+            if getattr(self.engine, "mode", "embedded") != "embedded" and err.args and err.args[0] in _NOT_READABLE:
                 self.available = False
+                self.unavailable_reason = str(err)
                 return self
-            if self._may_change_server():
-                self._enable(cur)
-            self.synch_timed = self._all_timed(cur, "wait/synch/%")
+            raise
+        except BaseException:
+            self._restore()
+            raise
         return self
 
     def _enable(self, cur: Any) -> None:
@@ -310,16 +359,18 @@ class SessionWaitProfiler:
             f"WHERE ({where}) AND (ENABLED <> 'YES' OR TIMED <> 'YES')",
             PROFILE_INSTRUMENTS,
         )
-        self._enabled_instruments = [(str(n), str(e), str(t)) for n, e, t in cur.fetchall()]
-        if self._enabled_instruments:
+        found = [(str(n), str(e), str(t)) for n, e, t in cur.fetchall()]
+        if found:
+            self._enabled_instruments = found  # remembered before the change: a failure in it still restores
             cur.execute(
                 f"UPDATE performance_schema.setup_instruments SET ENABLED = 'YES', TIMED = 'YES' WHERE {where}",
                 PROFILE_INSTRUMENTS,
             )
         names = ", ".join(["%s"] * len(PROFILE_CONSUMERS))
         cur.execute(f"SELECT NAME FROM performance_schema.setup_consumers WHERE NAME IN ({names}) AND ENABLED <> 'YES'", PROFILE_CONSUMERS)
-        self._enabled_consumers = [str(r[0]) for r in cur.fetchall()]
-        if self._enabled_consumers:
+        consumers = [str(r[0]) for r in cur.fetchall()]
+        if consumers:
+            self._enabled_consumers = consumers
             cur.execute(f"UPDATE performance_schema.setup_consumers SET ENABLED = 'YES' WHERE NAME IN ({names})", PROFILE_CONSUMERS)
 
     @staticmethod
@@ -332,15 +383,33 @@ class SessionWaitProfiler:
         return bool(total) and int(timed or 0) == int(total)
 
     def __exit__(self, *exc: Any) -> None:
+        self._restore()
+
+    def _restore(self) -> None:
+        """Put back the instruments and consumers this profiler changed, in a
+        connection of its own. A failure does not hide the run (or an exception
+        already on its way out): it is warned about (RuntimeWarning) and kept
+        (`restore_failed`, metric `profile.restore_failed` = 1)."""
         if not (self._enabled_instruments or self._enabled_consumers):
             return
-        with contextlib.suppress(Exception), self.engine.connect(session=False) as conn, conn.cursor() as cur:
-            for name, enabled, timed in self._enabled_instruments:
-                cur.execute(
-                    "UPDATE performance_schema.setup_instruments SET ENABLED = %s, TIMED = %s WHERE NAME = %s", (enabled, timed, name)
-                )
-            for name in self._enabled_consumers:
-                cur.execute("UPDATE performance_schema.setup_consumers SET ENABLED = 'NO' WHERE NAME = %s", (name,))
+        try:
+            with self.engine.connect(session=False) as conn, conn.cursor() as cur:
+                for name, enabled, timed in self._enabled_instruments:
+                    cur.execute(
+                        "UPDATE performance_schema.setup_instruments SET ENABLED = %s, TIMED = %s WHERE NAME = %s",
+                        (enabled, timed, name),
+                    )
+                for name in self._enabled_consumers:
+                    cur.execute("UPDATE performance_schema.setup_consumers SET ENABLED = 'NO' WHERE NAME = %s", (name,))
+        except Exception as err:
+            self.restore_failed = True
+            warnings.warn(
+                f"the time profile's performance_schema changes were not put back on {getattr(self.engine, 'name', 'the server')} "
+                f"({len(self._enabled_instruments)} instruments enabled/timed, consumers {self._enabled_consumers}): {err}",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            return
         self._enabled_instruments, self._enabled_consumers = [], []
 
     def register(self, conn: Any) -> None:
@@ -442,6 +511,8 @@ class SessionWaitProfiler:
             f"{prefix}.synch_timed": 1.0 if self.synch_timed else 0.0,
             f"{prefix}.cpu_measured": 1.0 if profiles and all(p.cpu_measured_s is not None for p in profiles) else 0.0,
         }
+        if self.restore_failed:
+            out[f"{prefix}.restore_failed"] = 1.0
         if self._snapshot_s:
             out[f"{prefix}.snapshot_ms"] = 1000 * sum(self._snapshot_s) / len(self._snapshot_s)
         if profiles:
@@ -462,5 +533,6 @@ __all__ = [
     "read_global_status",
     "split_remainder",
     "status_metrics",
+    "wait_for_purge",
     "wait_label",
 ]

@@ -23,7 +23,8 @@ the source's rows:
   reset, or when a table's tablespace format (table_checksum) is not the one
   new tables get now. Before each cell (untimed) InnoDB's purge of the previous
   cell's deleted rows is waited for (innodb_max_purge_lag_wait = 0), as
-  PostgreSQL's VACUUM. The target is reloaded (untimed) when it is short, as on SQLite.
+  PostgreSQL's VACUUM, at most 120 s: `purge_waited` = 1 when it completed, 0
+  when it timed out or a DSN user may not wait. The target is reloaded (untimed) when it is short, as on SQLite.
 
 Metrics: elapsed_s (delete + insert + commit), rows_per_s (rows inserted per
 second of the whole), I/O counter deltas.
@@ -31,7 +32,6 @@ second of the whole), I/O counter deltas.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 from typing import Any
@@ -39,6 +39,7 @@ from typing import Any
 from pydantic import Field
 
 from ..probes.io import IoProbe
+from ..probes.waits_mariadb import wait_for_purge
 from ..spec import DatasetSpec
 from .base import Options
 from .row_insert import io_metrics
@@ -67,6 +68,7 @@ class Reload:
     def __init__(self, options: ReloadOptions, dataset: DatasetSpec):
         self.options = options
         self.dataset = dataset
+        self.purge_waited: bool | None = None  # MariaDB: the last prepare's wait for purge completed
 
     def relations(self) -> list[str]:
         return [SOURCE, TARGET]
@@ -146,10 +148,9 @@ class Reload:
                 cur.execute(f"DELETE FROM `{TARGET}`")
                 cur.execute(f"INSERT INTO `{TARGET}` SELECT * FROM `{SOURCE}`")
                 cur.execute("COMMIT")
-            # the previous cell's delete-marked rows: purged now, untimed (PostgreSQL's VACUUM);
-            # a server by DSN may refuse SET GLOBAL, then purge runs when it runs
-            with contextlib.suppress(Exception):
-                cur.execute("SET GLOBAL innodb_max_purge_lag_wait = 0")
+            # the previous cell's delete-marked rows: purged now, untimed (PostgreSQL's VACUUM), at most
+            # PURGE_WAIT_S; a DSN user may not wait (purge then runs when it runs): `purge_waited` says
+            self.purge_waited = wait_for_purge(cur)
         engine.analyze(SOURCE)
 
     # ------------------------------------------------------------------ timed run
@@ -199,6 +200,8 @@ class Reload:
             "rows_per_s": inserted / elapsed if elapsed > 0 else 0.0,
             "table_bytes": float(engine.relation_bytes(TARGET)),
         }
+        if engine.name == "mariadb" and self.purge_waited is not None:
+            metrics["purge_waited"] = 1.0 if self.purge_waited else 0.0
         metrics.update(io_metrics(probe.deltas))
         return metrics
 

@@ -55,7 +55,10 @@ stored-procedure loop is needed to keep the work server-side.
 * The table is updated once in full after the build (untimed), which sizes the
   undo space for a cell's worth of old versions; before each cell InnoDB's
   purge of the previous cell's undo is waited for (innodb_max_purge_lag_wait
-  = 0, untimed): the steady state of every cell. A cold cell's restart (the
+  = 0, untimed, at most 120 s: `purge_waited` = 1 when it completed, 0 when
+  it timed out or a DSN user may not wait): the steady state of every cell.
+  `fillfactor` other than a DSN server's innodb_fill_factor needs
+  allow_server_changes (refused before the table is dropped). A cold cell's restart (the
   runner's eviction) writes every dirty page first: nothing dirty, nothing
   cached at the start.
 * Probes (probes/waits_mariadb.py): each session's time profile, measured from
@@ -91,7 +94,8 @@ from pydantic import Field
 from ..probes.os_stats import device_of, disk_counters, process_cpu_seconds
 from ..probes.stat_io import StatIoProbe, flush_own_stats
 from ..probes.waits import WaitSampler
-from ..probes.waits_mariadb import InnodbCounters, SessionWaitProfiler
+from ..probes.waits_mariadb import PURGE_WAIT_S, InnodbCounters, SessionWaitProfiler
+from ..probes.waits_mariadb import wait_for_purge as _purge_wait
 from ..spec import DatasetSpec, SpecError
 from .base import Options
 from .together import run_together
@@ -138,6 +142,7 @@ class Update:
                 f"{per * options.sessions:,} rows, more than the table's dataset.rows = {dataset.rows:,}"
             )
         self.rows_per_session = per
+        self.purge_waited: bool | None = None  # MariaDB: the last prepare's wait for purge completed
 
     @property
     def table(self) -> str:
@@ -161,7 +166,7 @@ class Update:
     def prepare(self, engine: Any) -> None:
         o = self.options
         if engine.name == "mariadb":
-            prepare_mariadb(engine, self.table, self.dataset.rows, o.fillfactor, o.pad_bytes, self.fingerprint())
+            self.purge_waited = prepare_mariadb(engine, self.table, self.dataset.rows, o.fillfactor, o.pad_bytes, self.fingerprint())
             return
         if _table_comment(engine, self.table) != self.fingerprint():
             build_update_table(engine, self.table, self.dataset.rows, o.fillfactor, o.pad_bytes, self.fingerprint())
@@ -175,8 +180,10 @@ class Update:
             return self._run_mariadb(engine)
         o = self.options
         table = self.table
-        conns = [engine.connect() for _ in range(o.sessions)]
+        conns: list[Any] = []
         try:
+            for _ in range(o.sessions):  # one by one inside the try: a failed connect closes the ones opened
+                conns.append(engine.connect())
             for conn in conns:
                 conn.execute("SET enable_seqscan = off")  # the pages go through shared buffers, not a scan ring
                 conn.execute("SET application_name = 'blocklab update'")
@@ -217,19 +224,23 @@ class Update:
         file0 = _tablespace_bytes(engine, table)
         # autocommit: each UPDATE is its own transaction, committed at the statement's end as on
         # PostgreSQL (no COMMIT round trip for the client's threads to delay under the GIL)
-        conns = [engine.connect() for _ in range(o.sessions)]
+        conns: list[Any] = []
         profiler = SessionWaitProfiler(engine) if o.sample else None
         try:
+            for _ in range(o.sessions):  # one by one inside the try: a failed connect closes the ones opened
+                conns.append(engine.connect())
             with profiler if profiler is not None else contextlib.nullcontext():
                 if profiler is not None:
                     for conn in conns:
                         profiler.register(conn)
                 with _OsWindow(engine) as os_window, InnodbCounters(engine) as counters:
-                    sessions = _run_sessions_mariadb(conns, table, self.ranges(), profiler)
+                    sessions = _run_sessions_mariadb(engine, conns, table, self.ranges(), profiler)
         finally:
             for conn in conns:
                 conn.close()
         metrics = _session_metrics(sessions, o.sessions)
+        if self.purge_waited is not None:
+            metrics["purge_waited"] = 1.0 if self.purge_waited else 0.0
         pool = int(engine.query("SELECT @@innodb_buffer_pool_size")[0][0])
         table_bytes = engine.relation_bytes(table)  # pages in use, from the build's ANALYZE (in-place updates keep it)
         metrics.update(
@@ -341,7 +352,10 @@ def _run_sessions(
             sampler.end(pid, t1)
         return (t0, t1, cur.rowcount)
 
-    return run_together(len(conns), session, "blocklab-update")
+    def cancel(i: int) -> None:  # psycopg 3: safe from another thread while the session's statement runs
+        conns[i].cancel()
+
+    return run_together(len(conns), session, "blocklab-update", cancel)
 
 
 def _table_comment(engine: Any, table: str) -> str | None:
@@ -424,23 +438,28 @@ def check_mariadb_options(options: UpdateOptions) -> None:
         raise SpecError("; ".join(problems))
 
 
-def prepare_mariadb(engine: Any, table: str, rows: int, fillfactor: int, pad: int, fingerprint: str) -> None:
+def prepare_mariadb(engine: Any, table: str, rows: int, fillfactor: int, pad: int, fingerprint: str) -> bool:
     """Build the table when it is missing, stale, or in another tablespace format
     than new tables get now (the engine's `tables_must_be_rebuilt`, or a table
-    another workload left); then wait for purge, untimed."""
+    another workload left); then wait for purge, untimed. Returns whether the
+    wait for purge completed (metric `purge_waited`). A rebuild that would need
+    innodb_fill_factor changed on a server given by DSN without
+    allow_server_changes is refused before anything is dropped."""
     stale_format = engine.table_checksum(table) not in (None, engine.checksum_family())
     if getattr(engine, "tables_must_be_rebuilt", False) or stale_format or _mariadb_comment(engine, table) != fingerprint:
+        check_fill_factor_allowed(engine, fillfactor)
         build_update_table_mariadb(engine, table, rows, fillfactor, pad, fingerprint)
         engine.tables_must_be_rebuilt = False
-    wait_for_purge(engine)
+    return wait_for_purge(engine)
 
 
-def wait_for_purge(engine: Any) -> None:
+def wait_for_purge(engine: Any, timeout_s: float = PURGE_WAIT_S) -> bool:
     """Block until InnoDB has purged every committed transaction's undo (the
-    previous cell's old versions). A server given by DSN may refuse SET GLOBAL:
-    purge then runs when it runs."""
-    with contextlib.suppress(Exception), engine.connect(session=False) as conn, conn.cursor() as cur:
-        cur.execute("SET GLOBAL innodb_max_purge_lag_wait = 0")
+    previous cell's old versions), at most `timeout_s`. False when the wait
+    was refused (a DSN user without the privilege: purge then runs when it
+    runs) or timed out (a busy server's purge); a lost connection is raised."""
+    with engine.connect(session=False) as conn, conn.cursor() as cur:
+        return _purge_wait(cur, timeout_s)
 
 
 def _tablespace_bytes(engine: Any, table: str) -> int:
@@ -481,54 +500,87 @@ def build_update_table_mariadb(engine: Any, table: str, rows: int, fillfactor: i
             f"INSERT INTO {quoted} SELECT seq, 0, CONCAT('blabla ', seq), REPEAT('x', {int(pad)}) FROM seq_1_to_{int(rows)}"
         )
         cur.execute("COMMIT")
-        with _global_fill_factor(engine, cur, fillfactor):
+        with _global_fill_factor(engine, fillfactor):
             cur.execute(f"ALTER TABLE {quoted} FORCE")
     engine.analyze(table)
     with engine.connect(session=False, autocommit=False) as conn, conn.cursor() as cur:
         cur.execute(f"UPDATE {quoted} SET val = val + 1")
         conn.commit()
-    wait_for_purge(engine)
+    wait_for_purge(engine)  # best effort: each cell's prepare waits again and records it
     with engine.connect(session=False) as conn, conn.cursor() as cur:
         cur.execute(f"ALTER TABLE {quoted} COMMENT = %s", (fingerprint,))
     return time.perf_counter() - t0
 
 
+FILL_FACTOR = "innodb_fill_factor"
+
+
+def _may_change_server(engine: Any) -> bool:
+    return getattr(engine, "mode", "embedded") == "embedded" or bool(getattr(engine, "allow_server_changes", False))
+
+
+def check_fill_factor_allowed(engine: Any, fillfactor: int) -> None:
+    """A SpecError when the rebuild would need SET GLOBAL innodb_fill_factor on a
+    server given by DSN without allow_server_changes (checked before the table
+    is dropped)."""
+    if _may_change_server(engine):
+        return
+    original = int(engine.query(f"SELECT @@GLOBAL.{FILL_FACTOR}")[0][0])
+    if original != fillfactor:
+        raise SpecError(
+            f"workload.fillfactor = {fillfactor} needs SET GLOBAL {FILL_FACTOR} for the table's rebuild on this "
+            f"server (it has {original}); pass --allow-server-changes, or set workload.fillfactor = {original}"
+        )
+
+
 @contextlib.contextmanager
-def _global_fill_factor(engine: Any, cur: Any, fillfactor: int) -> Any:
-    """innodb_fill_factor (a global variable) set for one rebuild and put back.
-    On a server given by DSN only with allow_server_changes, unless it already
-    has the value."""
-    cur.execute("SELECT @@GLOBAL.innodb_fill_factor")
-    original = int(cur.fetchone()[0])
+def _global_fill_factor(engine: Any, fillfactor: int) -> Any:
+    """innodb_fill_factor (a global variable) set for one rebuild and put back,
+    from a connection of its own (the rebuild's may be broken). On a server
+    given by DSN (only with allow_server_changes, see check_fill_factor_allowed)
+    the original is also recorded with the engine's other changed variables,
+    so that its stop() restores it should the put-back here fail."""
+    original = int(engine.query(f"SELECT @@GLOBAL.{FILL_FACTOR}")[0][0])
     if original == fillfactor:
         yield
         return
-    if getattr(engine, "mode", "embedded") != "embedded" and not getattr(engine, "allow_server_changes", False):
-        raise SpecError(
-            f"workload.fillfactor = {fillfactor} needs SET GLOBAL innodb_fill_factor for the table's rebuild on this "
-            f"server (it has {original}); pass --allow-server-changes, or set workload.fillfactor = {original}"
-        )
-    cur.execute("SET GLOBAL innodb_fill_factor = %s", (int(fillfactor),))
+    check_fill_factor_allowed(engine, fillfactor)
+    dsn = getattr(engine, "mode", "embedded") != "embedded"
+    recorded_here = dsn and FILL_FACTOR not in engine._dsn_originals
+    engine._set_global({FILL_FACTOR: str(int(fillfactor))}, record_originals=dsn)
     try:
         yield
     finally:
-        cur.execute("SET GLOBAL innodb_fill_factor = %s", (original,))
+        engine._set_global({FILL_FACTOR: str(original)})
+        if recorded_here:  # put back: nothing left for stop() to restore
+            engine._dsn_originals.pop(FILL_FACTOR, None)
 
 
 def _run_sessions_mariadb(
-    conns: list[Any], table: str, ranges: list[tuple[int, int]], profiler: SessionWaitProfiler | None
+    engine: Any, conns: list[Any], table: str, ranges: list[tuple[int, int]], profiler: SessionWaitProfiler | None
 ) -> list[tuple[float, float, int]]:
     """Every session's autocommitted UPDATE in its own thread, released together;
     (start, end, rows) per session. The profiler's snapshots of each session's
-    thread are taken just outside its window, in its own connection."""
+    thread are taken just outside its window, in its own connection.
+    Interrupted, each running session's statement is killed on the server
+    (KILL QUERY from a connection of its own: the session's is busy)."""
     sql = f"UPDATE `{table}` SET val = val + 1 WHERE id BETWEEN %s AND %s"
+    server_ids = [int(conn.thread_id()) for conn in conns]
+    cancelled = [False] * len(conns)
 
     def session(i: int) -> tuple[float, float, int]:
         conn, (lo, hi) = conns[i], ranges[i]
         t0 = profiler.begin(conn) if profiler is not None else time.perf_counter()
+        if cancelled[i]:  # interrupted during the profiler's snapshot: the UPDATE is not started at all
+            raise KeyboardInterrupt
         with conn.cursor() as cur:
             rows = cur.execute(sql, (lo, hi))  # autocommit: committed at the statement's end
         t1 = profiler.end(conn) if profiler is not None else time.perf_counter()
         return (t0, t1, int(rows))
 
-    return run_together(len(conns), session, "blocklab-update")
+    def cancel(i: int) -> None:
+        cancelled[i] = True
+        with engine.connect(session=False) as killer, killer.cursor() as cur:
+            cur.execute(f"KILL QUERY {server_ids[i]}")
+
+    return run_together(len(conns), session, "blocklab-update", cancel)
