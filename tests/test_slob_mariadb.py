@@ -60,7 +60,8 @@ def test_each_key_of_a_range_is_a_physical_page_read(maria):
     assert m["block_size"] == 4096
     assert m["read_latency_ms"] > 0 and m["write_iops"] > 0
     # performance_schema's data-file reads are the buffer pool's page reads (plus a rare system page)
-    assert m["innodb.Innodb_buffer_pool_reads"] == pytest.approx(m["reads"], rel=0.01)
+    assert m["innodb.buffer_pool_reads"] == pytest.approx(m["reads"], rel=0.01)
+    assert m["data_file.reads"] == m["reads"] and m["data_file.read_s"] * 1000 / m["reads"] == pytest.approx(m["read_latency_ms"])
     assert w.describe(m).startswith("2 sessions, 25% updates: ")
 
 

@@ -194,7 +194,7 @@ def petal_figures(rows: Iterable[Any], limits: dict[str, Any] | None = None) -> 
 
 def _latency_source(rows: list[Any]) -> str:
     """Where the engine's read times came from (the axis says which clock it is)."""
-    if any("innodb.pfs_data_read_ms" in (_metrics(r) or {}) for r in rows):
+    if any("data_file.read_s" in (_metrics(r) or {}) for r in rows):
         return "performance_schema"
     return "pg_stat_io"
 

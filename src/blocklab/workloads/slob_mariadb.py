@@ -163,8 +163,22 @@ def run(engine: Any, tables: list[str], scale: int, o: Any) -> dict[str, float]:
                       io.get("read_bytes", 0.0), io.get("write_bytes", 0.0), io.get("read_time_ms", 0.0))
     requests = io.get("Innodb_buffer_pool_read_requests", 0.0)
     m["buffer_pool_hit_pct"] = 100.0 * io.get("hits", 0.0) / requests if requests else 0.0
-    m.update({f"innodb.{k}": v for k, v in io.items() if k.startswith(("Innodb_", "pfs_"))})
+    m.update(_counter_metrics(io))
     return m
+
+
+def _counter_metrics(io: dict[str, float]) -> dict[str, float]:
+    """The raw deltas under the names the update workload uses for the same
+    counters: innodb.<status counter> (Innodb_pages_read -> innodb.pages_read)
+    and data_file.* for performance_schema's data-file I/O (seconds, bytes)."""
+    out = {"innodb." + k.removeprefix("Innodb_").lower(): v for k, v in io.items() if k.startswith("Innodb_")}
+    for pfs, name, scale in (("pfs_data_reads", "reads", 1.0), ("pfs_data_read_ms", "read_s", 1e-3),
+                             ("pfs_data_read_bytes", "read_bytes", 1.0), ("pfs_data_writes", "writes", 1.0),
+                             ("pfs_data_write_ms", "write_s", 1e-3), ("pfs_data_write_bytes", "write_bytes", 1.0),
+                             ("pfs_data_misc", "misc", 1.0), ("pfs_data_misc_ms", "misc_s", 1e-3)):
+        if pfs in io:
+            out[f"data_file.{name}"] = io[pfs] * scale
+    return out
 
 
 def rows_per_page(engine: Any, table: str) -> dict[str, float]:
