@@ -58,3 +58,13 @@ def ctrl_c_reaches_child() -> None:
     must see Ctrl-C as a user's terminal delivers it."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
+
+
+@pytest.fixture
+def ctrl_c_raises():
+    """For a test that interrupts itself: Python's Ctrl-C handler for the test's
+    duration. A suite started in the background inherits SIGINT ignored, and
+    then neither a SIGINT nor _thread.interrupt_main() raises KeyboardInterrupt."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)

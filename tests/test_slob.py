@@ -166,7 +166,7 @@ def test_calibrate_cli_bad_dir(cli_env, tmp_path):
     assert "--dir" in proc.stdout + proc.stderr
 
 
-def test_interrupted_point_cancels_the_sessions_loops(pg_engine):
+def test_interrupted_point_cancels_the_sessions_loops(pg_engine, ctrl_c_raises):
     import os
     import signal
     import threading

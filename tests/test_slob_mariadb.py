@@ -102,7 +102,7 @@ def test_cli_quick_run_draws_one_series_per_update_share_and_block_size(cli_env,
         assert (out / "plots" / name).stat().st_size > 10_000
 
 
-def test_interrupted_point_kills_the_sessions_loops(maria):
+def test_interrupted_point_kills_the_sessions_loops(maria, ctrl_c_raises):
     import os
     import signal
     import threading

@@ -153,7 +153,7 @@ def _blocklab_updates(engine, table: str) -> list[tuple]:
     )
 
 
-def test_interrupted_run_kills_the_sessions_statements(engine, monkeypatch):
+def test_interrupted_run_kills_the_sessions_statements(engine, monkeypatch, ctrl_c_raises):
     """Ctrl-C while the sessions' UPDATEs wait on row locks another transaction
     holds: each is killed on the server (KILL QUERY) before the run returns,
     so none keeps running (or waiting) after blocklab has given up. Their lock
