@@ -283,3 +283,8 @@ def test_reload_recipe_quick_on_postgres_times_the_checkpoint(cli_env, tmp_path)
         assert r.metrics["rows"] == 20_000
         assert r.metrics["write_bytes"] > 0, r.metrics  # flush = true: the pages are written inside the timing
     assert "vs the level above" in proc.stdout and "Checksum overhead" in proc.stdout
+
+
+def test_bad_reload_flush_value_names_the_field():
+    with pytest.raises(SpecError, match=r"workload\.flush: 'maybe' is not accepted"):
+        make_workload(WorkloadSpec(kind="reload", flush="maybe"), DatasetSpec(rows=100), "postgres")
