@@ -10,6 +10,7 @@ import signal
 import sys
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -68,3 +69,29 @@ def ctrl_c_raises():
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     signal.signal(signal.SIGINT, previous)
+
+
+def interrupt_mid_point(run: Callable[[], object], stop_sessions: Callable[[], None]) -> bool:
+    """Ctrl-C two seconds into `run()` (a point whose session loops would run an
+    hour) and expect KeyboardInterrupt. Returns True if the run had cancelled
+    its own sessions; False if a watchdog had to stop them after a minute so
+    that the test fails instead of hanging (no duration is asserted)."""
+    import threading
+
+    interrupt = threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGINT))
+    watchdog_fired = threading.Event()
+
+    def watchdog() -> None:
+        watchdog_fired.set()
+        stop_sessions()
+
+    guard = threading.Timer(60.0, watchdog)
+    interrupt.start()
+    guard.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run()
+    finally:
+        guard.cancel()
+        interrupt.cancel()
+    return not watchdog_fired.is_set()
