@@ -4,6 +4,8 @@ arithmetic (seed 004's +x.xx%, seed 001's normalised elapsed)."""
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import json
 import math
 import subprocess
@@ -96,13 +98,23 @@ def test_bad_swept_index_value_names_the_knob():
 
 
 # ---------------------------------------------------------------------- corruption is an error, not a number
+class NoNeeds(Protocol):
+    """The test workload asks nothing of the engine's dialect."""
+
+
+class ScanAllDialect:
+    def __init__(self, engine):
+        self.engine = engine
+
+
 class ScanAll:
     """Test-only workload: a table over many pages, read in full by every run."""
 
     name = "scan_all"
     default_metric = "elapsed_s"
     default_goal = "min"
-    engines = ("sqlite",)
+    Dialect = NoNeeds  # it talks to SQLite itself: a test workload, not a template
+    needs = "nothing"
 
     from blocklab.workloads.base import Options as Options  # no options
 
@@ -113,7 +125,7 @@ class ScanAll:
         return ["t"]
 
     def prepare(self, engine):
-        conn = engine.connect()
+        conn = engine.sqlite_connect()
         try:
             conn.execute("CREATE TABLE IF NOT EXISTS t (id INTEGER, pad TEXT)")
             if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'filled'").fetchall():
@@ -127,7 +139,7 @@ class ScanAll:
             conn.close()
 
     def run(self, engine):
-        conn = engine.connect()
+        conn = engine.sqlite_connect()
         try:
             n = conn.execute("SELECT count(*), sum(length(pad)) FROM t").fetchall()[0][0]
         finally:
@@ -158,8 +170,11 @@ class CorruptAfterFirst(SilentReporter):
 def test_corrupt_page_fails_the_cell_and_the_run_goes_on(tmp_path, monkeypatch):
     import blocklab.workloads as workloads
 
+    from blocklab.engines.sqlite import SqliteEngine
+
     real = workloads.workload_class
     monkeypatch.setattr(workloads, "workload_class", lambda kind, source="experiment": ScanAll if kind == "scan_all" else real(kind, source))
+    monkeypatch.setattr(SqliteEngine, "dialects", {**SqliteEngine.dialects, "scan_all": ScanAllDialect})
     raw = {
         "name": "corrupt",
         "engine": {"kind": "sqlite", "settings": {"checksum": True}},

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from blocklab.engines.base import ApplyClass, EngineError, KnobError
+from blocklab.engines.base import IO_KEYS, ApplyClass, EngineError, KnobError
 
 from conftest import ctrl_c_reaches_child
 
@@ -127,13 +127,11 @@ def test_session_knob_is_set_in_the_measuring_session(engine):
     assert engine.knob("mariadb.sort_buffer_size").apply == ApplyClass.SESSION
     applied = engine.apply({"mariadb.sort_buffer_size": "1M"})
     assert applied == {"mariadb.sort_buffer_size": "1048576"}
-    with engine.connect() as conn, conn.cursor() as cur:
-        cur.execute("SELECT @@SESSION.sort_buffer_size, DATABASE()")
-        assert cur.fetchone() == (1048576, "blocklab")
+    with engine.connect() as session:
+        assert session.execute("SELECT @@SESSION.sort_buffer_size, DATABASE()") == [(1048576, "blocklab")]
     engine.apply({})  # the next setting drops it
-    with engine.connect() as conn, conn.cursor() as cur:
-        cur.execute("SELECT @@SESSION.sort_buffer_size = @@GLOBAL.sort_buffer_size")
-        assert cur.fetchone()[0] == 1
+    with engine.connect() as session:
+        assert session.execute("SELECT @@SESSION.sort_buffer_size = @@GLOBAL.sort_buffer_size") == [(1,)]
 
 
 def test_apply_classes_match_the_server(engine):
@@ -155,19 +153,20 @@ def test_apply_classes_match_the_server(engine):
 
 def test_checksum_change_asks_for_a_rebuild_and_new_tables_get_it(engine):
     engine.apply({"checksum": "full_crc32"})
-    engine.tables_must_be_rebuilt = False
+    with engine.connect() as session:
+        session.execute("DROP TABLE IF EXISTS ck_full")
+        session.execute("CREATE TABLE ck_full (id INT PRIMARY KEY)")
     engine.apply({"checksum": "full_crc32"})
-    assert engine.tables_must_be_rebuilt is False
-    with engine.connect() as conn, conn.cursor() as cur:
-        cur.execute("DROP TABLE IF EXISTS ck_full")
-        cur.execute("CREATE TABLE ck_full (id INT PRIMARY KEY)")
+    assert engine.needs_rebuild("ck_full") is False  # the same algorithm: nothing to rebuild
+    assert engine.needs_rebuild("no_such_table") is False
     engine.apply({"checksum": "crc32"})
-    assert engine.tables_must_be_rebuilt is True
-    with engine.connect() as conn, conn.cursor() as cur:
-        cur.execute("DROP TABLE IF EXISTS ck_crc")
-        cur.execute("CREATE TABLE ck_crc (id INT PRIMARY KEY)")
+    assert engine.needs_rebuild("ck_full") is True  # made under full_crc32, which new tables no longer get
+    with engine.connect() as session:
+        session.execute("DROP TABLE IF EXISTS ck_crc")
+        session.execute("CREATE TABLE ck_crc (id INT PRIMARY KEY)")
     assert engine.table_checksum("ck_full") == "full_crc32"  # older tablespace keeps its format
     assert engine.table_checksum("ck_crc") == "crc32"
+    assert engine.needs_rebuild("ck_crc") is False
     engine.apply({"checksum": "full_crc32"})
 
 
@@ -182,7 +181,6 @@ def test_block_size_reinit_per_page_size_and_reuse(engine):
     assert engine.reinitialised is False  # reused from the cache
     assert engine.apply({"block_size": "4k", "writers": 5}) == {"block_size": "4096", "writers": "5"}
     assert engine.reinitialised is False
-    assert engine.tables_must_be_rebuilt is True  # another directory: its tables' checksum format is unknown
     assert engine.apply({"block_size": "16k"}) == {"block_size": "16384"}
     assert engine.page_size == 16384
 
@@ -247,28 +245,27 @@ def test_info_and_io_counters_after_reading_a_table(engine):
     assert len(info.settings) > 300  # the full SHOW GLOBAL VARIABLES
     assert info.data_dir == str(engine.datadir)
 
-    with engine.connect() as conn, conn.cursor() as cur:
-        cur.execute("DROP TABLE IF EXISTS scan")
-        cur.execute("CREATE TABLE scan (id INT PRIMARY KEY, name VARCHAR(40)) ENGINE=InnoDB")
-        cur.execute("INSERT INTO scan SELECT seq, CONCAT('blabla ', seq) FROM seq_1_to_100000")
+    with engine.connect() as session:
+        session.execute("DROP TABLE IF EXISTS scan")
+        session.execute("CREATE TABLE scan (id INT PRIMARY KEY, name VARCHAR(40)) ENGINE=InnoDB")
+        session.execute("INSERT INTO scan SELECT seq, CONCAT('blabla ', seq) FROM seq_1_to_100000")
     engine.analyze("scan")
     size = engine.relation_bytes("scan")
     assert 2_000_000 < size <= engine.file_bytes("scan")
     done = engine.evict(["scan"])
     assert done["engine_restarted"] and done["os_dropped_files"] == 1
-    with engine.connect() as conn:
-        before = engine.io_counters(conn)
-        with conn.cursor() as cur:
-            cur.execute("SELECT COUNT(*), SUM(LENGTH(name)) FROM scan")
-            assert cur.fetchone()[0] == 100000
-        after = engine.io_counters(conn)
+    with engine.connect() as session:
+        before = engine.io_counters(session)
+        assert session.execute("SELECT COUNT(*), SUM(LENGTH(name)) FROM scan")[0][0] == 100000
+        after = engine.io_counters(session)
     delta = {k: after[k] - before[k] for k in before}
+    assert set(IO_KEYS) <= set(delta)  # the keys every engine gives
     assert delta["Innodb_buffer_pool_reads"] > 0
     assert delta["Innodb_pages_read"] > 0
     assert delta["Innodb_data_reads"] > 0 and delta["Innodb_data_read"] > 0
-    assert delta["pfs_data_reads"] > 0 and delta["pfs_data_read_bytes"] > 0.8 * size  # cold: the table came from disk
-    assert delta["pfs_data_read_ms"] > 0
-    assert delta["reads"] == delta["pfs_data_reads"] and delta["read_bytes"] == delta["pfs_data_read_bytes"]
+    assert delta["file.reads"] > 0 and delta["file.read_bytes"] > 0.8 * size  # cold: the table came from disk
+    assert delta["read_time_ms"] > 0
+    assert delta["reads"] == delta["file.reads"] and delta["read_bytes"] == delta["file.read_bytes"]
     assert all(v >= 0 for v in delta.values()), delta
 
 
@@ -386,7 +383,7 @@ def test_start_failure_says_why_and_leaves_nothing(child_cache):
 
 
 def test_dsn_parsing_keeps_passwords_out_of_sight(monkeypatch):
-    from blocklab.engines.mariadb import parse_dsn
+    from blocklab.engines.mariadb.dsn import parse_dsn
 
     monkeypatch.setenv("HOME", "/nonexistent")
     monkeypatch.setenv("MYSQL_PWD", "s3cret")

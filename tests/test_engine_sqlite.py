@@ -19,7 +19,7 @@ def engine(tmp_path: Path):
 
 
 def fill(engine: SqliteEngine, rows: int = 20_000) -> None:
-    conn = engine.connect()
+    conn = engine.sqlite_connect()
     try:
         conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT)")
         with conn:  # one transaction
@@ -30,7 +30,7 @@ def fill(engine: SqliteEngine, rows: int = 20_000) -> None:
 
 def scan(engine: SqliteEngine, conn: apsw.Connection | None = None) -> tuple[int, int]:
     own = conn is None
-    conn = conn or engine.connect()
+    conn = conn or engine.sqlite_connect()
     try:
         return conn.execute("SELECT count(*), sum(length(name)) FROM t").fetchone()
     finally:
@@ -123,7 +123,7 @@ def test_checksum_toggle_reinitialises(engine):
 def test_block_checking_reads_back(engine, on):
     applied = engine.apply({"block_checking": on})
     assert applied["block_checking"] == ("on" if on else "off")
-    conn = engine.connect()
+    conn = engine.sqlite_connect()
     try:
         assert conn.execute("PRAGMA cell_size_check").fetchone()[0] == (1 if on else 0)
     finally:
@@ -134,7 +134,7 @@ def test_buffer_cache_is_pages(engine):
     applied = engine.apply({"buffer_cache": 500})
     assert applied["buffer_cache"] == "500"
     assert engine.knob("buffer_cache").unit == "pages"
-    conn = engine.connect()
+    conn = engine.sqlite_connect()
     try:
         assert conn.execute("PRAGMA cache_size").fetchone()[0] == 500
     finally:
@@ -146,7 +146,7 @@ def test_journal_mode_reads_back(engine, mode):
     applied = engine.apply({"sqlite.journal_mode": mode.upper()})
     assert applied["sqlite.journal_mode"] == mode
     fill(engine, 100)
-    conn = engine.connect()
+    conn = engine.sqlite_connect()
     try:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0].lower() == mode
     finally:
@@ -297,11 +297,12 @@ def test_evict_makes_the_next_read_physical(engine, checksum):
     engine.apply({"checksum": checksum, "buffer_cache": 100_000})
     fill(engine, 50_000)
     pages = page_count(engine)
-    conn = engine.connect()
+    session = engine.connect()
+    conn = session.conn
     scan(engine, conn)
-    warm0 = engine.io_counters(conn)
+    warm0 = engine.io_counters(session)
     scan(engine, conn)  # everything is in this connection's page cache
-    warm1 = engine.io_counters(conn)
+    warm1 = engine.io_counters(session)
     # each transaction re-reads the file change counter in the header (one small read), no page
     assert warm1["reads"] - warm0["reads"] <= 1
     assert warm1["read_bytes"] - warm0["read_bytes"] < 100
@@ -312,9 +313,10 @@ def test_evict_makes_the_next_read_physical(engine, checksum):
     assert done["os_dropped_files"] >= 1 and done["os_drop_possible"]
     disk0 = _process_read_bytes()
     cold0 = engine.io_counters()
-    conn = engine.connect()
+    session = engine.connect()
+    conn = session.conn
     assert scan(engine, conn)[0] == 50_000
-    cold1 = engine.io_counters(conn)
+    cold1 = engine.io_counters(session)
     disk1 = _process_read_bytes()
     conn.close()
     assert cold1["reads"] - cold0["reads"] >= pages - 1  # page 1 may be read before the count starts

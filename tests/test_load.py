@@ -7,8 +7,8 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from blocklab.workloads import full_scan
-from blocklab.workloads.full_scan import build_scan_table
+from blocklab.engines.postgres import scan as full_scan
+from blocklab.engines.postgres.scan import build_scan_table
 
 pytestmark = pytest.mark.engine
 
@@ -46,7 +46,7 @@ def test_copy_path_builds_the_seed_table_frozen(pg_engine):
     assert set(steps) == {"load", "commit", "vacuum_analyze", "checkpoint"}
     assert 0 < sum(steps.values()) <= elapsed
     assert_scan_table(pg_engine, "load_copy", ROWS)
-    assert full_scan._table_comment(pg_engine, "load_copy") == "fp-copy"
+    assert pg_engine.table_fingerprint("load_copy") == "fp-copy"
     analysed = pg_engine.query("SELECT reltuples FROM pg_class WHERE relname = 'load_copy'")[0][0]
     assert analysed == ROWS
 
@@ -60,4 +60,4 @@ def test_fallback_builds_the_same_table(pg_engine, monkeypatch):
     build_scan_table(pg_engine, "load_insert", ROWS, "fp-insert", steps)
     assert set(steps) == {"load", "commit", "vacuum_analyze", "checkpoint"}
     assert_scan_table(pg_engine, "load_insert", ROWS)
-    assert full_scan._table_comment(pg_engine, "load_insert") == "fp-insert"
+    assert pg_engine.table_fingerprint("load_insert") == "fp-insert"

@@ -11,7 +11,7 @@ import pytest
 from blocklab.analysis.slob_view import petal_figures, points, saturation_points, slob_table
 from blocklab.spec import DatasetSpec, SpecError, WorkloadSpec
 from blocklab.workloads import make_workload
-from blocklab.workloads.slob import rows_per_page
+from blocklab.engines.postgres.slob import rows_per_page
 
 from conftest import blocklab_bin, interrupt_mid_point
 

@@ -8,10 +8,11 @@ import subprocess
 import pytest
 
 from blocklab.engines.base import KnobError
-from blocklab.engines.mariadb import MariadbEngine, min_buffer_pool_bytes
+from blocklab.engines.mariadb import MariadbEngine
+from blocklab.engines.mariadb.knobs import min_buffer_pool_bytes
 from blocklab.spec import DatasetSpec, WorkloadSpec
 from blocklab.workloads import make_workload
-from blocklab.workloads.slob_mariadb import rows_per_page
+from blocklab.engines.mariadb.slob import rows_per_page
 
 from conftest import blocklab_bin, interrupt_mid_point
 

@@ -125,7 +125,7 @@ def engine(cache_dir):
 
 def _server_io(engine) -> tuple[float, float, float]:
     """(reads, read_bytes, read_time ms) over all backends, from a connection of the test's own."""
-    with engine.connect(session=False) as conn:
+    with engine.pg_connect(session=False) as conn:
         conn.execute("SELECT pg_stat_force_next_flush()")
         conn.execute("SELECT 1")
         row = conn.execute(
@@ -187,7 +187,7 @@ def test_apply_sets_random_page_cost_and_reads_it_back(engine):
         assert applied.before["random_page_cost"] == "4"
         assert read_costs(engine)["random_page_cost"] == "3.21"
     finally:
-        with engine.connect(session=False) as conn:
+        with engine.pg_connect(session=False) as conn:
             conn.execute("ALTER SYSTEM RESET random_page_cost")
             conn.execute("ALTER SYSTEM RESET seq_page_cost")
             conn.execute("SELECT pg_reload_conf()")
@@ -240,7 +240,7 @@ def test_cli_sysstats_on_a_dsn_server_applies_only_when_allowed(engine, cli_env)
         assert "applied on the --dsn server" in result.stdout
         assert float(read_costs(engine)["random_page_cost"]) == pytest.approx(float(value))
     finally:
-        with engine.connect(session=False) as conn:
+        with engine.pg_connect(session=False) as conn:
             conn.execute("ALTER SYSTEM RESET random_page_cost")
             conn.execute("ALTER SYSTEM RESET seq_page_cost")
             conn.execute("SELECT pg_reload_conf()")

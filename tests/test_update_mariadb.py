@@ -166,7 +166,7 @@ def test_interrupted_run_kills_the_sessions_statements(engine, monkeypatch, ctrl
     w = update_workload(sample=False)
     w.prepare(engine)
     monkeypatch.setitem(engine._session_settings, "innodb_lock_wait_timeout", "3600")  # the sessions' connections
-    blocker = engine.connect(session=False, autocommit=False)
+    blocker = engine.sql_connect(session=False, autocommit=False)
     interrupted = threading.Event()
 
     def interrupt_when_all_wait() -> None:
@@ -197,12 +197,17 @@ def test_interrupted_run_kills_the_sessions_statements(engine, monkeypatch, ctrl
 
 
 def test_wait_for_purge_is_bounded_and_says_whether_it_completed(engine):
-    from blocklab.workloads.update import wait_for_purge
+    from blocklab.engines.mariadb.update import _wait_for_purge
+    from blocklab.engines.mariadb.waits import wait_for_purge as wait_in
+
+    def wait_for_purge(engine, timeout_s):
+        with engine.sql_connect(session=False) as conn, conn.cursor() as cur:
+            return wait_in(cur, timeout_s)
 
     w = update_workload()
     w.prepare(engine)
-    assert w.purge_waited is True
-    reader = engine.connect(session=False, autocommit=False)
+    assert w.notes["purge_waited"] == 1.0
+    reader = engine.sql_connect(session=False, autocommit=False)
     try:
         with reader.cursor() as cur:  # an old read view: purge cannot remove what it may still see
             cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
@@ -213,6 +218,7 @@ def test_wait_for_purge_is_bounded_and_says_whether_it_completed(engine):
         reader.rollback()
         reader.close()
     assert wait_for_purge(engine, timeout_s=60) is True
+    assert _wait_for_purge(engine) is True
     m = w.run(engine)
     assert m["purge_waited"] == 1.0
 
@@ -247,7 +253,7 @@ def _synch_enabled(engine) -> int:
 
 
 def test_profiler_setup_failure_puts_back_what_it_enabled(engine, monkeypatch):
-    from blocklab.probes.waits_mariadb import SessionWaitProfiler
+    from blocklab.engines.mariadb.waits import SessionWaitProfiler
 
     assert _synch_enabled(engine) == 0
     profiler = SessionWaitProfiler(engine)
@@ -263,7 +269,7 @@ def test_profiler_setup_failure_puts_back_what_it_enabled(engine, monkeypatch):
 
 def test_profiler_unavailable_for_a_dsn_user_without_performance_schema(engine):
     from blocklab.engines.mariadb import MariadbEngine
-    from blocklab.probes.waits_mariadb import SessionWaitProfiler
+    from blocklab.engines.mariadb.waits import SessionWaitProfiler
 
     engine.query("CREATE USER IF NOT EXISTS 'bl_nops'@'localhost'")
     engine.query("GRANT ALL ON blocklab.* TO 'bl_nops'@'localhost'")

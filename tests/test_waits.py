@@ -7,7 +7,8 @@ import threading
 
 import pytest
 
-from blocklab.probes.waits import CPU, TOTAL, UNACCOUNTED, SessionProfile, WaitSampler, classify, sum_profiles
+from blocklab.engines.postgres.waits import WaitSampler, classify
+from blocklab.probes.profile import CPU, TOTAL, UNACCOUNTED, SessionProfile, sum_profiles
 
 pytestmark = pytest.mark.engine
 
@@ -24,7 +25,7 @@ def engine(cache_dir):
 
 def _profile_one(engine, sql: str, before=None, after=None, interval: float = 0.01) -> SessionProfile:
     """Run `sql` in one session under the sampler; its profile."""
-    with engine.connect() as conn:
+    with engine.pg_connect() as conn:
         pid = conn.info.backend_pid
         with WaitSampler(engine, [pid], interval=interval) as sampler:
             if before:
@@ -72,7 +73,7 @@ def test_row_lock_wait_is_a_lock_event(engine):
     engine.query("DROP TABLE IF EXISTS waits_lock")
     engine.query("CREATE TABLE waits_lock (id int PRIMARY KEY, v int)")
     engine.query("INSERT INTO waits_lock VALUES (1, 0)")
-    holder = engine.connect(autocommit=False)
+    holder = engine.pg_connect(autocommit=False)
     try:
         holder.execute("UPDATE waits_lock SET v = v + 1 WHERE id = 1")
         release = threading.Timer(0.8, holder.commit)
@@ -88,7 +89,7 @@ def test_row_lock_wait_is_a_lock_event(engine):
 
 
 def test_sessions_without_windows_cover_the_sampler_life(engine):
-    with engine.connect() as a, engine.connect() as b:
+    with engine.pg_connect() as a, engine.pg_connect() as b:
         pids = [a.info.backend_pid, b.info.backend_pid]
         with WaitSampler(engine, pids, interval=0.01) as sampler:
             t = threading.Thread(target=a.execute, args=("SELECT pg_sleep(0.4)",))
@@ -159,7 +160,7 @@ def test_classify():
 
 
 def test_sum_and_flatten_round_trip():
-    from blocklab.probes.waits import flatten_profile, unflatten_profile
+    from blocklab.probes.profile import flatten_profile, unflatten_profile
 
     a = SessionProfile(1, 10.0, {"IO:DataFileWrite": 6.0}, cpu_s=3.0, cpu_measured_s=1.0, runqueue_s=2.0)
     b = SessionProfile(2, 8.0, {"IO:DataFileWrite": 2.0, "LWLock:WALInsert": 5.0}, cpu_s=0.5, cpu_measured_s=0.4, runqueue_s=0.1)
@@ -172,7 +173,7 @@ def test_sum_and_flatten_round_trip():
 
 
 def _fake_rows():
-    from blocklab.probes.waits import flatten_profile
+    from blocklab.probes.profile import flatten_profile
     from blocklab.results import ResultRow
 
     rows = []

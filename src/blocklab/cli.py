@@ -10,6 +10,7 @@ import click
 
 from . import __version__, recipes
 from .console import ConsoleReporter, make_console, settings_table
+from .engines import available as available_engines
 from .engines.base import EngineError
 from .lab import Overrides, load_experiment, load_saved_experiment, plan_text
 from .paths import results_root
@@ -33,7 +34,7 @@ def experiment_options(func: Any) -> Any:
         click.option("--set", "sets", multiple=True, metavar="KNOB=V1,V2,...", help="sweep these values (replaces the file's list)"),
         click.option("--repeats", type=int, help="randomised blocks: every setting once per block"),
         click.option("--rows", type=int, help="rows in the data set"),
-        click.option("--engine", type=str, help="postgres, sqlite or mariadb (recipes with variants)"),
+        click.option("--engine", type=str, help=f"the engine: {', '.join(available_engines())} (recipes have a variant per engine)"),
         click.option("--dsn", type=str, help="use this server instead of an embedded one (password from the environment)"),
         click.option("--seed", type=int, help="random seed of the plan order"),
         click.option("--quick", is_flag=True, help="the recipe's small, fast variant"),
@@ -443,16 +444,18 @@ def calibrate_command(directory: Path | None, quick: bool, out: Path | None) -> 
 
     console = make_console()
     if directory is None:
-        from .engines.postgres import PostgresEngine
+        from .engines import DEFAULT_ENGINE, make_engine
 
         try:
-            engine = PostgresEngine()
-            if not engine.pgdata.is_dir():
-                engine.start()  # creates the cluster, so its disk is the one measured
-                engine.stop()
+            engine = make_engine(DEFAULT_ENGINE)
+            engine.start()  # creates its data directory if needed, so its disk is the one measured
+            data_dir = engine.data_dir()
+            engine.stop()
         except EngineError as err:
             _fail(console, f"{err}; give --dir PATH to measure another directory", EXIT_FAILED)
-        directory = engine.pgdata
+        if data_dir is None:
+            _fail(console, f"the {DEFAULT_ENGINE} engine has no data directory on this host; give --dir PATH", EXIT_BAD_INPUT)
+        directory = Path(data_dir)
     elif not directory.is_dir():
         what = "is not a directory" if directory.exists() else "does not exist"
         _fail(console, f"--dir {directory} {what}; give an existing directory on the disk to measure", EXIT_BAD_INPUT)

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 from . import recipes
-from .engines.base import ApplyClass
 from .results import PLAN_FILE, SPEC_FILE, RunDir
 from .runner import Experiment, prepare
 from .spec import Spec, SpecError, load_spec, parse_set_option
@@ -81,25 +80,10 @@ def load_saved_experiment(run_path: Path, *, allow_server_changes: bool = False,
     return exp
 
 
-# Rough cost of one restart / re-initialisation per engine, for the estimate
-# (2-core VM): PostgreSQL restarts in ~2 s, a pg_checksums pass or a new
-# cluster ~10 s; SQLite's "restart" is a new connection and a reinit a new
-# file (milliseconds); MariaDB restarts in ~3 s, switches to another cached
-# page-size data directory in ~4 s (its first install-db, once, ~10 s more) and
-# rebuilds small tables for a checksum change in well under a second: ~1 s on
-# average over the checksum recipe's quick sweep.
-RESTART_SECONDS = {
-    "postgres": {ApplyClass.RESTART: 2.0, ApplyClass.REINIT: 10.0},
-    "sqlite": {ApplyClass.RESTART: 0.05, ApplyClass.REINIT: 0.2},
-    "mariadb": {ApplyClass.RESTART: 3.0, ApplyClass.REINIT: 1.0},
-}
-
-
 def plan_text(exp: Experiment) -> list[str]:
     """The dry run: the cells in order, where restarts happen, an estimated time."""
     plan = exp.plan()
     costly = {index: (cls, knobs) for index, cls, knobs in plan.costly_changes()}
-    restart_s = RESTART_SECONDS.get(exp.spec.engine.kind, RESTART_SECONDS["postgres"])
     lines = [
         f"experiment {exp.spec.name}: {len(plan.settings)} settings x {exp.spec.measure.repeats} repeats "
         f"= {len(plan.cells)} cells, seed {plan.seed}, cache {exp.spec.measure.cache}",
@@ -118,9 +102,7 @@ def plan_text(exp: Experiment) -> list[str]:
         if cell.index in costly:
             cls, knobs = costly[cell.index]
             note = f"   <- {cls.label}: {', '.join(knobs)}"
-            total += restart_s.get(cls, 0.0)
-            if exp.spec.engine.kind == "mariadb" and "block_size" in knobs:
-                total += 3.0  # another page size is another data directory: ~4 s, not a table rebuild's ~1 s
+            total += exp.engine.change_cost(cls, knobs)  # the engine knows what a restart or reinit costs it
         lines.append(f"  {cell.index + 1:4d}  block {cell.block + 1}  {cell.setting.label}{note}")
         total += exp.workload_for(cell.setting.as_dict()).estimate_seconds()  # swept options change it
     lines.append(f"{len(costly)} restart/reinit step(s); estimated time {total:.0f} s (plus building the data set once)")

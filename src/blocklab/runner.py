@@ -18,7 +18,7 @@ from typing import Any, Callable, Protocol
 
 from .analysis.summary import label_of, summarise
 from .engines import make_engine
-from .engines.base import ApplyClass, EngineError, KnobError, KnobInfo
+from .engines.base import ApplyClass, Engine, EngineError, KnobError, KnobInfo
 from .environment import collect as collect_environment
 from .plan import Cell, Plan, make_plan
 from .report.writer import refresh_report
@@ -70,7 +70,7 @@ class Experiment:
     spec: Spec
     spec_text: str
     source: str
-    engine: Any
+    engine: Engine
     workload: Workload
     knob_infos: dict[str, KnobInfo]
     knobs: dict[str, list[Any]]  # canonical values
@@ -244,7 +244,7 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
 
 
 class _engine_stopped_at_exit:
-    def __init__(self, engine: Any):
+    def __init__(self, engine: Engine):
         self.engine = engine
 
     def __enter__(self) -> None:

@@ -16,17 +16,14 @@ from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .engines import DEFAULT_ENGINE, engine_class
+from .engines import available as available_engines
 from .engines.base import GENERIC_KNOBS
+from .errors import SpecError
 
 Scalar = Union[bool, int, float, str]
-ENGINES = ("postgres", "sqlite", "mariadb", "null")
-NATIVE_PREFIX = {"postgres": "pg.", "sqlite": "sqlite.", "mariadb": "mariadb.", "null": "null."}
 WORKLOAD_AXIS = "workload."  # knobs named workload.X sweep the workload's option X
 IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-
-
-class SpecError(ValueError):
-    """An experiment file or option that is wrong; the message says where and what is accepted."""
 
 
 class _Strict(BaseModel):
@@ -34,9 +31,16 @@ class _Strict(BaseModel):
 
 
 class EngineSpec(_Strict):
-    kind: Literal["postgres", "sqlite", "mariadb", "null"] = "postgres"
+    kind: str = DEFAULT_ENGINE
     dsn: str | None = Field(default=None, description="connect to this server instead of an embedded one")
     settings: dict[str, Scalar] = Field(default_factory=dict, description="knobs held fixed for the whole run")
+
+    @field_validator("kind")
+    @classmethod
+    def _known_engine(cls, value: str) -> str:
+        if value not in available_engines(listed_only=False):
+            raise ValueError(f"unknown engine; accepted: {', '.join(available_engines())}")
+        return value
 
 
 class DatasetSpec(_Strict):
@@ -96,14 +100,15 @@ class Spec(_Strict):
 
     @model_validator(mode="after")
     def _knob_names(self) -> "Spec":
-        prefix = NATIVE_PREFIX[self.engine.kind]
+        prefixes = {e: engine_class(e).native_prefix for e in available_engines(listed_only=False)}
+        prefix = prefixes[self.engine.kind]
         named = [("knobs", n) for n in self.knobs] + [("engine.settings", n) for n in self.engine.settings]
         for section, name in named:
             if name in GENERIC_KNOBS or name.startswith(prefix):
                 continue
             if name.startswith(WORKLOAD_AXIS) and section == "knobs":
                 continue  # a swept workload option, checked by the workload's own model
-            other = next((e for e, p in NATIVE_PREFIX.items() if name.startswith(p)), None)
+            other = next((e for e, p in prefixes.items() if name.startswith(p)), None)
             if other:
                 raise ValueError(f"{section}.{name}: a {other} parameter, but the engine is {self.engine.kind}")
             raise ValueError(
@@ -140,7 +145,7 @@ def spec_from_dict(raw: dict[str, Any], source: str, overrides: dict[str, Any], 
     raw = copy.deepcopy(raw)
     quick = raw.pop("quick", None)
     variants = raw.pop("variants", {})
-    engine_kind = overrides.get("engine.kind") or raw.get("engine", {}).get("kind", "postgres")
+    engine_kind = overrides.get("engine.kind") or raw.get("engine", {}).get("kind", DEFAULT_ENGINE)
     if engine_kind in variants:  # per-engine knobs and sizes of a recipe
         _merge_dotted(raw, variants[engine_kind], source, f"variants.{engine_kind}")
     if overrides.pop("quick", False):

@@ -8,9 +8,11 @@ refuse a knob or value before anything runs.
 
 from __future__ import annotations
 
+import abc
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Protocol, runtime_checkable
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 
 class ApplyClass(enum.IntEnum):
@@ -160,14 +162,6 @@ def fmt_number(x: float) -> str:
 
 
 @dataclass
-class Relation:
-    """A table (or index) a workload reads, for cache control and size checks."""
-
-    name: str
-    bytes: int = 0
-
-
-@dataclass
 class EngineInfo:
     """Who the engine is, recorded in environment.json."""
 
@@ -179,11 +173,144 @@ class EngineInfo:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+# ---------------------------------------------------------------------- I/O counters
+# The keys every engine's io_counters() and io_window() give, whatever its own
+# statistics are called (engines add their own keys beside these):
+IO_KEYS: tuple[str, ...] = (
+    "reads",  # physical read calls of relation (table/index) data
+    "read_bytes",
+    "read_time_ms",  # 0 where the engine does not time its reads
+    "writes",  # physical write calls of relation data
+    "write_bytes",
+    "write_time_ms",
+    "hits",  # page requests answered from the engine's own cache
+    "fsyncs",
+)
+
+
+def io_deltas(after: dict[str, float], before: dict[str, float]) -> dict[str, float]:
+    """after - before for every key of `after` (a key missing before counts from 0)."""
+    return {k: after[k] - before.get(k, 0.0) for k in after}
+
+
+class IoWindow(Protocol):
+    """The engine's I/O over a window: `with engine.io_window(session) as w: ...`,
+    then `w.deltas` (IO_KEYS and the engine's own counters) and `w.metrics()`
+    (the engine's own figures worth keeping in a result row, e.g. per process type)."""
+
+    deltas: dict[str, float]
+
+    def __enter__(self) -> "IoWindow": ...
+
+    def __exit__(self, *exc: Any) -> None: ...
+
+    def metrics(self) -> dict[str, float]: ...
+
+
+class CounterWindow:
+    """An IoWindow from two reads of cumulative counters; engines whose counters
+    need more (a settle, per-type views) write their own."""
+
+    def __init__(self, read: Callable[[], dict[str, float]], extra: Callable[[dict[str, float]], dict[str, float]] | None = None):
+        self._read = read
+        self._extra = extra
+        self.deltas: dict[str, float] = {}
+
+    def __enter__(self) -> "CounterWindow":
+        self._before = self._read()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if exc[0] is None:
+            self.deltas = io_deltas(self._read(), self._before)
+
+    def metrics(self) -> dict[str, float]:
+        return self._extra(self.deltas) if self._extra else {}
+
+
+# ---------------------------------------------------------------------- sessions
+class Session(Protocol):
+    """One connection to the engine, as every engine's connect() returns it.
+
+    `execute` runs one statement with parameters (the engine's own placeholder
+    style: %s on PostgreSQL and MariaDB, ? on SQLite) and returns its rows (none
+    for a statement without a result). `cancel` stops the statement running in
+    this session from another thread; `backend_id` is the server's id of the
+    session (process id, thread id), for probes that watch it."""
+
+    backend_id: int
+
+    def execute(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]: ...
+
+    def cancel(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> "Session": ...
+
+    def __exit__(self, *exc: Any) -> None: ...
+
+
+class SessionBase(abc.ABC):
+    """What every engine's session shares: closing as a context manager."""
+
+    backend_id: int = 0
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Close the engine's connection (each engine's session closes its own)."""
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class SessionProfiler(Protocol):
+    """Where each session's time went (the seed's TIMESOURCE / SECONDS table),
+    measured or sampled by the engine's own instruments:
+
+        profiler.register(session) for each session, before it starts
+        with profiler:
+            t0 = profiler.begin(session); run; t1 = profiler.end(session)   (in each session's thread)
+        profiler.metrics("profile")  -> profile.slowest.*, profile.total.*
+    """
+
+    def __enter__(self) -> Any: ...
+
+    def __exit__(self, *exc: Any) -> None: ...
+
+    def register(self, session: Session) -> None: ...
+
+    def begin(self, session: Session) -> float: ...
+
+    def end(self, session: Session) -> float: ...
+
+    def metrics(self, prefix: str = "profile") -> dict[str, float]: ...
+
+
+# ---------------------------------------------------------------------- the engine
 @runtime_checkable
 class Engine(Protocol):
-    """What the runner needs from an engine. One file per engine implements it."""
+    """What blocklab needs from an engine. One package per engine implements it
+    (engines/<name>/), exporting its class as ENGINE; the registry in
+    engines/__init__.py finds it.
 
-    name: str  # "postgres", "sqlite", "mariadb", "null"
+    Class attributes say what the engine is before it starts (validation and the
+    plan use them); instance methods need the engine started (start() is
+    idempotent, and methods that need the server start it)."""
+
+    name: ClassVar[str]  # "postgres", "sqlite", "mariadb", ...
+    display: ClassVar[str]  # "PostgreSQL": the name as people write it
+    native_prefix: ClassVar[str]  # native knob names: "pg." + the engine's own name
+    summary: ClassVar[str]  # one line for `--help` and error messages
+    accepts_dsn: ClassVar[bool]  # can it work on someone else's server (--dsn)?
+    # workload (or command) name -> the dialect class that implements what it needs
+    dialects: ClassVar[Mapping[str, type]]
+    # seconds a restart / reinit costs, for the plan's estimate
+    change_seconds: ClassVar[Mapping[ApplyClass, float]]
+    mode: str  # embedded | dsn | file
 
     # lifecycle ------------------------------------------------------------
     def start(self) -> None:
@@ -201,6 +328,17 @@ class Engine(Protocol):
         `partial`: other swept knobs are not in `settings` yet (one value checked
         on its own), so rules that join several knobs wait for the whole setting."""
 
+    def change_cost(self, apply_class: ApplyClass, knobs: list[str]) -> float:
+        """Seconds a change of these knobs costs (for the plan's estimate)."""
+
+    def dialect(self, workload: str) -> Any:
+        """The engine's implementation of what `workload` needs (see the workload's
+        Dialect protocol); KnobError if the engine has none."""
+
+    def native_name(self, knob: str) -> str:
+        """The engine's own name of a knob ('multiblock_read' -> 'io_combine_limit'; a
+        classmethod, usable without an instance)."""
+
     # settings -------------------------------------------------------------
     def apply(self, settings: dict[str, Any]) -> dict[str, str]:
         """Make `settings` current (restarting or reinitialising as needed) and return
@@ -209,13 +347,82 @@ class Engine(Protocol):
     def info(self) -> EngineInfo:
         """Version, mode, data directory and the full parameter set."""
 
+    # sessions -------------------------------------------------------------
+    def connect(self, *, session: bool = True) -> Session:
+        """A new session; with `session`, the session-class knobs applied."""
+
+    def query(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+        """One statement on a short-lived session without session knobs; its rows."""
+
     # data and cache -------------------------------------------------------
     def data_dir(self) -> str | None:
-        """Where the data files live (for device statistics), if known."""
+        """Where the data files live, when they are on this host (None for a remote server)."""
+
+    def server_pids(self) -> list[int]:
+        """Server processes on this host whose /proc blocklab may read ([] if none)."""
+
+    def block_size(self) -> int:
+        """The engine's current page size in bytes."""
+
+    def relation_bytes(self, relation: str) -> int:
+        """Bytes of one table or index as the engine counts its pages."""
+
+    def table_fingerprint(self, table: str) -> str | None:
+        """The fingerprint a workload stored with its table when it built it (None: no table)."""
+
+    def needs_rebuild(self, table: str) -> bool:
+        """True when the table exists but was made under settings that the current
+        ones change (a page format, a checksum algorithm): rebuild before measuring."""
+
+    def direct_io_active(self) -> bool:
+        """Does the engine read its data files with direct I/O now?"""
 
     def evict(self, relations: Iterable[str]) -> dict[str, Any]:
         """Empty the engine cache and the OS page cache for these relations.
         Returns what was done, e.g. {"engine_evicted": n, "os_dropped": True}."""
 
-    def io_counters(self) -> dict[str, float]:
-        """Cumulative physical I/O counters of the engine (monotonic)."""
+    def io_counters(self, session: Session | None = None) -> dict[str, float]:
+        """Cumulative physical I/O counters (IO_KEYS and the engine's own). With the
+        measuring session, its own pending statistics are counted too."""
+
+    def io_window(
+        self, session: Session | None = None, *, settle: bool = False, sessions: Sequence[Session] = ()
+    ) -> IoWindow:
+        """The engine's I/O over a window. `settle`: wait until background processes
+        have published what they did during it (a multi-session point); `sessions`:
+        the point's sessions, whose pending statistics are published at the end."""
+
+
+def table_is_current(engine: Engine, table: str, fingerprint: str) -> bool:
+    """Is the table there, built for this fingerprint, under the current settings?"""
+    return engine.table_fingerprint(table) == fingerprint and not engine.needs_rebuild(table)
+
+
+class EngineBase:
+    """What most engines share: dialects looked up in the class's table, the
+    plan's cost of a change from `change_seconds`. An engine need not inherit
+    it; it must only satisfy `Engine`."""
+
+    name: ClassVar[str] = ""
+    dialects: ClassVar[Mapping[str, type]] = {}
+    change_seconds: ClassVar[Mapping[ApplyClass, float]] = {}
+
+    def dialect(self, workload: str) -> Any:
+        made: dict[str, Any] = self.__dict__.setdefault("_dialects_made", {})
+        if workload not in made:
+            cls = self.dialects.get(workload)
+            if cls is None:
+                raise KnobError(
+                    f"engine {self.name} cannot run {workload!r}: it has no dialect for it; "
+                    f"it has: {', '.join(sorted(self.dialects)) or 'none'}"
+                )
+            made[workload] = cls(self)
+        return made[workload]
+
+    def change_cost(self, apply_class: ApplyClass, knobs: list[str]) -> float:
+        return float(self.change_seconds.get(apply_class, 0.0))
+
+    @classmethod
+    def native_name(cls, knob: str) -> str:
+        prefix = str(getattr(cls, "native_prefix", ""))
+        return knob[len(prefix):] if prefix and knob.startswith(prefix) else knob

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import fcntl
 import os
 import signal
 import threading
 from pathlib import Path
+from collections.abc import Callable
 from typing import IO, Any
 
 from .base import EngineError
@@ -61,6 +63,36 @@ def drop_os_cache(path: Path) -> bool:
         return False
     finally:
         os.close(fd)
+
+
+def drop_os_cache_files(paths: list[Path]) -> tuple[int, bool]:
+    """drop_os_cache() each file: (files dropped, whether every one could be)."""
+    dropped = sum(1 for path in paths if drop_os_cache(path))
+    return dropped, dropped == len(paths)
+
+
+# ---------------------------------------------------------------------- parent death
+_LIBC: Any = None
+
+
+def _set_parent_death_signal() -> None:
+    """In the forked child, after the switch to the server user: SIGTERM the server
+    when the thread that started it dies (so a SIGKILLed blocklab leaves none)."""
+    if _LIBC is not None:
+        _LIBC.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+
+
+def parent_death_preexec() -> Callable[[], None] | None:
+    """A preexec_fn for a server started directly (not through a daemonising
+    tool): it gets SIGTERM when this process dies. Only from the main thread
+    (the signal follows the thread that forked), and only where prctl exists."""
+    global _LIBC
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    if _LIBC is None:
+        with contextlib.suppress(OSError):
+            _LIBC = ctypes.CDLL(None, use_errno=True)
+    return _set_parent_death_signal if _LIBC is not None else None
 
 
 # ---------------------------------------------------------------------- stopped at exit

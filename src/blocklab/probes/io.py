@@ -1,48 +1,95 @@
-"""Measure around one timed execution: engine I/O counters, the device, server CPU.
+"""Measure around any timed run: the engine's I/O counters, the data device,
+the server's CPU and the machine's CPU. Every workload uses this one probe.
 
-    with IoProbe(engine, conn) as probe:
-        run the statement
-    probe.deltas -> {"reads": ..., "device_read_bytes": ..., "server_cpu_s": ...}
+    with RunProbe(engine, session) as probe:
+        run the statement(s)
+    probe.deltas   -> {"reads": ..., "read_bytes": ..., "device_read_bytes": ..., "server_cpu_s": ...}
+    probe.metrics(seconds) -> the host's figures per second too (device IOPS, MB/s, CPU busy %)
+
+The engine's counters are its own account of what it read and wrote; the
+device's (/proc/diskstats) and the CPU's are the machine's, whatever the engine
+says. Both are only read on this host: for a server elsewhere `data_dir()` and
+`server_pids()` say nothing and the host figures are left out.
 """
 
 from __future__ import annotations
 
-import time
+from collections.abc import Sequence
 from typing import Any
 
-from .os_stats import device_of, disk_counters, process_cpu_seconds
+from ..engines.base import Engine, IoWindow, Session
+from .os_stats import DiskCounters, device_of, disk_counters, process_cpu_seconds, system_cpu_times
 
 
-class IoProbe:
-    def __init__(self, engine: Any, conn: Any = None):
-        self.engine = engine
-        self.conn = conn
-        self.deltas: dict[str, float] = {}
+class HostWindow:
+    """The data device's I/O, the server processes' CPU seconds and all CPUs'
+    busy share over a window (on this host only)."""
+
+    def __init__(self, engine: Engine):
         data_dir = engine.data_dir()
         self.device = device_of(data_dir).name if data_dir else None
-        self.pids: list[int] = engine.server_pids() if hasattr(engine, "server_pids") else []
+        self.pids = engine.server_pids()
+        self.disk: DiskCounters | None = None
+        self.server_cpu_s = 0.0
+        self.cpu_busy_pct = 0.0
 
-    def __enter__(self) -> "IoProbe":
-        self._io = self.engine.io_counters(self.conn)
-        self._disk = disk_counters(self.device) if self.device else None
-        self._cpu = process_cpu_seconds(self.pids)
-        self._t0 = time.perf_counter()
+    def __enter__(self) -> HostWindow:
+        self._disk0 = disk_counters(self.device) if self.device else None
+        self._cpu0 = process_cpu_seconds(self.pids)
+        self._sys0 = system_cpu_times()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self.elapsed = time.perf_counter() - self._t0
-        if exc[0] is not None:
-            return
-        cpu = process_cpu_seconds(self.pids)
-        disk = disk_counters(self.device) if self.device else None
-        io = self.engine.io_counters(self.conn)
-        self.deltas = {k: io[k] - self._io.get(k, 0.0) for k in io}
-        self.deltas["server_cpu_s"] = cpu - self._cpu
-        if disk is not None and self._disk is not None:
-            d = disk.minus(self._disk)
-            self.deltas.update(
-                device_reads=d.reads, device_read_bytes=d.read_bytes, device_writes=d.writes, device_write_bytes=d.write_bytes
-            )
+        sys1 = system_cpu_times()
+        self.server_cpu_s = process_cpu_seconds(self.pids) - self._cpu0
+        disk1 = disk_counters(self.device) if self.device else None
+        if disk1 is not None and self._disk0 is not None:
+            self.disk = disk1.minus(self._disk0)
+        busy, total = sys1[0] - self._sys0[0], sys1[1] - self._sys0[1]
+        self.cpu_busy_pct = 100.0 * busy / total if total > 0 else 0.0
+
+    def deltas(self) -> dict[str, float]:
+        out = {"server_cpu_s": self.server_cpu_s}
+        if self.disk is not None:
+            d = self.disk
+            out.update(device_reads=float(d.reads), device_read_bytes=float(d.read_bytes),
+                       device_writes=float(d.writes), device_write_bytes=float(d.write_bytes))
+        return out
+
+    def rates(self, seconds: float) -> dict[str, float]:
+        """Per-second figures over `seconds` (a point's run time)."""
+        out = {"cpu_busy_pct": self.cpu_busy_pct}
+        if self.disk is not None and seconds > 0:
+            d = self.disk
+            out.update(device_read_iops=d.reads / seconds, device_write_iops=d.writes / seconds,
+                       device_mb_per_s=(d.read_bytes + d.write_bytes) / 1e6 / seconds)
+        return out
+
+
+class RunProbe:
+    """The engine's I/O window and the host window around one run."""
+
+    def __init__(
+        self, engine: Engine, session: Session | None = None, *, settle: bool = False, sessions: Sequence[Session] = ()
+    ):
+        self.host = HostWindow(engine)
+        self.io: IoWindow = engine.io_window(session, settle=settle, sessions=sessions)
+        self.deltas: dict[str, float] = {}
+
+    def __enter__(self) -> RunProbe:
+        self.io.__enter__()
+        self.host.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.host.__exit__(*exc)
+        self.io.__exit__(*exc)
+        if exc[0] is None:
+            self.deltas = {**self.io.deltas, **self.host.deltas()}
+
+    def engine_metrics(self) -> dict[str, float]:
+        """The engine's own figures (per process type, status counters ...)."""
+        return self.io.metrics()
 
 
 def cold_proof(relation_bytes: float, engine_read_bytes: float, device_read_bytes: float | None, direct_io: bool) -> dict[str, float]:

@@ -124,6 +124,18 @@ def disk_counters(device_name: str) -> DiskCounters | None:
     return None
 
 
+class DeviceReads:
+    """Bytes read so far from the device holding `data_dir` (None when there is
+    no such directory on this host: a server elsewhere)."""
+
+    def __init__(self, data_dir: str | None):
+        self.device = device_of(data_dir).name if data_dir else None
+
+    def read_bytes(self) -> float | None:
+        counters = disk_counters(self.device) if self.device else None
+        return float(counters.read_bytes) if counters else None
+
+
 def process_cpu_seconds(pids: list[int]) -> float:
     """user + system CPU seconds of these processes so far (vanished ones count 0)."""
     total = 0

@@ -3,7 +3,7 @@ PERCENTAGE tables (rich) and a stacked bar of time by class per setting
 (matplotlib).
 
 Both read the flat `profile.slowest.*` and `profile.total.*` metrics the wait
-sampler leaves in each result row (probes/waits.py). A setting measured several
+profiler leaves in each result row (probes/profile.py). A setting measured several
 times shows the mean of its runs: means add up, so the parts still sum to
 TOTAL_TIME.
 
@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable
 
 from rich.table import Table
 
-from .waits import CPU, TOTAL, UNACCOUNTED, SessionProfile, unflatten_profile
+from .profile import CPU, TOTAL, UNACCOUNTED, SessionProfile, unflatten_profile
 
 MINOR = 0.005  # waits under 0.5% of the time in both columns are folded into one line
 OTHER = "other waits"

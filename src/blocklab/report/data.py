@@ -28,7 +28,6 @@ from ..results import (
     RunDir,
 )
 
-ENGINE_NAMES = {"postgres": "PostgreSQL", "sqlite": "SQLite", "mariadb": "MariaDB", "oracle": "Oracle", "rocksdb": "RocksDB"}
 
 # metric -> (unit, what it is). Metrics not listed are shown by their own name.
 METRICS: dict[str, tuple[str, str]] = {
@@ -238,8 +237,18 @@ class RunData:
     # ------------------------------------------------------------------ the environment
     @property
     def engine(self) -> str:
-        kind = self.environment.get("engine") or (self.spec.get("engine") or {}).get("kind") or "engine"
-        return ENGINE_NAMES.get(kind, str(kind))
+        """The engine's name as people write it: environment.json's engine_display
+        (an imported run says whose results they are), else the engine class's."""
+        from ..engines import engine_class
+        from ..engines.base import KnobError
+
+        if self.environment.get("engine_display"):
+            return str(self.environment["engine_display"])
+        kind = str(self.environment.get("engine") or (self.spec.get("engine") or {}).get("kind") or "engine")
+        try:
+            return str(engine_class(kind).display)
+        except KnobError:
+            return kind
 
     @property
     def engine_version(self) -> str:
@@ -325,18 +334,18 @@ class RunData:
         return text, ""
 
     def native_name(self, knob: str) -> str | None:
-        """The engine's own name of a generic knob ('multiblock_read' -> 'io_combine_limit')."""
-        kind = str(self.environment.get("engine") or (self.spec.get("engine") or {}).get("kind") or "")
-        prefix = {"postgres": "pg.", "mariadb": "mariadb.", "sqlite": "sqlite."}.get(kind)
-        if prefix and knob.startswith(prefix):
-            return knob[len(prefix):]
-        try:
-            import importlib
+        """The engine's own name of a knob ('multiblock_read' -> 'io_combine_limit'),
+        or None when no engine of this blocklab knows the run's (an imported run)."""
+        from ..engines import engine_class
+        from ..engines.base import KnobError
 
-            mapping = importlib.import_module(f"blocklab.engines.{kind}").GENERIC_TO_NATIVE
-            return str(mapping[knob][0])
-        except Exception:  # an engine without the table, or a knob it does not map
+        kind = str(self.environment.get("engine") or (self.spec.get("engine") or {}).get("kind") or "")
+        try:
+            cls = engine_class(kind)
+        except KnobError:
             return None
+        native = str(cls.native_name(knob))
+        return native if native != knob else None
 
     def describe_label(self, label: str) -> str:
         """'multiblock_read=16' -> '16 (128 kB)' with one knob; labels of several knobs as they are."""

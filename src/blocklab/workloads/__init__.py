@@ -1,7 +1,9 @@
 """Workloads: one file per workload, picked by [workload] kind.
 
 A workload module exposes WORKLOAD = its class; the class has an `Options`
-model (its fields are the [workload] table's other keys) and `engines`."""
+model (its fields are the [workload] table's other keys) and a `Dialect`
+protocol: what it needs from an engine. An engine runs the workload when its
+package has a dialect for it (engines/<name>/, the class's `dialects`)."""
 
 from __future__ import annotations
 
@@ -11,8 +13,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..engines import available as available_engines
+from ..engines import engine_class
 from ..spec import DatasetSpec, SpecError, WorkloadSpec
-from .base import Workload
+from .base import Workload, missing_methods
 
 
 def available() -> list[str]:
@@ -29,6 +33,31 @@ def workload_class(kind: str, source: str = "experiment") -> Any:
     if kind not in available():
         raise SpecError(f"{source}: workload.kind: {kind!r} is not accepted; accepted: {', '.join(available())}")
     return importlib.import_module(f"{__name__}.{kind}").WORKLOAD
+
+
+def engines_for(kind: str) -> list[str]:
+    """The engines that have a dialect for this workload."""
+    return [e for e in available_engines(listed_only=False) if kind in engine_class(e).dialects]
+
+
+def dialect_class(cls: Any, engine_kind: str, source: str) -> type:
+    """The engine's dialect for workload class `cls`, checked against the
+    workload's Dialect protocol; SpecError saying what is missing."""
+    engine_cls = engine_class(engine_kind)
+    dialect = engine_cls.dialects.get(cls.name)
+    if dialect is None:
+        others = [e for e in engines_for(cls.name) if e != engine_kind]
+        raise SpecError(
+            f"{source}: workload {cls.name!r} does not run on engine {engine_kind!r}: the {engine_kind} engine has "
+            f"no {cls.name} dialect ({cls.needs}); engines that have one: {', '.join(others) or 'none'}"
+        )
+    missing = missing_methods(dialect, cls.Dialect)
+    if missing:
+        raise SpecError(
+            f"{source}: the {engine_kind} engine's {cls.name} dialect ({dialect.__qualname__}) lacks "
+            f"{', '.join(missing)} of {cls.Dialect.__qualname__}"
+        )
+    return dialect
 
 
 def make_workload(
@@ -54,16 +83,22 @@ def make_workload(
             else:
                 problems.append(f"{field}: {p.get('input')!r} is not accepted: {p['msg']}")
         raise SpecError(f"{source}: " + "; ".join(problems)) from None
-    if engine_kind not in cls.engines:
-        raise SpecError(
-            f"{source}: workload {spec.kind!r} does not run on engine {engine_kind!r}; it runs on: {', '.join(cls.engines)}"
-        )
-    check_engine = getattr(cls, "check_engine", None)  # options one engine has no use for (optional hook)
-    if check_engine is not None:
-        try:
-            check_engine(options, engine_kind)
-        except SpecError as err:
-            raise SpecError(f"{source}: {err}") from None
+    dialect = dialect_class(cls, engine_kind, source)
+    _refuse_unused_options(options, dialect, engine_kind, source)
     workload = cls(options, dataset)
-    workload.engine_kind = engine_kind  # what its estimates are for
+    workload.dialect_class = dialect  # what its estimates are for
     return workload
+
+
+def _refuse_unused_options(options: Any, dialect: type, engine_kind: str, source: str) -> None:
+    """Options an engine's dialect has no use for (its `refused_options`: name ->
+    why), set to anything but their default, are refused before anything runs."""
+    refused: dict[str, str] = getattr(dialect, "refused_options", {})
+    fields = type(options).model_fields
+    problems = []
+    for name, why in refused.items():
+        value, default = getattr(options, name), fields[name].default
+        if value != default:
+            problems.append(f"workload.{name} = {value!r} is not accepted on engine {engine_kind!r} ({why}); accepted: leave it out")
+    if problems:
+        raise SpecError(f"{source}: " + "; ".join(problems))

@@ -1,10 +1,22 @@
-"""The protocol every workload implements, and the options model it validates."""
+"""The protocol every workload implements, the options model it validates, and
+how a workload states what it needs from an engine (its Dialect).
+
+A workload never asks which engine it runs on. It names, as a Protocol class
+of its own (`Dialect`), the few things that differ between engines: how its
+tables are built, the statement it times, how dirty pages are flushed, which
+profiler watches its sessions. Each engine package implements the dialects it
+supports and lists them in its class's `dialects` table; a workload asks for
+its own with `engine.dialect(self.name)`.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+import inspect
+from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict
+
+from ..engines.base import Engine
 
 
 class Options(BaseModel):
@@ -13,21 +25,21 @@ class Options(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-@runtime_checkable
 class Workload(Protocol):
-    name: str
-    default_metric: str  # what the verdict is about unless measure.metric says otherwise
-    default_goal: str  # "max" (throughput) or "min" (elapsed)
-    engines: tuple[str, ...]  # engines it can run on
-    engine_kind: str  # the engine this instance will run on (set by make_workload; estimates depend on it)
+    name: ClassVar[str]
+    default_metric: ClassVar[str]  # what the verdict is about unless measure.metric says otherwise
+    default_goal: ClassVar[str]  # "max" (throughput) or "min" (elapsed)
+    Dialect: ClassVar[type]  # the Protocol an engine implements to run this workload
+    needs: ClassVar[str]  # what the dialect provides, in words (for the refusal message)
+    dialect_class: type  # the chosen engine's dialect class (set by make_workload; estimates use it)
 
-    def prepare(self, engine: Any) -> None:
+    def prepare(self, engine: Engine) -> None:
         """Build the data set if it is missing or stale; cheap when it is there."""
 
     def relations(self) -> list[str]:
         """Tables/indexes a cold-cache cell evicts before it runs."""
 
-    def run(self, engine: Any) -> dict[str, float]:
+    def run(self, engine: Engine) -> dict[str, float]:
         """One timed execution; a flat dict of numbers."""
 
     def describe(self, metrics: dict[str, float]) -> str:
@@ -35,3 +47,21 @@ class Workload(Protocol):
 
     def estimate_seconds(self) -> float:
         """A rough duration of one run, for `blocklab plan`."""
+
+
+def protocol_methods(protocol: type) -> list[str]:
+    """The methods a dialect Protocol asks for (its own, public ones)."""
+    return sorted(
+        name for name, member in vars(protocol).items()
+        if not name.startswith("_") and inspect.isfunction(member)
+    )
+
+
+def missing_methods(dialect_class: type, protocol: type) -> list[str]:
+    """What `dialect_class` lacks of `protocol` (empty: it implements it)."""
+    return [m for m in protocol_methods(protocol) if not callable(getattr(dialect_class, m, None))]
+
+
+def dialect_of(engine: Engine, workload: str) -> Any:
+    """The engine's dialect for this workload (checked in validation already)."""
+    return engine.dialect(workload)

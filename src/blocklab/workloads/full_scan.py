@@ -2,20 +2,36 @@
 FULL + NOPARALLEL hints), timed, with the I/O it caused.
 
 The data set is the seed's test table: (id, 'blabla ' || id), built server-side
-in one statement and reused while its fingerprint (rows, shape) matches.
+by the engine's dialect and reused while its fingerprint (rows, shape) matches.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import ClassVar, Protocol, cast
 
 from pydantic import Field
 
-from ..probes.io import IoProbe, cold_proof
+from ..engines.base import Engine, Session, table_is_current
+from ..probes.io import RunProbe, cold_proof
 from ..spec import DatasetSpec
 from .base import Options
+
+
+class ScanDialect(Protocol):
+    """What a cold full scan needs from an engine."""
+
+    def build_scan_table(self, table: str, rows: int, fingerprint: str) -> None:
+        """(Re)create the seed's table of `rows` rows with `fingerprint` stored
+        (the engine's table_fingerprint() reads it back), ready to be scanned:
+        no maintenance left that a later scan would pay for."""
+
+    def scan_session(self, parallel: bool) -> Session:
+        """A session set for one serial scan (or a parallel one when allowed)."""
+
+    def count_rows(self, session: Session, table: str) -> int:
+        """The timed statement: count the table's rows with one full scan."""
 
 
 class FullScanOptions(Options):
@@ -23,11 +39,13 @@ class FullScanOptions(Options):
 
 
 class FullScan:
-    name = "full_scan"
-    default_metric = "rows_per_s"
-    default_goal = "max"
-    engines = ("postgres", "mariadb")
+    name: ClassVar[str] = "full_scan"
+    default_metric: ClassVar[str] = "rows_per_s"
+    default_goal: ClassVar[str] = "max"
+    Dialect: ClassVar[type] = ScanDialect
+    needs: ClassVar[str] = "how to build the scan table and count its rows with one full scan"
     Options = FullScanOptions
+    dialect_class: type = object
 
     def __init__(self, options: FullScanOptions, dataset: DatasetSpec):
         self.options = options
@@ -40,37 +58,22 @@ class FullScan:
     def fingerprint(self) -> str:
         return json.dumps({"blocklab_dataset": "scan", "rows": self.dataset.rows, "shape": self.dataset.shape})
 
-    def prepare(self, engine: Any) -> None:
-        if engine.name == "mariadb":
-            rebuild = getattr(engine, "tables_must_be_rebuilt", False)  # a new checksum or page size
-            if rebuild or _mariadb_table_comment(engine, self.dataset.table) != self.fingerprint():
-                build_scan_table_mariadb(engine, self.dataset.table, self.dataset.rows, self.fingerprint())
-                engine.tables_must_be_rebuilt = False
-            return
-        if _table_comment(engine, self.dataset.table) == self.fingerprint():
-            return
-        build_scan_table(engine, self.dataset.table, self.dataset.rows, self.fingerprint())
+    def prepare(self, engine: Engine) -> None:
+        if not table_is_current(engine, self.dataset.table, self.fingerprint()):
+            dialect = cast(ScanDialect, engine.dialect(self.name))
+            dialect.build_scan_table(self.dataset.table, self.dataset.rows, self.fingerprint())
 
     # ------------------------------------------------------------------ timed run
-    def run(self, engine: Any) -> dict[str, float]:
+    def run(self, engine: Engine) -> dict[str, float]:
+        dialect = cast(ScanDialect, engine.dialect(self.name))
         table = self.dataset.table
         relation_bytes = engine.relation_bytes(table)
         direct = engine.direct_io_active()
-        with engine.connect() as conn:
-            if engine.name == "mariadb":
-                with IoProbe(engine, conn) as probe:
-                    t0 = time.perf_counter()
-                    with conn.cursor() as cur:
-                        cur.execute(f"SELECT COUNT(*) FROM `{table}`")
-                        rows = cur.fetchone()[0]
-                    elapsed = time.perf_counter() - t0
-            else:
-                if not self.options.parallel:
-                    conn.execute("SET max_parallel_workers_per_gather = 0")
-                with IoProbe(engine, conn) as probe:
-                    t0 = time.perf_counter()
-                    rows = conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
-                    elapsed = time.perf_counter() - t0
+        with dialect.scan_session(self.options.parallel) as session:
+            with RunProbe(engine, session) as probe:
+                t0 = time.perf_counter()
+                rows = dialect.count_rows(session, table)
+                elapsed = time.perf_counter() - t0
         d = probe.deltas
         metrics = {
             "elapsed_s": elapsed,
@@ -105,146 +108,3 @@ class FullScan:
 
 
 WORKLOAD = FullScan
-
-
-def _table_comment(engine: Any, table: str) -> str | None:
-    rows = engine.query(
-        "SELECT obj_description(c.oid, 'pg_class') FROM pg_class c "
-        "WHERE c.relname = %s AND c.relnamespace = 'public'::regnamespace",
-        (table,),
-    )
-    return rows[0][0] if rows else None
-
-
-def _mariadb_table_comment(engine: Any, table: str) -> str | None:
-    rows = engine.query(
-        "SELECT TABLE_COMMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %s",
-        (table,),
-    )
-    return rows[0][0] if rows else None
-
-
-def build_scan_table_mariadb(engine: Any, table: str, rows: int, fingerprint: str) -> float:
-    """The same table in InnoDB, generated server-side by the Sequence engine
-    (seq_1_to_N), then analysed so relation_bytes() is exact, then checkpointed
-    by a clean restart-free flush."""
-    t0 = time.perf_counter()
-    with engine.connect(session=False) as conn, conn.cursor() as cur:
-        cur.execute(f"DROP TABLE IF EXISTS `{table}`")
-        cur.execute(f"CREATE TABLE `{table}` (id INT, name VARCHAR(100)) ENGINE=InnoDB COMMENT=%s", (fingerprint,))
-        cur.execute(f"INSERT INTO `{table}` SELECT seq, CONCAT('blabla ', seq) FROM seq_1_to_{int(rows)}")
-        cur.execute("COMMIT")
-    engine.analyze(table)
-    return time.perf_counter() - t0
-
-
-def build_scan_table(
-    engine: Any, table: str, rows: int, fingerprint: str, steps: dict[str, float] | None = None
-) -> float:
-    """Create the seed's table server-side, then freeze it so no later scan pays
-    for hint bits. Returns the seconds it took; `steps`, if given, receives the
-    seconds of each step (benchmarks/load.py reports them).
-
-    The fast path is COPY ... FREEZE FROM PROGRAM (perl on the server host writes
-    the rows; COPY batches them into pages, and FREEZE into a table created in
-    the same transaction skips the WAL under wal_level = minimal, and writes the
-    rows frozen with the pages marked all-visible and all-frozen in the
-    visibility map). Servers that refuse programs (a DSN without superuser) get
-    INSERT ... SELECT generate_series, which VACUUM (FREEZE) below then freezes.
-
-    Measured at 5.2 M rows (270 MB) on the 2-core VM (BENCHMARKS.md): the COPY
-    is ~80% of the time and is bound by the server backend's CPU per row (one
-    core; perl uses ~0.25 s of the other); the commit's fsync of the new file
-    (the price of skipping the WAL), made shorter by writing behind the COPY,
-    ~5%; ANALYZE ~10%; the VACUUM and the CHECKPOINT 0.01-0.03 s each."""
-    steps = {} if steps is None else steps
-    t0 = time.perf_counter()
-    try:
-        _copy_from_program(engine, table, rows, fingerprint, steps)
-    except Exception:  # psycopg.Error: no permission for programs, or no perl on the server
-        steps.clear()
-        _insert_select(engine, table, rows, fingerprint, steps)
-    with engine.connect(session=False) as conn:
-        # After COPY FREEZE the freeze itself has nothing left to do (every page
-        # is all-frozen in the visibility map, so the aggressive VACUUM skips
-        # them), but the VACUUM is still needed: COPY's bulk extension leaves
-        # empty pages at the end of the file (47 of 1,312 at 200,000 rows) that
-        # it truncates, and it resets the inserts-since-vacuum count, so that
-        # autovacuum does not visit the table during a later timed scan. The
-        # ANALYZE is there for the same reason (autovacuum's auto-analyze) and
-        # for parity with pgbench -i's vacuum step, which is VACUUM ANALYZE.
-        # ANALYZE inside the creating transaction measured 4-7% faster, but the
-        # truncation after it then re-estimates reltuples (192,835 for 200,000
-        # rows), so it runs here, after the VACUUM, in the same statement.
-        t = time.perf_counter()
-        conn.execute(f'VACUUM (FREEZE, ANALYZE) "{table}"')
-        steps["vacuum_analyze"] = time.perf_counter() - t
-        # Not needed for cold scans (evict() checkpoints first) nor on the
-        # embedded server (the commit already flushed and fsynced the table),
-        # but on a DSN server with wal_level = replica the load's dirty buffers
-        # would otherwise be written by a checkpoint inside a later warm-cache
-        # measurement. It costs ~0.01 s here.
-        t = time.perf_counter()
-        conn.execute("CHECKPOINT")
-        steps["checkpoint"] = time.perf_counter() - t
-    return time.perf_counter() - t0
-
-
-def _copy_from_program(engine: Any, table: str, rows: int, fingerprint: str, steps: dict[str, float]) -> None:
-    # perl (essential on Debian) writes the rows on the other core while the
-    # backend, the bottleneck, parses and stores them (~1.3 s of its CPU for
-    # 5.2 M rows). The generator's CPU and the hand-offs still count: on this
-    # 2-core machine, shared with other work, they are taken from the backend.
-    # - Rows are made in blocks of 4096 by a statement-modifier loop (no
-    #   per-row length test, one print of ~64 kB per block): 0.24-0.27 s of
-    #   CPU for 5.2 M rows against 0.38-0.44 s for a per-row loop, same bytes.
-    # - The pipe is enlarged to 1 MB (fcntl F_SETPIPE_SZ = 1031, Linux; 1 MB is
-    #   the default limit for an unprivileged user; where refused, fcntl just
-    #   fails and the default pipe is used). With the default 64 kB pipe the
-    #   backend drains one block per read and sleeps until perl writes the
-    #   next: 15,000-22,000 context switches per build, 2,000-10,000 with 1 MB.
-    # Together: builds 24% faster (median of 9, interleaved; BENCHMARKS.md).
-    # Tried and no faster: awk (four times perl's time), perl map/join or a
-    # sprintf per block (0.6-0.9 s of CPU), seq | paste or sed (1.6 s), binary
-    # COPY (the same backend CPU as text, and perl's pack costs more), and two
-    # COPY streams in parallel (FREEZE needs the creating transaction, so the
-    # second stream is WAL-logged and VACUUM must then freeze every page:
-    # 4.0-4.6 s against 2.5-3.9 s, and the ids interleave on disk).
-    program = (
-        "perl -e 'fcntl(STDOUT, 1031, 1048576); "
-        "for ($i = 1; $i <= %d; $i += 4096) { $j = $i + 4095; $j = %d if $j > %d; "
-        "$s = \"\"; $s .= \"$_\\tblabla $_\\n\" for $i..$j; print $s }'" % (rows, rows, rows)
-    )
-    with engine.connect(session=False, autocommit=False) as conn:
-        t = time.perf_counter()
-        # Without it the whole file stays dirty in the page cache until the
-        # commit's fsync writes it while we wait (0.21-0.33 s at 271 MB); with
-        # it the backend asks the kernel to write behind the COPY every 2 MB
-        # (the maximum), and the commit takes 0.10-0.14 s: builds 7% and 14%
-        # faster (medians of 7 and 9, interleaved). The pages are the same.
-        conn.execute("SET LOCAL backend_flush_after = '2MB'")
-        conn.execute(f'DROP TABLE IF EXISTS "{table}"')
-        conn.execute(f'CREATE TABLE "{table}" (id integer, name text)')
-        conn.execute(f'COPY "{table}" FROM PROGRAM {_literal(program)} WITH (FREEZE)')
-        conn.execute(f"COMMENT ON TABLE \"{table}\" IS {_literal(fingerprint)}")
-        steps["load"] = time.perf_counter() - t
-        t = time.perf_counter()
-        conn.commit()  # under wal_level = minimal: writes out and fsyncs the new file
-        steps["commit"] = time.perf_counter() - t
-
-
-def _insert_select(engine: Any, table: str, rows: int, fingerprint: str, steps: dict[str, float]) -> None:
-    with engine.connect(session=False, autocommit=False) as conn:
-        t = time.perf_counter()
-        conn.execute(f'DROP TABLE IF EXISTS "{table}"')
-        conn.execute(f'CREATE TABLE "{table}" (id integer, name text)')
-        conn.execute(f"INSERT INTO \"{table}\" SELECT i, 'blabla ' || i FROM generate_series(1, %s) AS i", (rows,))
-        conn.execute(f"COMMENT ON TABLE \"{table}\" IS {_literal(fingerprint)}")
-        steps["load"] = time.perf_counter() - t
-        t = time.perf_counter()
-        conn.commit()
-        steps["commit"] = time.perf_counter() - t
-
-
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"

@@ -1,9 +1,10 @@
-"""Who did the I/O: pg_stat_io deltas per process type (PostgreSQL 16+).
+"""Who did the I/O: pg_stat_io deltas per process type (PostgreSQL 16+), and
+the engine's I/O window (engines/base.py IoWindow) built on them.
 
-    with StatIoProbe(engine) as probe:
-        run the workload (its sessions flush their own statistics at the end:
-        `flush_own_stats(conn)` on each of them)
-    probe.by_type["client backend"]["writes"], probe.metrics()
+    with StatIoWindow(engine, sessions=point_sessions, settle=True) as w:
+        run the workload
+    w.deltas (relation I/O summed over process types: reads, read_bytes, ...),
+    w.by_type["client backend"]["writes"], w.metrics()
 
 Relation I/O (tables and indexes) and WAL I/O are kept apart: WAL is always
 written by whoever commits, while a relation page written by a *client
@@ -22,6 +23,7 @@ flushes are counted.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 COLUMNS = (
@@ -83,31 +85,55 @@ def short(backend_type: str) -> str:
     return backend_type.replace(" ", "_")
 
 
-class StatIoProbe:
-    """pg_stat_io before and after, per backend type, relation and WAL apart."""
+def relation_totals(counters: Counters) -> dict[str, float]:
+    """Relation I/O (tables and indexes) summed over process types, in the keys
+    every engine gives (engines/base.py IO_KEYS) plus evictions."""
+    rel = [v for (_, obj), v in counters.items() if obj == "relation"]
+    total = {c: sum(v[c] for v in rel) for c in COLUMNS}
+    return {
+        "reads": total["reads"], "read_bytes": total["read_bytes"], "read_time_ms": total["read_time"],
+        "writes": total["writes"], "write_bytes": total["write_bytes"], "write_time_ms": total["write_time"],
+        "hits": total["hits"], "fsyncs": total["fsyncs"], "evictions": total["evictions"],
+    }
 
-    def __init__(self, engine: Any, conn: Any = None, settle_s: float = 1.5):
+
+class StatIoWindow:
+    """pg_stat_io before and after, per backend type, relation and WAL apart.
+
+    Reads go through `session` (its own pending statistics are flushed first)
+    or a connection of the window's own. At the end the `sessions` publish
+    their pending statistics, and with `settle` the window reads until two
+    reads a moment apart agree (background processes flush on their own
+    schedule), at most `settle_s`."""
+
+    def __init__(self, engine: Any, session: Any = None, *, settle: bool = False, sessions: Sequence[Any] = (),
+                 settle_s: float = 1.5):
         self.engine = engine
-        self.conn = conn
-        self.settle_s = settle_s
-        self.deltas: Counters = {}
+        self.conn = session.conn if session is not None else None
+        self.sessions = list(sessions)
+        self.settle_s = settle_s if settle else 0.0
+        self.by_type_and_object: Counters = {}
+        self.deltas: dict[str, float] = {}
         self._own: Any = None
 
     def _conn(self) -> Any:
         if self.conn is not None:
             return self.conn
         if self._own is None:
-            self._own = self.engine.connect(session=False)
+            self._own = self.engine.pg_connect(session=False)
         return self._own
 
-    def __enter__(self) -> "StatIoProbe":
+    def __enter__(self) -> StatIoWindow:
         self._before = read_counters(self._conn())
         return self
 
     def __exit__(self, *exc: Any) -> None:
         try:
             if exc[0] is None:
-                self.deltas = diff(self._settled(), self._before)
+                for session in self.sessions:
+                    flush_own_stats(session.conn)
+                self.by_type_and_object = diff(self._settled(), self._before)
+                self.deltas = relation_totals(self.by_type_and_object)
         finally:
             if self._own is not None:
                 self._own.close()
@@ -130,14 +156,14 @@ class StatIoProbe:
     @property
     def by_type(self) -> dict[str, dict[str, float]]:
         """Relation I/O per backend type (the buffer pool's traffic)."""
-        return {t: v for (t, obj), v in self.deltas.items() if obj == "relation"}
+        return {t: v for (t, obj), v in self.by_type_and_object.items() if obj == "relation"}
 
     @property
     def wal_by_type(self) -> dict[str, dict[str, float]]:
-        return {t: v for (t, obj), v in self.deltas.items() if obj == "wal"}
+        return {t: v for (t, obj), v in self.by_type_and_object.items() if obj == "wal"}
 
     def metrics(self) -> dict[str, float]:
-        return stat_io_metrics(self.deltas)
+        return stat_io_metrics(self.by_type_and_object)
 
 
 def stat_io_metrics(deltas: Counters) -> dict[str, float]:
@@ -180,4 +206,4 @@ def _same(a: Counters, b: Counters) -> bool:
     return all(a[k][c] == b[k][c] for k in a for c in COLUMNS if c != "hits")
 
 
-__all__ = ["MAIN_TYPES", "StatIoProbe", "flush_own_stats", "read_counters", "stat_io_metrics"]
+__all__ = ["MAIN_TYPES", "StatIoWindow", "flush_own_stats", "read_counters", "relation_totals", "stat_io_metrics"]

@@ -44,15 +44,13 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from .os_stats import process_cpu_seconds
+from ...probes.os_stats import process_cpu_seconds
+from ...probes.profile import CPU, SessionProfile, flatten_profile, sum_profiles
 
-CPU = "CPU"
-UNACCOUNTED = "UNACCOUNTED_TIME"
-TOTAL = "TOTAL_TIME"
 
 # pg_stat_get_activity() directly: the pg_stat_activity view joins pg_database
 # and pg_authid for names we do not need, and we only want our own pids. One
@@ -136,85 +134,6 @@ def _close_window(w: _Window, t: float) -> None:
 
 # ---------------------------------------------------------------------- profiles
 @dataclass
-class SessionProfile:
-    """Where one session's elapsed time went."""
-
-    pid: int
-    elapsed_s: float
-    waits: dict[str, float] = field(default_factory=dict)  # "IO:DataFileRead" -> sampled seconds
-    cpu_s: float = 0.0  # sampled: active with no wait event
-    cpu_measured_s: float | None = None  # on-CPU over the window, from /proc
-    cpu_source: str = ""  # schedstat | stat | "" (not measured)
-    cpu_stat_s: float | None = None  # utime+stime over the window (10 ms ticks)
-    runqueue_s: float | None = None  # schedstat: runnable, waiting for a CPU
-    samples: int = 0
-
-    @property
-    def wait_s(self) -> float:
-        return sum(self.waits.values())
-
-    @property
-    def sampled_s(self) -> float:
-        return self.wait_s + self.cpu_s
-
-    @property
-    def unaccounted_s(self) -> float:
-        return self.elapsed_s - self.sampled_s
-
-    @property
-    def coverage(self) -> float:
-        return self.sampled_s / self.elapsed_s if self.elapsed_s > 0 else 0.0
-
-    def parts(self) -> dict[str, float]:
-        """Every time source except TOTAL_TIME; they add up to elapsed_s."""
-        out = dict(self.waits)
-        out[CPU] = self.cpu_s
-        out[UNACCOUNTED] = self.unaccounted_s
-        return out
-
-    def rows(self) -> list[tuple[str, float]]:
-        """TOTAL_TIME first, then the parts, largest first (the seed's table)."""
-        parts = sorted(self.parts().items(), key=lambda kv: (-kv[1], kv[0]))
-        return [(TOTAL, self.elapsed_s), *parts]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "pid": self.pid,
-            "elapsed_s": self.elapsed_s,
-            "waits": dict(self.waits),
-            "cpu_s": self.cpu_s,
-            "unaccounted_s": self.unaccounted_s,
-            "cpu_measured_s": self.cpu_measured_s,
-            "cpu_source": self.cpu_source,
-            "cpu_stat_s": self.cpu_stat_s,
-            "runqueue_s": self.runqueue_s,
-            "samples": self.samples,
-        }
-
-
-def _add_optional(a: float | None, b: float | None) -> float | None:
-    return None if a is None or b is None else a + b
-
-
-def sum_profiles(profiles: Iterable[SessionProfile], pid: int = 0) -> SessionProfile:
-    """The sessions' profiles added up (TOTAL_TIME = the sum of their elapsed times)."""
-    total = SessionProfile(pid=pid, elapsed_s=0.0, cpu_measured_s=0.0, cpu_stat_s=0.0, runqueue_s=0.0)
-    sources = set()
-    for p in profiles:
-        total.elapsed_s += p.elapsed_s
-        for k, v in p.waits.items():
-            total.waits[k] = total.waits.get(k, 0.0) + v
-        total.cpu_s += p.cpu_s
-        total.samples += p.samples
-        sources.add(p.cpu_source)
-        total.cpu_measured_s = _add_optional(total.cpu_measured_s, p.cpu_measured_s)
-        total.cpu_stat_s = _add_optional(total.cpu_stat_s, p.cpu_stat_s)
-        total.runqueue_s = _add_optional(total.runqueue_s, p.runqueue_s)
-    total.cpu_source = sources.pop() if len(sources) == 1 else "mixed"
-    return total
-
-
-@dataclass
 class Profile:
     """All sampled sessions of one measurement."""
 
@@ -254,43 +173,6 @@ class Profile:
         return out
 
 
-def flatten_profile(p: SessionProfile, prefix: str) -> dict[str, float]:
-    """<prefix>.total_s (TOTAL_TIME), .wait.<Type:Event>_s, .cpu_s, .unaccounted_s
-    (these add up to total_s), .wait_s (all waits), .coverage, and the measured
-    cross-checks .cpu_measured_s, .cpu_stat_s, .runqueue_s when known."""
-    out = {
-        f"{prefix}.total_s": p.elapsed_s,
-        f"{prefix}.cpu_s": p.cpu_s,
-        f"{prefix}.unaccounted_s": p.unaccounted_s,
-        f"{prefix}.wait_s": p.wait_s,
-        f"{prefix}.coverage": p.coverage,
-    }
-    for key in ("cpu_measured_s", "cpu_stat_s", "runqueue_s"):
-        value = getattr(p, key)
-        if value is not None:
-            out[f"{prefix}.{key}"] = value
-    for event, seconds in p.waits.items():
-        out[f"{prefix}.wait.{event}_s"] = seconds
-    return out
-
-
-def unflatten_profile(metrics: dict[str, float], prefix: str) -> SessionProfile | None:
-    """The inverse of flatten_profile (for views that read result rows)."""
-    if f"{prefix}.total_s" not in metrics:
-        return None
-    start = f"{prefix}.wait."
-    waits = {k[len(start):-2]: v for k, v in metrics.items() if k.startswith(start) and k.endswith("_s")}
-    return SessionProfile(
-        pid=0,
-        elapsed_s=metrics[f"{prefix}.total_s"],
-        waits=waits,
-        cpu_s=metrics.get(f"{prefix}.cpu_s", 0.0),
-        cpu_measured_s=metrics.get(f"{prefix}.cpu_measured_s"),
-        cpu_stat_s=metrics.get(f"{prefix}.cpu_stat_s"),
-        runqueue_s=metrics.get(f"{prefix}.runqueue_s"),
-    )
-
-
 # ---------------------------------------------------------------------- the sampler
 def _text(value: bytes | None) -> str | None:
     return None if value is None else value.decode()
@@ -319,8 +201,7 @@ def classify(state: str | None, wait_type: str | None, wait_event: str | None) -
 class WaitSampler:
     """Sample pg_stat_activity for `pids` every `interval` seconds in a thread.
 
-    `engine` is anything with connect(session=False) (a PostgresEngine) or a
-    conninfo string. begin(pid)/end(pid) mark one session's own window (its
+    `engine` is a PostgresEngine or a conninfo string. begin(pid)/end(pid) mark one session's own window (its
     statement); sessions never marked are profiled over the sampler's life."""
 
     def __init__(
@@ -355,7 +236,7 @@ class WaitSampler:
             import psycopg
 
             return psycopg.connect(self.engine, autocommit=True)
-        return self.engine.connect(session=False)
+        return self.engine.pg_connect(session=False)
 
     def __enter__(self) -> "WaitSampler":
         self._conn = self._connect()
@@ -371,7 +252,7 @@ class WaitSampler:
         self._ticks.clear()
         self._states.clear()
         if self.local is None:  # /proc and nice only for a server on this machine
-            self.local = getattr(self.engine, "mode", None) == "embedded" or all(
+            self.local = (not isinstance(self.engine, str) and self.engine.mode == "embedded") or all(
                 _is_local_postgres(p) for p in [self.own_pid, *self.pids]
             )
         if self.local:
@@ -504,15 +385,43 @@ class WaitSampler:
         return p
 
 
-__all__ = [
-    "CPU",
-    "TOTAL",
-    "UNACCOUNTED",
-    "Profile",
-    "SessionProfile",
-    "WaitSampler",
-    "classify",
-    "flatten_profile",
-    "sum_profiles",
-    "unflatten_profile",
-]
+__all__ = ["Profile", "SessionSampler", "WaitSampler", "classify"]
+
+
+class SessionSampler:
+    """The PostgreSQL side of a workload's session profiler (engines/base.py
+    SessionProfiler): a WaitSampler over the backends of the registered sessions."""
+
+    def __init__(self, engine: Any, interval: float = 0.01, nice: int | None = 19):
+        self.engine = engine
+        self.interval = interval
+        self.nice = nice
+        self.pids: list[int] = []
+        self.sampler: WaitSampler | None = None
+
+    def register(self, session: Any) -> None:
+        self.pids.append(int(session.backend_id))
+
+    def __enter__(self) -> SessionSampler:
+        self.sampler = WaitSampler(self.engine, self.pids, interval=self.interval, nice=self.nice)
+        self.sampler.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.sampler is not None:
+            self.sampler.__exit__(*exc)
+
+    def begin(self, session: Any) -> float:
+        t0 = time.perf_counter()
+        if self.sampler is not None:
+            self.sampler.begin(int(session.backend_id), t0)
+        return t0
+
+    def end(self, session: Any) -> float:
+        t1 = time.perf_counter()
+        if self.sampler is not None:
+            self.sampler.end(int(session.backend_id), t1)
+        return t1
+
+    def metrics(self, prefix: str = "profile") -> dict[str, float]:
+        return self.sampler.profile().metrics(prefix) if self.sampler is not None else {}

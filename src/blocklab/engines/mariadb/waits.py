@@ -1,25 +1,8 @@
-"""Where the time goes on MariaDB/InnoDB, and what InnoDB did meanwhile.
+"""Where the time goes on MariaDB/InnoDB (the server-wide counters are in counters.py),
+and InnoDB's purge, waited for before each cell of a write workload.
 
-Two kinds of probe, both reusable by any MariaDB workload:
-
-1. Server-wide counter deltas around a timed run (`InnodbCounters`):
-   SHOW GLOBAL STATUS (`STATUS_COUNTERS`, as `innodb.<name>` metrics, e.g.
-   `innodb.buffer_pool_reads`) and performance_schema's file I/O on InnoDB's
-   data files (`wait/io/file/innodb/innodb_data_file` in
-   file_summary_by_event_name, as `data_file.*`: count, seconds, bytes, split
-   into reads, writes and misc = fsync/open/close). These count every thread:
-   the sessions and InnoDB's own (page cleaner, I/O threads).
-
-       with InnodbCounters(engine) as counters:
-           run the statements
-       counters.metrics() -> {"innodb.buffer_pool_reads": ..., "data_file.wait_s": ...}
-
-   The pieces (`read_global_status`, `read_data_file_waits`, `status_metrics`,
-   `data_file_metrics`) work on a DB-API cursor for workloads that read them
-   in their own connections.
-
-2. A per-session time profile (`SessionWaitProfiler`), the MariaDB side of
-   probes/waits.py's WaitSampler and in the same shape (SessionProfile,
+A per-session time profile (`SessionWaitProfiler`), the MariaDB side of
+   PostgreSQL's WaitSampler and in the same shape (SessionProfile,
    `profile.slowest.*` / `profile.total.*` metrics), so profile_view and the
    report show it unchanged. It is measured, not sampled: each session
    snapshots its own server thread's row of
@@ -64,48 +47,29 @@ Two kinds of probe, both reusable by any MariaDB workload:
    put back at the end are warned about (`profile.restore_failed` = 1).
 
        profiler = SessionWaitProfiler(engine)
+       profiler.register(session)              # per session, before the profiler starts
        with profiler:
-           profiler.register(conn)                 # per session, before the run
-           t0 = profiler.begin(conn); ...; t1 = profiler.end(conn)   # in the session's thread
+           t0 = profiler.begin(session); ...; t1 = profiler.end(session)   # in the session's thread
        profiler.metrics() -> {"profile.slowest.total_s": ..., "profile.total.wait.File:innodb/innodb_data_file_s": ...}
 """
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 import pymysql
 
-from .waits import SessionProfile, flatten_profile, sum_profiles
+from ...probes.profile import SessionProfile, flatten_profile, sum_profiles
+from .counters import NOT_READABLE, PS_PER_S, read_global_status
 
-DATA_FILE_EVENT = "wait/io/file/innodb/innodb_data_file"
-PS_PER_S = 1e12  # performance_schema timers are in picoseconds
-_NOT_READABLE = (1142, 1146)  # SELECT command denied; no such table
+if TYPE_CHECKING:
+    from . import MariadbEngine
 
-# SHOW GLOBAL STATUS counters whose deltas a run records (metric: innodb.<name without Innodb_, lower case>)
-STATUS_COUNTERS = (
-    "Innodb_buffer_pool_reads",  # pages read from disk into the pool (synchronous + read-ahead)
-    "Innodb_buffer_pool_read_requests",  # logical page reads
-    "Innodb_buffer_pool_read_ahead",
-    "Innodb_buffer_pool_write_requests",
-    "Innodb_buffer_pool_wait_free",  # waits for a free page: InnoDB's "free buffer waits"
-    "Innodb_buffer_pool_pages_flushed",  # pages written by any flush
-    "Innodb_buffer_pool_pages_lru_flushed",  # ... of which to free pages at the LRU tail
-    "Innodb_pages_read",
-    "Innodb_pages_written",
-    "Innodb_data_reads",
-    "Innodb_data_read",  # bytes
-    "Innodb_data_writes",
-    "Innodb_data_written",  # bytes
-    "Innodb_data_fsyncs",
-    "Innodb_log_waits",  # waits for room in the redo log buffer
-)
 
 # Instruments the profile needs timed: leaf waits that never enclose one another
 PROFILE_INSTRUMENTS = ("wait/io/file/%", "wait/synch/%", "wait/lock/metadata/%", "idle")
@@ -124,105 +88,6 @@ _CLASS_LABELS = {
     "wait/synch/cond/": "Cond",
     "wait/lock/metadata/": "MDL",
 }
-
-
-# ---------------------------------------------------------------------- server-wide counters
-def read_global_status(cur: Any, names: Iterable[str] = STATUS_COUNTERS) -> dict[str, float]:
-    """SHOW GLOBAL STATUS for `names`; a counter this server does not have is absent."""
-    names = tuple(names)
-    cur.execute("SHOW GLOBAL STATUS WHERE Variable_name IN (" + ", ".join(["%s"] * len(names)) + ")", names)
-    found = {str(k).lower(): v for k, v in cur.fetchall()}
-    out = {}
-    for name in names:
-        value = found.get(name.lower())
-        with contextlib.suppress(TypeError, ValueError):
-            out[name] = float(value)
-    return out
-
-
-def status_metrics(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
-    """Deltas as metrics named innodb.<counter> (Innodb_pages_read -> innodb.pages_read).
-    Only counters read both times (a server without one leaves it out, never 0)."""
-    out = {}
-    for name, value in after.items():
-        if name in before:
-            out["innodb." + name.removeprefix("Innodb_").lower()] = value - before[name]
-    return out
-
-
-def read_data_file_waits(cur: Any, event: str = DATA_FILE_EVENT) -> dict[str, float] | None:
-    """performance_schema's cumulative file I/O on InnoDB data files (all threads):
-    counts, picoseconds and bytes; None when performance_schema is off (its
-    tables are then empty) or this user may not read it."""
-    try:
-        cur.execute(
-            "SELECT COUNT_STAR, SUM_TIMER_WAIT, COUNT_READ, SUM_TIMER_READ, SUM_NUMBER_OF_BYTES_READ, "
-            "COUNT_WRITE, SUM_TIMER_WRITE, SUM_NUMBER_OF_BYTES_WRITE, COUNT_MISC, SUM_TIMER_MISC "
-            "FROM performance_schema.file_summary_by_event_name WHERE EVENT_NAME = %s",
-            (event,),
-        )
-    except pymysql.err.MySQLError as err:
-        if err.args and err.args[0] in _NOT_READABLE:  # a DSN user without access to performance_schema
-            return None
-        raise
-    row = cur.fetchone()
-    if row is None:
-        return None
-    keys = ("count", "wait_ps", "reads", "read_ps", "read_bytes", "writes", "write_ps", "write_bytes", "misc", "misc_ps")
-    return {k: float(v or 0) for k, v in zip(keys, row)}
-
-
-def data_file_metrics(before: dict[str, float] | None, after: dict[str, float] | None) -> dict[str, float]:
-    """data_file.count (every file operation), .wait_s (their summed time), .reads,
-    .read_s, .read_bytes, .writes, .write_s, .write_bytes, .misc, .misc_s (fsync,
-    open, close); {} when performance_schema could not be read."""
-    if before is None or after is None:
-        return {}
-    d = {k: after[k] - before[k] for k in after}
-    return {
-        "data_file.count": d["count"],
-        "data_file.wait_s": d["wait_ps"] / PS_PER_S,
-        "data_file.reads": d["reads"],
-        "data_file.read_s": d["read_ps"] / PS_PER_S,
-        "data_file.read_bytes": d["read_bytes"],
-        "data_file.writes": d["writes"],
-        "data_file.write_s": d["write_ps"] / PS_PER_S,
-        "data_file.write_bytes": d["write_bytes"],
-        "data_file.misc": d["misc"],
-        "data_file.misc_s": d["misc_ps"] / PS_PER_S,
-    }
-
-
-class InnodbCounters:
-    """SHOW GLOBAL STATUS and data-file waits before and after; metrics() the deltas,
-    plus `data_file.available` (0: performance_schema off, no data_file.* figures)."""
-
-    def __init__(self, engine: Any, names: Iterable[str] = STATUS_COUNTERS):
-        self.engine = engine
-        self.names = tuple(names)
-        self._before: tuple[dict[str, float], dict[str, float] | None] | None = None
-        self._after: tuple[dict[str, float], dict[str, float] | None] | None = None
-
-    def _read(self) -> tuple[dict[str, float], dict[str, float] | None]:
-        with self.engine.connect(session=False) as conn, conn.cursor() as cur:
-            return read_global_status(cur, self.names), read_data_file_waits(cur)
-
-    def __enter__(self) -> "InnodbCounters":
-        self._before = self._read()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if exc[0] is None:
-            self._after = self._read()
-
-    def metrics(self) -> dict[str, float]:
-        if self._before is None or self._after is None:
-            raise RuntimeError("InnodbCounters.metrics() before the with block has completed")
-        out = status_metrics(self._before[0], self._after[0])
-        files = data_file_metrics(self._before[1], self._after[1])
-        out.update(files)
-        out["data_file.available"] = 1.0 if files else 0.0
-        return out
 
 
 # ---------------------------------------------------------------------- InnoDB purge
@@ -306,15 +171,16 @@ class ProfilerUnavailable(RuntimeError):
 class SessionWaitProfiler:
     """Per-session wait profiles from performance_schema (see the module docstring)."""
 
-    def __init__(self, engine: Any):
+    def __init__(self, engine: MariadbEngine):
         self.engine = engine
         self.available = True
         self.synch_timed = False
-        self._sessions: dict[int, _Session] = {}  # by id(conn)
+        self._pending: list[Any] = []  # sessions registered before the profiler started
+        self._sessions: dict[int, _Session] = {}  # by id(session)
         self._lock = threading.Lock()
         self._enabled_instruments: list[tuple[str, str, str]] = []  # (name, was enabled, was timed)
         self._enabled_consumers: list[str] = []
-        pids = engine.server_pids() if hasattr(engine, "server_pids") else []
+        pids = engine.server_pids()
         self._server_pid: int | None = pids[0] if pids else None
         self._snapshot_s: list[float] = []
         self.restore_failed = False  # the instruments it enabled could not be put back
@@ -322,7 +188,7 @@ class SessionWaitProfiler:
 
     # -------------------------------------------------------------- set-up
     def _may_change_server(self) -> bool:
-        return getattr(self.engine, "mode", "embedded") == "embedded" or bool(getattr(self.engine, "allow_server_changes", False))
+        return self.engine.mode == "embedded" or self.engine.allow_server_changes
 
     def __enter__(self) -> "SessionWaitProfiler":
         """Check performance_schema and enable the profile's instruments. Any
@@ -330,7 +196,7 @@ class SessionWaitProfiler:
         without access to performance_schema's tables (errors 1142/1146) gets
         no profile (`profile.available` = 0) instead of a failed cell."""
         try:
-            with self.engine.connect(session=False) as conn, conn.cursor() as cur:
+            with self.engine.sql_connect(session=False) as conn, conn.cursor() as cur:
                 cur.execute("SELECT @@performance_schema")
                 if not int(cur.fetchone()[0]):
                     self.available = False
@@ -338,9 +204,11 @@ class SessionWaitProfiler:
                 if self._may_change_server():
                     self._enable(cur)
                 self.synch_timed = self._all_timed(cur, "wait/synch/%")
+            for session in self._pending:
+                self._register_thread(session)
         except pymysql.err.MySQLError as err:
             self._restore()
-            if getattr(self.engine, "mode", "embedded") != "embedded" and err.args and err.args[0] in _NOT_READABLE:
+            if self.engine.mode != "embedded" and err.args and err.args[0] in NOT_READABLE:
                 self.available = False
                 self.unavailable_reason = str(err)
                 return self
@@ -393,7 +261,7 @@ class SessionWaitProfiler:
         if not (self._enabled_instruments or self._enabled_consumers):
             return
         try:
-            with self.engine.connect(session=False) as conn, conn.cursor() as cur:
+            with self.engine.sql_connect(session=False) as conn, conn.cursor() as cur:
                 for name, enabled, timed in self._enabled_instruments:
                     cur.execute(
                         "UPDATE performance_schema.setup_instruments SET ENABLED = %s, TIMED = %s WHERE NAME = %s",
@@ -404,7 +272,7 @@ class SessionWaitProfiler:
         except Exception as err:
             self.restore_failed = True
             warnings.warn(
-                f"the time profile's performance_schema changes were not put back on {getattr(self.engine, 'name', 'the server')} "
+                f"the time profile's performance_schema changes were not put back on {self.engine.name} "
                 f"({len(self._enabled_instruments)} instruments enabled/timed, consumers {self._enabled_consumers}): {err}",
                 RuntimeWarning,
                 stacklevel=3,
@@ -412,11 +280,15 @@ class SessionWaitProfiler:
             return
         self._enabled_instruments, self._enabled_consumers = [], []
 
-    def register(self, conn: Any) -> None:
-        """Find the session's server thread (call before the run, for every session)."""
+    def register(self, session: Any) -> None:
+        """A session to profile (every session, before the profiler starts)."""
+        self._pending.append(session)
+
+    def _register_thread(self, session: Any) -> None:
+        """Find the session's server thread."""
         if not self.available:
             return
-        with conn.cursor() as cur:
+        with session.conn.cursor() as cur:
             cur.execute(
                 "SELECT THREAD_ID, THREAD_OS_ID, PROCESSLIST_ID, INSTRUMENTED FROM performance_schema.threads "
                 "WHERE PROCESSLIST_ID = CONNECTION_ID()"
@@ -428,7 +300,7 @@ class SessionWaitProfiler:
             if instrumented != "YES" and self._may_change_server():
                 cur.execute("UPDATE performance_schema.threads SET INSTRUMENTED = 'YES' WHERE THREAD_ID = %s", (thread_id,))
         with self._lock:
-            self._sessions[id(conn)] = _Session(int(connection_id), int(thread_id), int(os_tid) if os_tid else None)
+            self._sessions[id(session)] = _Session(int(connection_id), int(thread_id), int(os_tid) if os_tid else None)
 
     # -------------------------------------------------------------- the window (in the session's thread)
     def _thread_waits(self, conn: Any, thread_id: int) -> dict[str, float]:
@@ -448,25 +320,25 @@ class SessionWaitProfiler:
             return None
         return _thread_schedstat(self._server_pid, s.os_tid)
 
-    def begin(self, conn: Any) -> float:
+    def begin(self, session: Any) -> float:
         """Snapshot the session's thread, then start its clock; returns t0 (perf_counter)."""
-        s = self._sessions.get(id(conn)) if self.available else None
+        s = self._sessions.get(id(session)) if self.available else None
         if s is None:
             return time.perf_counter()
-        s.waits0 = self._thread_waits(conn, s.thread_id)
+        s.waits0 = self._thread_waits(session.conn, s.thread_id)
         s.cpu0 = self._cpu(s)
         s.t0 = time.perf_counter()
         return s.t0
 
-    def end(self, conn: Any) -> float:
+    def end(self, session: Any) -> float:
         """Stop the session's clock, then snapshot its thread; returns t1 (perf_counter)."""
         t1 = time.perf_counter()
-        s = self._sessions.get(id(conn)) if self.available else None
+        s = self._sessions.get(id(session)) if self.available else None
         if s is None:
             return t1
         s.t1 = t1
         s.cpu1 = self._cpu(s)
-        s.waits1 = self._thread_waits(conn, s.thread_id)
+        s.waits1 = self._thread_waits(session.conn, s.thread_id)
         return t1
 
     # -------------------------------------------------------------- results
@@ -522,17 +394,4 @@ class SessionWaitProfiler:
         return out
 
 
-__all__ = [
-    "DATA_FILE_EVENT",
-    "STATUS_COUNTERS",
-    "InnodbCounters",
-    "ProfilerUnavailable",
-    "SessionWaitProfiler",
-    "data_file_metrics",
-    "read_data_file_waits",
-    "read_global_status",
-    "split_remainder",
-    "status_metrics",
-    "wait_for_purge",
-    "wait_label",
-]
+__all__ = ["PURGE_WAIT_S", "ProfilerUnavailable", "SessionWaitProfiler", "split_remainder", "wait_for_purge", "wait_label"]

@@ -36,131 +36,75 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import os
-import re
-import threading
 import weakref
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, ClassVar
 
 import apsw
 
-from .base import ApplyClass, EngineError, EngineInfo, KnobError, KnobInfo, parse_int
-from .host import DirectoryLock, drop_os_cache
-
-ENGINE = "sqlite"
-DB_FILE = "blocklab.db"
-SIDE_FILES = ("-wal", "-shm", "-journal")
-
-STAT_VFS = "vfslog"  # registered by apsw's `vfsstat` extra
-CKSUM_VFS = "cksmvfs"  # registered by apsw's `cksumvfs` extra
-CKSUM_RESERVE = 8  # cksumvfs verifies pages only when the file reserves exactly 8 bytes a page
-
-PAGE_SIZES = tuple(2**n for n in range(9, 17))  # 512 .. 65536
-DEFAULT_PAGE_SIZE = 4096
-JOURNAL_MODES = ("delete", "truncate", "persist", "memory", "wal", "off")
-SYNCHRONOUS = ("off", "normal", "full", "extra")  # PRAGMA synchronous reads back 0..3
-DEFAULT_JOURNAL_MODE = "delete"
-BUSY_TIMEOUT_MS = 60_000
-_SQLITE_HEADER = b"SQLite format 3\x00"
-
-# native parameter -> what it is; generic names point at these
-KNOBS: dict[str, KnobInfo] = {
-    "page_size": KnobInfo(
-        "page_size", "block_size", "size", ApplyClass.REINIT, minimum=512, maximum=65536, unit="bytes",
-        default=DEFAULT_PAGE_SIZE,
-        description="database page size, a power of two from 512 to 65536 bytes; a new database file",
-    ),
-    "cksumvfs": KnobInfo(
-        "cksumvfs", "checksum", "bool", ApplyClass.REINIT, default=False,
-        description="page checksums by the cksumvfs shim (8 reserve bytes a page); a new database file; "
-        "read back with PRAGMA checksum_verification",
-    ),
-    "cell_size_check": KnobInfo(
-        "cell_size_check", "block_checking", "bool", ApplyClass.SESSION, default=False,
-        description="check cell sizes of every b-tree page as it is read (PRAGMA cell_size_check)",
-    ),
-    "cache_size": KnobInfo(
-        "cache_size", "buffer_cache", "integer", ApplyClass.SESSION, minimum=0, maximum=2**31 - 1, unit="pages",
-        default=-2000,
-        description="page cache of each connection, in pages of the current page size (PRAGMA cache_size N); "
-        "SQLite's negative KiB form is not accepted; unset, SQLite uses -2000 (2000 KiB)",
-    ),
-    "journal_mode": KnobInfo(
-        "journal_mode", None, "enum", ApplyClass.RELOAD, choices=JOURNAL_MODES, default=DEFAULT_JOURNAL_MODE,
-        description="rollback journal or WAL (PRAGMA journal_mode); WAL is a property of the file, the others "
-        "of each connection; unset means delete",
-    ),
-    "synchronous": KnobInfo(
-        "synchronous", None, "enum", ApplyClass.SESSION, choices=SYNCHRONOUS, default="full",
-        description="how often SQLite waits for the disk (PRAGMA synchronous)",
-    ),
-    "mmap_size": KnobInfo(
-        "mmap_size", None, "size", ApplyClass.SESSION, minimum=0, maximum=2**31 - 1, unit="bytes", default=0,
-        description="bytes of the file read through a memory map (PRAGMA mmap_size); mapped reads bypass the "
-        "VFS, so vfsstat does not count them",
-    ),
-}
-GENERIC_TO_NATIVE = {info.generic: native for native, info in KNOBS.items() if info.generic}
-NOT_ON_SQLITE = {
-    "multiblock_read": "SQLite has no multiblock read: it reads one page per call and leaves read-ahead to the "
-    "OS. Engines that have it: postgres (io_combine_limit), mariadb (innodb_read_ahead_threshold)",
-    "writers": "SQLite has no writer processes: each connection writes its own pages. Engines that have it: "
-    "postgres (io_workers), mariadb (innodb_write_io_threads)",
-    "direct_io": "SQLite has no direct I/O: it always reads through the OS page cache (cold runs evict the file "
-    "with posix_fadvise instead). Engines that have it: postgres (debug_io_direct), mariadb "
-    "(innodb_flush_method=O_DIRECT)",
-    "io_slaves": "SQLite has no I/O helper threads: the connection's own thread does every read. Engines that "
-    "have them: mariadb (innodb_read_io_threads), postgres (io_workers, the 'writers' knob)",
-}
-# session pragmas, in the order connect() runs them (journal mode first: it may convert the file)
-_SESSION_ORDER = ("journal_mode", "synchronous", "cache_size", "cell_size_check", "mmap_size")
-# always in apply()'s answer, asked for or not
-_ALWAYS_RECORDED = ("journal_mode", "synchronous")
-
-# vfsstat rows -> io_counters keys
-_VFSSTAT_FILES = {
-    "database": "db",
-    "journal": "journal",
-    "wal": "wal",
-    "master-journal": "super_journal",
-    "sub-journal": "subjournal",
-    "temp-database": "temp_db",
-    "temp-journal": "temp_journal",
-    "transient-db": "transient_db",
-}
-_VFSSTAT_STATS = {
-    "read": "reads",
-    "bytes-in": "read_bytes",
-    "write": "writes",
-    "bytes-out": "write_bytes",
-    "sync": "syncs",
-    "open": "opens",
-}
-_CACHE_STATUS = {
-    "hits": apsw.SQLITE_DBSTATUS_CACHE_HIT,
-    "misses": apsw.SQLITE_DBSTATUS_CACHE_MISS,
-    "cache_writes": apsw.SQLITE_DBSTATUS_CACHE_WRITE,
-    "cache_spills": apsw.SQLITE_DBSTATUS_CACHE_SPILL,
-}
-
-CHECKSUM_HINT = (
-    "checksum mismatch: cksumvfs read a database page whose stored checksum does not match its content "
-    "(SQLITE_IOERR_DATA, extended code 8202); the database file is corrupt"
+from ..base import ApplyClass, CounterWindow, EngineBase, EngineError, EngineInfo, KnobError, KnobInfo, SessionBase
+from ..host import DirectoryLock, drop_os_cache_files
+from .files import (
+    CACHE_STATUS,
+    VFSSTAT_FILES,
+    VFSSTAT_STATS,
+    BUSY_TIMEOUT_MS,
+    CKSUM_RESERVE,
+    CKSUM_VFS,
+    DB_FILE,
+    DEFAULT_JOURNAL_MODE,
+    DEFAULT_PAGE_SIZE,
+    SIDE_FILES,
+    STAT_VFS,
+    pragma_literal,
+    pragma_text,
+    read_header,
+    is_checksum_error,
+    load_shims,
+    read_pragmas,
 )
+from .knobs import ALWAYS_RECORDED, GENERIC_TO_NATIVE, KNOBS, NOT_ON_SQLITE, SESSION_ORDER, checked_page_size, with_limits
+from .tables import InsertLoop, ReloadTables
 
-_shims_lock = threading.Lock()
+ENGINE_NAME = "sqlite"
+META_TABLE = "blocklab_meta"  # table -> fingerprint: SQLite has no table comments
 
 
-class SqliteEngine:
+class SqliteSession(SessionBase):
+    """A SQLite connection as engines/base.py's Session (in this process: no server)."""
+
+    def __init__(self, engine: SqliteEngine, conn: apsw.Connection):
+        self.engine = engine
+        self.conn = conn  # the apsw connection, for this package's own code
+        self.backend_id = os.getpid()
+
+    def execute(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+        return list(self.conn.execute(sql, tuple(params or ())).fetchall())
+
+    def cancel(self) -> None:
+        self.conn.interrupt()  # safe from another thread: the statement stops with SQLITE_INTERRUPT
+
+    def close(self) -> None:
+        self.engine._forget(self.conn)
+
+
+class SqliteEngine(EngineBase):
     """blocklab's SQLite database: `directory`/blocklab.db, opened through apsw.
 
     `fixed` settings are merged under every apply() (the cell's own win).
     After apply(), `reinitialised` is True when a new, empty database file was
-    made: the workload must then load its data set again."""
+    made (the workloads' tables are gone with the old one)."""
 
-    name = ENGINE
+    name: ClassVar[str] = ENGINE_NAME
+    display: ClassVar[str] = "SQLite"  # as people write it
+    native_prefix: ClassVar[str] = "sqlite."
+    summary: ClassVar[str] = "SQLite through apsw: a database file of blocklab's own, in this process"
+    accepts_dsn: ClassVar[bool] = False
+    dialects: ClassVar[dict[str, type]] = {"row_insert": InsertLoop, "reload": ReloadTables}
+    # a "restart" is a new connection, a reinit a new file: milliseconds
+    change_seconds: ClassVar[dict[ApplyClass, float]] = {ApplyClass.RESTART: 0.05, ApplyClass.REINIT: 0.2}
 
     def __init__(
         self,
@@ -171,10 +115,11 @@ class SqliteEngine:
     ):
         if path is None:
             if cache_dir is None:
-                from ..paths import cache_root
+                from ...paths import cache_root
 
                 cache_dir = cache_root()
             path = Path(cache_dir) / "sqlite"
+        self.mode = "file"
         self.directory = Path(path)
         self.db_path = self.directory / DB_FILE
         self.fixed = dict(fixed or {})
@@ -232,7 +177,7 @@ class SqliteEngine:
                     f"unknown SQLite parameter {name!r} on engine sqlite; accepted: "
                     + ", ".join("sqlite." + n for n in KNOBS)
                 )
-            return _with_limits(dataclasses.replace(KNOBS[native], generic=None))
+            return with_limits(dataclasses.replace(KNOBS[native], generic=None))
         if name in NOT_ON_SQLITE:
             raise KnobError(f"knob {name!r} is not available on engine sqlite: {NOT_ON_SQLITE[name]}")
         if name not in GENERIC_TO_NATIVE:
@@ -241,7 +186,7 @@ class SqliteEngine:
                 f"{', '.join(sorted(GENERIC_TO_NATIVE))}, or a native parameter "
                 f"{', '.join('sqlite.' + n for n in KNOBS)}"
             )
-        return _with_limits(KNOBS[GENERIC_TO_NATIVE[name]])
+        return with_limits(KNOBS[GENERIC_TO_NATIVE[name]])
 
     def check_settings(self, settings: dict[str, Any], *, partial: bool = False) -> dict[str, Any]:
         """Canonical values (ints, bools, lower-case names); KnobError on anything SQLite
@@ -251,9 +196,9 @@ class SqliteEngine:
         for name, value in settings.items():
             info = self.knob(name)
             if info.native == "page_size":
-                canonical = _page_size(value, info)
+                canonical = checked_page_size(value, info)
             else:
-                canonical = info.normalise(value, ENGINE)
+                canonical = info.normalise(value, ENGINE_NAME)
             if info.native in seen and seen[info.native][1] != canonical:
                 other, other_value = seen[info.native]
                 raise KnobError(
@@ -288,16 +233,16 @@ class SqliteEngine:
             self._create_database(page_size, checksum)
             self.reinitialised = True
         self._checksum = checksum
-        session = {k: native[k] for k in _SESSION_ORDER if k in native}
+        session = {k: native[k] for k in SESSION_ORDER if k in native}
         session.setdefault("journal_mode", DEFAULT_JOURNAL_MODE)
         self._session = session
-        conn = self.connect()  # runs the session pragmas; converts the journal mode if needed
+        conn = self.sqlite_connect()  # runs the session pragmas; converts the journal mode if needed
         try:
             got = read_pragmas(conn)
         finally:
             self._forget(conn)
-        expected = {**{k: _pragma_text(k, v) for k, v in session.items()}, "page_size": str(page_size),
-                    "cksumvfs": _pragma_text("cksumvfs", checksum)}
+        expected = {**{k: pragma_text(k, v) for k, v in session.items()}, "page_size": str(page_size),
+                    "cksumvfs": pragma_text("cksumvfs", checksum)}
         for key, value in expected.items():
             if got.get(key) != value:
                 raise EngineError(
@@ -305,7 +250,7 @@ class SqliteEngine:
                 )
         out = {name: got[self.knob(name).native] for name in wanted}
         covered = {self.knob(name).native for name in wanted}
-        for key in _ALWAYS_RECORDED:
+        for key in ALWAYS_RECORDED:
             if key not in covered:
                 out[f"sqlite.{key}"] = got[key]
         return out
@@ -335,14 +280,25 @@ class SqliteEngine:
 
     def _file_layout(self) -> tuple[int, bool] | None:
         """(page size, checksummed) from the file header, or None if there is no database yet."""
-        header = _read_header(self.db_path)
+        header = read_header(self.db_path)
         if header is None:
             return None
         page_size, reserve = header
         return page_size, reserve == CKSUM_RESERVE
 
+    @classmethod
+    def native_name(cls, knob: str) -> str:
+        if knob.startswith("sqlite."):
+            return knob[len("sqlite."):]
+        return GENERIC_TO_NATIVE.get(knob, knob)
+
     # ------------------------------------------------------------------ connections
-    def connect(self) -> apsw.Connection:
+    def connect(self, *, session: bool = True) -> SqliteSession:
+        """A session: a new connection with the session pragmas (always: SQLite's
+        connection-level knobs are what makes a connection this cell's)."""
+        return SqliteSession(self, self.sqlite_connect())
+
+    def sqlite_connect(self) -> apsw.Connection:
         """A new connection through the right VFS with the session pragmas applied.
 
         apsw's `with conn:` is a transaction, not a close: call conn.close() when done.
@@ -357,7 +313,7 @@ class SqliteEngine:
             conn.set_busy_timeout(BUSY_TIMEOUT_MS)
             for key, value in self._session.items():
                 # one statement per execute: apsw runs later statements only while iterating
-                conn.execute(f"PRAGMA {key} = {_pragma_literal(key, value)}").fetchall()
+                conn.execute(f"PRAGMA {key} = {pragma_literal(key, value)}").fetchall()
         except BaseException:
             conn.close()
             raise
@@ -368,11 +324,11 @@ class SqliteEngine:
     def vfs_name(self) -> str:
         return CKSUM_VFS if self._checksum else STAT_VFS
 
-    def query(self, sql: str, bindings: Any = ()) -> list[tuple]:
+    def query(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
         """Run one statement on a short-lived session connection; all rows."""
-        conn = self.connect()
+        conn = self.sqlite_connect()
         try:
-            return conn.execute(sql, bindings).fetchall()
+            return list(conn.execute(sql, tuple(params or ())).fetchall())
         finally:
             self._forget(conn)
 
@@ -394,14 +350,14 @@ class SqliteEngine:
     # ------------------------------------------------------------------ information
     def info(self) -> EngineInfo:
         self.start()
-        conn = self.connect()
+        conn = self.sqlite_connect()
         try:
             settings = read_pragmas(conn, full=True)
             compile_options = [row[0] for row in conn.execute("PRAGMA compile_options")]
         finally:
             self._forget(conn)
         return EngineInfo(
-            engine=ENGINE,
+            engine=ENGINE_NAME,
             version=f"SQLite {apsw.sqlite_lib_version()}, apsw {apsw.apswversion()}",
             mode="file",
             data_dir=str(self.directory),
@@ -418,6 +374,29 @@ class SqliteEngine:
 
     def data_dir(self) -> str | None:
         return str(self.directory)
+
+    def server_pids(self) -> list[int]:
+        return [os.getpid()]  # SQLite runs in this process: its CPU is ours
+
+    def block_size(self) -> int:
+        return int(self.query("PRAGMA page_size")[0][0])
+
+    def table_fingerprint(self, table: str) -> str | None:
+        """The fingerprint a workload stored with its table (in the file's
+        blocklab_meta table: SQLite has no table comments). A new file has none."""
+        exists = self.query("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?", (table,))[0][0]
+        if not exists or not self.query("SELECT count(*) FROM sqlite_master WHERE name = ?", (META_TABLE,))[0][0]:
+            return None
+        rows = self.query(f'SELECT fingerprint FROM "{META_TABLE}" WHERE name = ?', (table,))
+        return str(rows[0][0]) if rows else None
+
+    def set_table_fingerprint(self, conn: apsw.Connection, table: str, fingerprint: str) -> None:
+        """Store a table's fingerprint (in the caller's transaction)."""
+        conn.execute(f'CREATE TABLE IF NOT EXISTS "{META_TABLE}" (name TEXT PRIMARY KEY, fingerprint TEXT)')
+        conn.execute(f'INSERT OR REPLACE INTO "{META_TABLE}" VALUES (?, ?)', (table, fingerprint))
+
+    def needs_rebuild(self, table: str) -> bool:
+        return False  # page size and checksums are the file's: a change makes a new file
 
     def relation_bytes(self, name: str) -> int:
         """Bytes of the pages of one table or index (the dbstat virtual table)."""
@@ -440,33 +419,31 @@ class SqliteEngine:
             "os_dropped_files": 0,
             "os_drop_possible": True,
         }
-        for path in [self.db_path, *(Path(f"{self.db_path}{s}") for s in ("-wal", "-journal"))]:
-            if not path.exists():
-                continue
-            if drop_os_cache(path):
-                done["os_dropped_files"] += 1
-            else:
-                done["os_drop_possible"] = False
+        files = [p for p in [self.db_path, *(Path(f"{self.db_path}{s}") for s in ("-wal", "-journal"))] if p.exists()]
+        done["os_dropped_files"], done["os_drop_possible"] = drop_os_cache_files(files)
         return done
 
-    def io_counters(self, conn: apsw.Connection | None = None) -> dict[str, float]:
+    def io_counters(self, session: Any = None) -> dict[str, float]:
         """Cumulative VFS calls and bytes (process-wide vfsstat) per file type, as
         `<file>_<stat>` (db_reads, wal_write_bytes, journal_syncs ...), plus the main
         database file's as reads, read_bytes, writes, write_bytes, fsyncs.
         With the measuring connection: its page cache hits, misses, writes and spills."""
         self.start()
         assert self._stat_conn is not None
-        out: dict[str, float] = {}
+        out: dict[str, float] = {"read_time_ms": 0.0, "write_time_ms": 0.0, "hits": 0.0}  # SQLite times no I/O
         for file, stat, count in self._stat_conn.execute("SELECT file, stat, count FROM vfsstat"):
-            if file in _VFSSTAT_FILES and stat in _VFSSTAT_STATS:
-                out[f"{_VFSSTAT_FILES[file]}_{_VFSSTAT_STATS[stat]}"] = float(count)
+            if file in VFSSTAT_FILES and stat in VFSSTAT_STATS:
+                out[f"{VFSSTAT_FILES[file]}_{VFSSTAT_STATS[stat]}"] = float(count)
         for key, source in (("reads", "db_reads"), ("read_bytes", "db_read_bytes"), ("writes", "db_writes"),
                             ("write_bytes", "db_write_bytes"), ("fsyncs", "db_syncs")):
             out[key] = out.get(source, 0.0)
-        if conn is not None:
-            for key, op in _CACHE_STATUS.items():
-                out[key] = float(conn.status(op)[0])
+        if session is not None:
+            for key, op in CACHE_STATUS.items():
+                out[key] = float(session.conn.status(op)[0])
         return out
+
+    def io_window(self, session: Any = None, *, settle: bool = False, sessions: Sequence[Any] = ()) -> CounterWindow:
+        return CounterWindow(lambda: self.io_counters(session))
 
     # ------------------------------------------------------------------ testing aids
     def corrupt_page(self, page_number: int, offset: int | None = None) -> int:
@@ -476,7 +453,7 @@ class SqliteEngine:
         Returns the file offset changed."""
         self.start()
         self._close_connections()
-        header = _read_header(self.db_path)
+        header = read_header(self.db_path)
         if header is None:
             raise EngineError(f"{self.db_path} holds no database to corrupt")
         page_size, reserve = header
@@ -498,144 +475,6 @@ class SqliteEngine:
         return position
 
 
-# ---------------------------------------------------------------------- module helpers
-def load_shims() -> None:
-    """Register vfslog (vfsstat) and then cksmvfs on top of it, once per process,
-    and put the default VFS back. Loading either twice would stack it on itself."""
-    import apsw.sqlite_extra
 
-    with _shims_lock:
-        names = apsw.vfs_names()
-        if STAT_VFS in names and CKSUM_VFS in names:
-            _install_checksum_message()
-            return
-        default = names[0]
-        scratch = apsw.Connection(":memory:")
-        try:
-            if STAT_VFS not in names:
-                apsw.sqlite_extra.load(scratch, "vfsstat")
-            if CKSUM_VFS not in apsw.vfs_names():
-                apsw.sqlite_extra.load(scratch, "cksumvfs")  # wraps the default, vfslog: counted too
-        except (apsw.sqlite_extra.NotAvailable, LookupError, apsw.Error) as err:
-            raise EngineError(f"apsw's vfsstat/cksumvfs extras cannot be loaded ({err}); reinstall apsw from PyPI") from err
-        finally:
-            scratch.close()
-        apsw.set_default_vfs(default)
-        _install_checksum_message()
-
-
-def _install_checksum_message() -> None:
-    """apsw reports SQLITE_IOERR_DATA as "disk I/O error"; say it was a checksum."""
-    cls = apsw.IOError
-    if getattr(cls.__str__, "_blocklab_checksum", False):
-        return
-    base = cls.__str__
-
-    def __str__(self: BaseException) -> str:
-        text = base(self)
-        if getattr(self, "extendedresult", None) == apsw.SQLITE_IOERR_DATA and "checksum" not in text:
-            return f"{text}: {CHECKSUM_HINT}"
-        return text
-
-    __str__._blocklab_checksum = True  # type: ignore[attr-defined]
-    cls.__str__ = __str__  # type: ignore[method-assign]
-
-
-def is_checksum_error(err: BaseException) -> bool:
-    return isinstance(err, apsw.IOError) and getattr(err, "extendedresult", None) == apsw.SQLITE_IOERR_DATA
-
-
-def read_pragmas(conn: apsw.Connection, full: bool = False) -> dict[str, str]:
-    """The knobs' values as this connection reports them (native names, text);
-    with `full`, every storage-relevant pragma as well."""
-    def one(pragma: str) -> Any:
-        row = conn.execute(f"PRAGMA {pragma}").fetchone()
-        return row[0] if row else None
-
-    # cksumvfs answers with the text '1'; other VFSes do not know the pragma (no row)
-    checksum_on = str(one("checksum_verification")) == "1" and conn.reserve_bytes() == CKSUM_RESERVE
-    out = {
-        "page_size": str(one("page_size")),
-        "cksumvfs": "on" if checksum_on else "off",
-        "cell_size_check": "on" if str(one("cell_size_check")) == "1" else "off",
-        "cache_size": str(one("cache_size")),
-        "journal_mode": str(one("journal_mode")).lower(),
-        "synchronous": SYNCHRONOUS[int(one("synchronous"))],
-        "mmap_size": str(one("mmap_size") or 0),
-    }
-    if full:
-        for pragma in ("page_count", "freelist_count", "auto_vacuum", "cache_spill", "locking_mode", "temp_store",
-                       "wal_autocheckpoint", "journal_size_limit", "secure_delete", "busy_timeout", "threads",
-                       "encoding", "user_version", "foreign_keys", "automatic_index"):
-            value = one(pragma)
-            out[pragma] = "" if value is None else str(value)
-        out["reserve_bytes"] = str(conn.reserve_bytes())
-        out["checksum_verification"] = "1" if checksum_on else "0"
-        out["vfs"] = conn.open_vfs
-    return out
-
-
-def _page_size(value: Any, info: KnobInfo) -> int:
-    where = f"knob {info.generic or 'sqlite.' + info.native!r} (sqlite page_size)"
-    accepted = "a power of two from 512 to 65536 bytes: " + ", ".join(map(str, PAGE_SIZES))
-    try:
-        number = parse_int(value, where, info)
-    except KnobError:
-        raise KnobError(f"{where}: {value!r} is not accepted; accepted: {accepted}") from None
-    if number not in PAGE_SIZES:
-        raise KnobError(f"{where}: {value!r} is not accepted (SQLite would silently ignore it); accepted: {accepted}")
-    return number
-
-
-def _pragma_literal(key: str, value: Any) -> str:
-    if isinstance(value, bool):
-        return "ON" if value else "OFF"
-    if isinstance(value, int):
-        return str(value)
-    text = str(value)
-    if not re.fullmatch(r"[A-Za-z]+", text):  # canonical enum values only; never a quote to escape
-        raise KnobError(f"sqlite.{key}: {value!r} is not a pragma value blocklab sends")
-    return text.upper()
-
-
-def _pragma_text(key: str, value: Any) -> str:
-    """A canonical value as read_pragmas() reports it."""
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    return str(value).lower()
-
-
-def _read_header(path: Path) -> tuple[int, int] | None:
-    """(page size, reserve bytes) from a database file's 100-byte header."""
-    try:
-        with open(path, "rb") as f:
-            header = f.read(100)
-    except FileNotFoundError:
-        return None
-    if len(header) < 100 or not header.startswith(_SQLITE_HEADER):
-        return None
-    page_size = int.from_bytes(header[16:18], "big")
-    return (65536 if page_size == 1 else page_size), header[20]
-
-
-def _with_limits(info: KnobInfo) -> KnobInfo:
-    """Limits this SQLite build was compiled with."""
-    if info.native == "mmap_size":
-        return dataclasses.replace(info, maximum=_max_mmap_size())
-    return info
-
-
-@functools.cache
-def _max_mmap_size() -> int:
-    """SQLITE_MAX_MMAP_SIZE: a larger PRAGMA mmap_size is silently capped to it."""
-    conn = apsw.Connection(":memory:")
-    try:
-        for (option,) in conn.execute("PRAGMA compile_options"):
-            if option.startswith("MAX_MMAP_SIZE="):
-                with contextlib.suppress(ValueError):
-                    return int(option.split("=", 1)[1].rstrip("LlUu"), 0)
-    finally:
-        conn.close()
-    return 2**31 - 1
-
-
+ENGINE = SqliteEngine
+__all__ = ["ENGINE", "SqliteEngine", "is_checksum_error"]

