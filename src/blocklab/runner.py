@@ -12,9 +12,10 @@ import datetime as dt
 import random
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from .analysis.summary import label_of, summarise
 from .engines import make_engine
@@ -263,7 +264,7 @@ def run_cell(exp: Experiment, cell: Cell, reporter: Reporter) -> ResultRow:
     engine_settings, _ = split_settings(cell.setting.as_dict())
     settings = {**exp.fixed, **engine_settings}
     workload = exp.workload_for(cell.setting.as_dict())
-    started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     notes: dict[str, Any] = {}
     try:
         t0 = time.perf_counter()

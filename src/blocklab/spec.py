@@ -12,7 +12,7 @@ import copy
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -21,7 +21,7 @@ from .engines import available as available_engines
 from .engines.base import GENERIC_KNOBS
 from .errors import SpecError
 
-Scalar = Union[bool, int, float, str]
+Scalar = bool | int | float | str
 WORKLOAD_AXIS = "workload."  # knobs named workload.X sweep the workload's option X
 IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
@@ -99,7 +99,7 @@ class Spec(_Strict):
         return knobs
 
     @model_validator(mode="after")
-    def _knob_names(self) -> "Spec":
+    def _knob_names(self) -> Spec:
         prefixes = {e: engine_class(e).native_prefix for e in available_engines(listed_only=False)}
         prefix = prefixes[self.engine.kind]
         named = [("knobs", n) for n in self.knobs] + [("engine.settings", n) for n in self.engine.settings]
@@ -145,15 +145,16 @@ def spec_from_dict(raw: dict[str, Any], source: str, overrides: dict[str, Any], 
     raw = copy.deepcopy(raw)
     quick = raw.pop("quick", None)
     variants = raw.pop("variants", {})
-    engine_kind = overrides.get("engine.kind") or raw.get("engine", {}).get("kind", DEFAULT_ENGINE)
-    if engine_kind in variants:  # per-engine knobs and sizes of a recipe
-        _merge_dotted(raw, variants[engine_kind], source, f"variants.{engine_kind}")
+    kind = overrides.get("engine.kind") or raw.get("engine", {}).get("kind", DEFAULT_ENGINE)
+    engine_variant: dict[str, Any] | None = variants.get(kind)  # the recipe's [variants.<engine>]: per-engine knobs and sizes
+    if engine_variant is not None:
+        _merge_dotted(raw, engine_variant, source, f"variants.{kind}")
     if overrides.pop("quick", False):
         if quick is None:
             raise SpecError(f"{source}: --quick: this experiment has no [quick] section")
         _merge_dotted(raw, quick, source, "quick")
-        if engine_kind in variants and isinstance(variants[engine_kind].get("quick"), dict):
-            _merge_dotted(raw, variants[engine_kind]["quick"], source, f"variants.{engine_kind}.quick")
+        if engine_variant is not None and isinstance(engine_variant.get("quick"), dict):
+            _merge_dotted(raw, engine_variant["quick"], source, f"variants.{kind}.quick")
     raw.get("engine", {}).pop("quick", None)
     _merge_dotted(raw, overrides, source, "option")
     try:

@@ -26,7 +26,7 @@ _registered: dict[str, type] = {}
 _discovered = False
 
 
-def register(cls: type) -> type:
+def register(cls: Any) -> Any:
     """Add an engine class (usable as a decorator). Its static capabilities are
     checked now, so a broken plug-in fails at load, not in the middle of a run."""
     missing = [attr for attr in _REQUIRED if not hasattr(cls, attr)]

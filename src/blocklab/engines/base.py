@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import abc
 import enum
-from dataclasses import dataclass, field
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 
@@ -200,7 +200,7 @@ class IoWindow(Protocol):
 
     deltas: dict[str, float]
 
-    def __enter__(self) -> "IoWindow": ...
+    def __enter__(self) -> IoWindow: ...
 
     def __exit__(self, *exc: Any) -> None: ...
 
@@ -216,7 +216,7 @@ class CounterWindow:
         self._extra = extra
         self.deltas: dict[str, float] = {}
 
-    def __enter__(self) -> "CounterWindow":
+    def __enter__(self) -> CounterWindow:
         self._before = self._read()
         return self
 
@@ -246,7 +246,7 @@ class Session(Protocol):
 
     def close(self) -> None: ...
 
-    def __enter__(self) -> "Session": ...
+    def __enter__(self) -> Session: ...
 
     def __exit__(self, *exc: Any) -> None: ...
 

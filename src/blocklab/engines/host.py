@@ -12,8 +12,8 @@ import fcntl
 import os
 import signal
 import threading
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import IO, Any
 
 from .base import EngineError
@@ -31,7 +31,7 @@ class DirectoryLock:
         if self._file is not None:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(self.path, "w")
+        handle = open(self.path, "w")  # noqa: SIM115 - held open for as long as the lock is
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -50,7 +50,7 @@ def give_to_service_user(path: Path) -> None:
         return
     entry = pwd.getpwnam(user)
     os.chown(path, entry.pw_uid, entry.pw_gid)
-    for root, dirs, files in os.walk(path):
+    for root, _dirs, files in os.walk(path):
         os.chown(root, entry.pw_uid, entry.pw_gid)
         for name in files:
             os.chown(os.path.join(root, name), entry.pw_uid, entry.pw_gid)

@@ -100,7 +100,7 @@ class DiskCounters:
     write_bytes: int
     write_ms: int
 
-    def minus(self, earlier: "DiskCounters") -> "DiskCounters":
+    def minus(self, earlier: DiskCounters) -> DiskCounters:
         return DiskCounters(*(a - b for a, b in zip(self.__dict__.values(), earlier.__dict__.values())))
 
 

@@ -13,9 +13,10 @@ TOTAL_TIME.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from rich.table import Table
 
@@ -68,7 +69,7 @@ def setting_profiles(source: Any, order: Iterable[str] | None = None) -> list[Se
         label = _label(row.settings)
         groups.setdefault(label, []).append(row.metrics)
         settings[label] = dict(row.settings)
-    labels = [l for l in (order or []) if l in groups] + sorted(l for l in groups if l not in set(order or []))
+    labels = [x for x in (order or []) if x in groups] + sorted(x for x in groups if x not in set(order or []))
     out = []
     for label in labels:
         runs = groups[label]
@@ -76,7 +77,7 @@ def setting_profiles(source: Any, order: Iterable[str] | None = None) -> list[Se
         slowest = unflatten_profile(mean, "profile.slowest")
         total = unflatten_profile(mean, "profile.total")
         assert slowest is not None and total is not None
-        extra = {k: mean[k] for k in ("elapsed_s", "backend_writes", "backend_write_share", "bgwriter_writes", "rows_per_s",
+        extra: dict[str, float] = {k: mean[k] for k in ("elapsed_s", "backend_writes", "backend_write_share", "bgwriter_writes", "rows_per_s",
                                       "profile.measured") if k in mean}
         out.append(SettingProfile(label, settings[label], len(runs), slowest, total, extra))
     return out

@@ -69,11 +69,10 @@ class FullScan:
         table = self.dataset.table
         relation_bytes = engine.relation_bytes(table)
         direct = engine.direct_io_active()
-        with dialect.scan_session(self.options.parallel) as session:
-            with RunProbe(engine, session) as probe:
-                t0 = time.perf_counter()
-                rows = dialect.count_rows(session, table)
-                elapsed = time.perf_counter() - t0
+        with dialect.scan_session(self.options.parallel) as session, RunProbe(engine, session) as probe:
+            t0 = time.perf_counter()
+            rows = dialect.count_rows(session, table)
+            elapsed = time.perf_counter() - t0
         d = probe.deltas
         metrics = {
             "elapsed_s": elapsed,

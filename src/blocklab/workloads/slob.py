@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Callable, ClassVar, Protocol, cast
+from collections.abc import Callable
+from typing import Any, ClassVar, Protocol, cast
 
 from pydantic import Field
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 T = TypeVar("T")
 

@@ -166,9 +166,12 @@ class Update:
             for session in sessions:
                 if profiler is not None:
                     profiler.register(session)
-            with profiler if profiler is not None else nullcontext(), dialect.table_window(self.table) as table:
-                with RunProbe(engine, settle=True, sessions=sessions) as probe:
-                    timings = run_updates(dialect, sessions, self.table, self.ranges(), profiler)
+            with (
+                profiler if profiler is not None else nullcontext(),
+                dialect.table_window(self.table) as table,
+                RunProbe(engine, settle=True, sessions=sessions) as probe,
+            ):
+                timings = run_updates(dialect, sessions, self.table, self.ranges(), profiler)
         finally:
             for session in sessions:
                 session.close()

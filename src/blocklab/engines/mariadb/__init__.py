@@ -60,12 +60,12 @@ from .counters import InnodbWindow, read_counters
 from .dsn import DATABASE, parse_dsn
 from .instance import InstanceMixin
 from .knobs import (
+    _FSP_FLAGS_FULL_CRC32,
     CHECKSUM_FAMILIES,
     ENGINE_NAME,
     GENERIC_TO_NATIVE,
     KnobsMixin,
     ServerVariable,
-    _FSP_FLAGS_FULL_CRC32,
     _parse_page_size,
     _same,
     _server_value,
@@ -317,7 +317,7 @@ class MariadbEngine(InstanceMixin, KnobsMixin, EngineBase):
             for native, conf in values.items():
                 if record_originals and native not in self._dsn_originals:
                     cur.execute(f"SELECT @@GLOBAL.{native}")
-                    self._dsn_originals[native] = cur.fetchone()[0]
+                    self._dsn_originals[native] = cur.fetchall()[0][0]
                 cur.execute(f"SET GLOBAL {native} = %s", (_sql_value(conf),))
                 cur.execute("SHOW WARNINGS")
                 warnings = [w[2] for w in cur.fetchall()]
@@ -339,7 +339,7 @@ class MariadbEngine(InstanceMixin, KnobsMixin, EngineBase):
                 native = self._native(name)
                 var = self._catalog[native]
                 cur.execute(f"SELECT @@{'SESSION' if var.session else 'GLOBAL'}.{native}")
-                value = cur.fetchone()[0]
+                value = cur.fetchall()[0][0]
                 if var.type == "BOOLEAN":
                     value = "ON" if int(value) else "OFF"
                 out[name] = value.decode() if isinstance(value, bytes) else str(value)

@@ -58,8 +58,9 @@ def read_global_status(cur: Any, names: Iterable[str] = STATUS_COUNTERS) -> dict
     out = {}
     for name in names:
         value = found.get(name.lower())
-        with contextlib.suppress(TypeError, ValueError):
-            out[name] = float(value)
+        if value is not None:
+            with contextlib.suppress(TypeError, ValueError):
+                out[name] = float(value)
     return out
 
 

@@ -38,7 +38,7 @@ def parse_dsn(dsn: str) -> _Dsn:
             params["user"] = urllib.parse.unquote(url.username)
         if url.password:
             params["password"] = urllib.parse.unquote(url.password)
-        sock = (query.get("socket") or query.get("unix_socket") or [None])[0]
+        sock = (query.get("socket") or query.get("unix_socket") or [""])[0]
         if sock:
             params["unix_socket"] = sock
         elif url.hostname:

@@ -187,7 +187,10 @@ class KnobsMixin:
     if TYPE_CHECKING:
         mode: str
         allow_server_changes: bool
-        page_size: int
+
+        @property
+        def page_size(self) -> int: ...
+
         _catalog: dict[str, ServerVariable]
         _version: str
 
@@ -207,7 +210,7 @@ class KnobsMixin:
         for name, scope, vtype, lo, hi, block, enum, ro, glob, default, comment in rows:
             catalog[name.lower()] = ServerVariable(
                 name=name.lower(), scope=scope, type=vtype, minimum=_number(lo), maximum=_number(hi),
-                block=_number(block) or None, enum=tuple(enum.split(",")) if enum else (),
+                block=int(_number(block) or 0) or None, enum=tuple(enum.split(",")) if enum else (),
                 read_only=ro == "YES", global_value=glob, default=default, comment=comment or "",
             )
         self._catalog = catalog
@@ -362,12 +365,12 @@ class KnobsMixin:
             return number
         if info.kind == "real":
             try:
-                number = float(value)
+                real = float(value)
             except (TypeError, ValueError):
                 raise KnobError(f"{where}: {value!r} is not accepted; accepted: {_range_text(info, var)}") from None
-            if (var.minimum is not None and number < var.minimum) or (var.maximum is not None and number > var.maximum):
+            if (var.minimum is not None and real < var.minimum) or (var.maximum is not None and real > var.maximum):
                 raise KnobError(f"{where}: {value!r} is out of range; accepted: {_range_text(info, var)}")
-            return number
+            return real
         if info.kind == "bool":
             return parse_bool(value, where)
         if info.kind == "enum":

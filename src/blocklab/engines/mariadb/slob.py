@@ -83,7 +83,7 @@ def build_slob_table(engine: MariadbEngine, table: str, rows: int, fp: str) -> N
         cur.execute(f"ANALYZE TABLE {q}")
         cur.fetchall()
         cur.execute(f"SELECT COUNT(*), COUNT(DISTINCT id), MIN(id), MAX(id) FROM {q}")
-        count, distinct, lo, hi = cur.fetchone()
+        count, distinct, lo, hi = cur.fetchall()[0]
         if (count, distinct, lo, hi) != (rows, rows, 1, rows):
             raise SpecError(f"workload slob: table {table} was built with {count:,} rows and ids {lo}..{hi}; expected 1..{rows:,} once each")
         cur.execute(f"ALTER TABLE {q} COMMENT = %s", (fp,))

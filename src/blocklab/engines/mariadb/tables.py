@@ -88,7 +88,7 @@ class ReloadTables(_Tables):
     def ready_reload(self, source: str, target: str, rows: int) -> dict[str, float]:
         with self.engine.sql_connect(session=False) as conn, conn.cursor() as cur:
             cur.execute(f"SELECT count(*) FROM `{target}`")
-            if cur.fetchone()[0] != rows:
+            if cur.fetchall()[0][0] != rows:
                 cur.execute("BEGIN")
                 cur.execute(f"DELETE FROM `{target}`")
                 cur.execute(f"INSERT INTO `{target}` SELECT * FROM `{source}`")

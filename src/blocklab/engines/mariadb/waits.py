@@ -190,7 +190,7 @@ class SessionWaitProfiler:
     def _may_change_server(self) -> bool:
         return self.engine.mode == "embedded" or self.engine.allow_server_changes
 
-    def __enter__(self) -> "SessionWaitProfiler":
+    def __enter__(self) -> SessionWaitProfiler:
         """Check performance_schema and enable the profile's instruments. Any
         failure puts back what was changed before it is raised; a DSN user
         without access to performance_schema's tables (errors 1142/1146) gets
@@ -198,7 +198,7 @@ class SessionWaitProfiler:
         try:
             with self.engine.sql_connect(session=False) as conn, conn.cursor() as cur:
                 cur.execute("SELECT @@performance_schema")
-                if not int(cur.fetchone()[0]):
+                if not int(cur.fetchall()[0][0]):
                     self.available = False
                     return self
                 if self._may_change_server():

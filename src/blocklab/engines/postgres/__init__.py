@@ -125,7 +125,7 @@ class PostgresEngine(EngineBase):
 
     def query(self, sql_text: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
         with self.pg_connect(session=False) as conn:
-            cur = conn.execute(sql_text, params)  # type: ignore[arg-type]  # our SQL, parameters bound
+            cur = conn.execute(sql_text, params)  # our SQL, parameters bound
             return list(cur.fetchall()) if cur.description else []
 
     # ------------------------------------------------------------------ capabilities

@@ -104,7 +104,7 @@ def _copy_from_program(engine: PostgresEngine, table: str, rows: int, fingerprin
     program = (
         "perl -e 'fcntl(STDOUT, 1031, 1048576); "
         "for ($i = 1; $i <= %d; $i += 4096) { $j = $i + 4095; $j = %d if $j > %d; "
-        "$s = \"\"; $s .= \"$_\\tblabla $_\\n\" for $i..$j; print $s }'" % (rows, rows, rows)
+        "$s = \"\"; $s .= \"$_\\tblabla $_\\n\" for $i..$j; print $s }'" % (rows, rows, rows)  # noqa: UP031 - perl's braces
     )
     with engine.pg_connect(session=False, autocommit=False) as conn:
         t = time.perf_counter()

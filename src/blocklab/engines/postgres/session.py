@@ -18,7 +18,7 @@ class PgSession(SessionBase):
         self.backend_id = int(conn.info.backend_pid)
 
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
-        cur = self.conn.execute(sql, params)  # type: ignore[arg-type]  # our SQL text, parameters bound by psycopg
+        cur = self.conn.execute(sql, params)  # our SQL text, parameters bound by psycopg
         return list(cur.fetchall()) if cur.description else []
 
     def cancel(self) -> None:

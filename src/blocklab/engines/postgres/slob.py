@@ -121,7 +121,7 @@ def build_slob_table(engine: PostgresEngine, table: str, rows: int, fingerprint:
         conn.commit()
     with engine.pg_connect(session=False) as conn:
         conn.execute(f"VACUUM ANALYZE {q}")
-        pages = conn.execute("SELECT pg_relation_size(%s::regclass) / current_setting('block_size')::integer", (table,)).fetchone()[0]
+        pages = conn.execute("SELECT pg_relation_size(%s::regclass) / current_setting('block_size')::integer", (table,)).fetchall()[0][0]
         if int(pages) != rows:
             raise SpecError(f"workload slob: table {table} has {pages:,} pages for {rows:,} rows; expected one row per page")
         conn.execute(sql.SQL("COMMENT ON TABLE {} IS {}").format(sql.Identifier(table), sql.Literal(fingerprint)))  # complete only now

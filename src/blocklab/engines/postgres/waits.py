@@ -44,13 +44,13 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from ...probes.os_stats import process_cpu_seconds
 from ...probes.profile import CPU, SessionProfile, flatten_profile, sum_profiles
-
 
 # pg_stat_get_activity() directly: the pg_stat_activity view joins pg_database
 # and pg_authid for names we do not need, and we only want our own pids. One
@@ -238,7 +238,7 @@ class WaitSampler:
             return psycopg.connect(self.engine, autocommit=True)
         return self.engine.pg_connect(session=False)
 
-    def __enter__(self) -> "WaitSampler":
+    def __enter__(self) -> WaitSampler:
         self._conn = self._connect()
         self.own_pid = self._conn.info.backend_pid
         self._conn.execute("SET application_name = 'blocklab wait sampler'")
@@ -336,7 +336,7 @@ class WaitSampler:
             raise RuntimeError("profile() after the sampler has stopped (leave the with block first)")
         t_end = self._t_exit if self._t_exit is not None else time.perf_counter()
         if self._raw:
-            self._states = [_classified(raw) for raw in self._states]  # type: ignore[arg-type]
+            self._states = [_classified(raw) for raw in self._states]
             self._raw = False
         sessions: dict[int, SessionProfile] = {}
         for pid in self.pids:

@@ -47,10 +47,8 @@ import apsw
 from ..base import ApplyClass, CounterWindow, EngineBase, EngineError, EngineInfo, KnobError, KnobInfo, SessionBase
 from ..host import DirectoryLock, drop_os_cache_files
 from .files import (
-    CACHE_STATUS,
-    VFSSTAT_FILES,
-    VFSSTAT_STATS,
     BUSY_TIMEOUT_MS,
+    CACHE_STATUS,
     CKSUM_RESERVE,
     CKSUM_VFS,
     DB_FILE,
@@ -58,11 +56,13 @@ from .files import (
     DEFAULT_PAGE_SIZE,
     SIDE_FILES,
     STAT_VFS,
+    VFSSTAT_FILES,
+    VFSSTAT_STATS,
+    is_checksum_error,
+    load_shims,
     pragma_literal,
     pragma_text,
     read_header,
-    is_checksum_error,
-    load_shims,
     read_pragmas,
 )
 from .knobs import ALWAYS_RECORDED, GENERIC_TO_NATIVE, KNOBS, NOT_ON_SQLITE, SESSION_ORDER, checked_page_size, with_limits
@@ -164,7 +164,7 @@ class SqliteEngine(EngineBase):
         self._dir_lock.acquire()
 
     def _unlock(self) -> None:
-        if getattr(self, "_dir_lock", None) is not None:
+        if self._dir_lock is not None:
             self._dir_lock.release()
             self._dir_lock = None
 
