@@ -54,9 +54,9 @@ from typing import Any, ClassVar
 
 import pymysql
 
-from ..base import ApplyClass, EngineBase, EngineError, EngineInfo, SessionBase
+from ..base import ApplyClass, CounterWindow, EngineBase, EngineError, EngineInfo, SessionBase
 from ..host import DirectoryLock, drop_os_cache_files, stop_at_exit, stopped
-from .counters import InnodbWindow, read_counters
+from .counters import innodb_window, read_counters
 from .dsn import DATABASE, parse_dsn
 from .instance import InstanceMixin
 from .knobs import (
@@ -474,8 +474,8 @@ class MariadbEngine(InstanceMixin, KnobsMixin, EngineBase):
         with self.sql_connect(session=False) as conn, conn.cursor() as cur:
             return read_counters(cur)
 
-    def io_window(self, session: Any = None, *, settle: bool = False, sessions: Sequence[Any] = ()) -> InnodbWindow:
-        return InnodbWindow(self, session)  # status counters are global and current: nothing to settle
+    def io_window(self, session: Any = None, *, settle: bool = False, sessions: Sequence[Any] = ()) -> CounterWindow:
+        return innodb_window(self, session)  # status counters are global and current: nothing to settle
 
 
 ENGINE = MariadbEngine

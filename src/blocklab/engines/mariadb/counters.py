@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import pymysql
 
-from ..base import io_deltas
+from ..base import CounterWindow
 
 if TYPE_CHECKING:
     from . import MariadbEngine
@@ -127,29 +127,15 @@ def counter_metrics(d: dict[str, float]) -> dict[str, float]:
     return out
 
 
-class InnodbWindow:
-    """The engine's I/O window (engines/base.py IoWindow): the counters before
-    and after, read through the measuring session or a connection of its own."""
+def innodb_window(engine: MariadbEngine, session: Any = None) -> CounterWindow:
+    """The engine's I/O window (engines/base.py IoWindow): the counters before and
+    after, read through the measuring session or a connection of its own."""
 
-    def __init__(self, engine: MariadbEngine, session: Any = None):
-        self.engine = engine
-        self.session = session
-        self.deltas: dict[str, float] = {}
-
-    def _read(self) -> dict[str, float]:
-        if self.session is not None:
-            with self.session.conn.cursor() as cur:
+    def read() -> dict[str, float]:
+        if session is not None:
+            with session.conn.cursor() as cur:
                 return read_counters(cur)
-        with self.engine.sql_connect(session=False) as conn, conn.cursor() as cur:
+        with engine.sql_connect(session=False) as conn, conn.cursor() as cur:
             return read_counters(cur)
 
-    def __enter__(self) -> InnodbWindow:
-        self._before = self._read()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if exc[0] is None:
-            self.deltas = io_deltas(self._read(), self._before)
-
-    def metrics(self) -> dict[str, float]:
-        return counter_metrics(self.deltas)
+    return CounterWindow(read, counter_metrics)

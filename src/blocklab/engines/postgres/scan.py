@@ -103,9 +103,9 @@ def _copy_from_program(engine: PostgresEngine, table: str, rows: int, fingerprin
     # 4.0-4.6 s against 2.5-3.9 s, and the ids interleave on disk).
     program = (
         "perl -e 'fcntl(STDOUT, 1031, 1048576); "
-        "for ($i = 1; $i <= %d; $i += 4096) { $j = $i + 4095; $j = %d if $j > %d; "
-        "$s = \"\"; $s .= \"$_\\tblabla $_\\n\" for $i..$j; print $s }'" % (rows, rows, rows)  # noqa: UP031 - perl's braces
-    )
+        "for ($i = 1; $i <= ROWS; $i += 4096) { $j = $i + 4095; $j = ROWS if $j > ROWS; "
+        "$s = \"\"; $s .= \"$_\\tblabla $_\\n\" for $i..$j; print $s }'"
+    ).replace("ROWS", str(int(rows)))  # perl's own braces keep str.format and f-strings out
     with engine.pg_connect(session=False, autocommit=False) as conn:
         t = time.perf_counter()
         # Without it the whole file stays dirty in the page cache until the
