@@ -128,6 +128,13 @@ def _print_summary(console: Any, exp: Any, summary: dict[str, Any], run_dir: Run
     _print_workload_tables(console, run_dir, summary)
     if summary.get("cells_failed"):
         console.print(f"{summary['cells_failed']} cell(s) failed: see {run_dir.file('results.jsonl')}", style="red")
+    invalid = summary.get("invalid_cells") or []
+    style = "red" if invalid else None
+    console.print(f"{len(invalid)} cell(s) invalid (a claim did not hold; left out of every figure above)", style=style, markup=False)
+    for entry in invalid[:10]:
+        console.print(f"  {entry['cell_id']}: {entry['why']}", style="red", markup=False, highlight=False)
+    if summary.get("cells_flagged"):
+        console.print(f"{summary['cells_flagged']} cell(s) flagged by a cross-check (counted): see the report", markup=False)
     console.print(f"results: {run_dir.path}")
     if run_dir.file("report.html").exists():
         console.print(f"report:  {run_dir.file('report.html')}")

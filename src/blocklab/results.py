@@ -53,6 +53,16 @@ class ResultRow:
     def ok(self) -> bool:
         return self.status == "ok"
 
+    @property
+    def invalid(self) -> bool:
+        """Measured, but a claim of the cell did not hold (claims.py): kept with its evidence, never counted."""
+        return self.status.startswith("invalid:")
+
+    @property
+    def failed(self) -> bool:
+        """The cell did not produce a measurement (an error)."""
+        return not self.ok and not self.invalid
+
     def to_json(self) -> str:
         return json.dumps(
             {

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from . import claims
 from .analysis.summary import label_of, summarise
 from .engines import make_engine
 from .engines.base import ApplyClass, Engine, EngineError, KnobError, KnobInfo
@@ -140,6 +141,8 @@ def prepare(
     )
     try:
         engine.start()
+        if spec.measure.cache == "cold" and (problem := engine.cold_cache_problem()):
+            raise KnobError(f"measure.cache = 'cold' is not possible here: {problem}")
         engine_knobs = {n: v for n, v in spec.knobs.items() if n not in axes}
         infos: dict[str, KnobInfo] = {name: engine.knob(name) for name in [*spec.engine.settings, *engine_knobs]}
         infos.update(axis_infos)
@@ -231,13 +234,27 @@ def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = 
 
 
 def _run_and_record(exp: Experiment, cell: Cell, run_dir: RunDir, plan: Plan, reporter: Reporter) -> None:
-    row = run_cell(exp, cell, reporter)
-    run_dir.append(row)
-    write_summary(exp, run_dir, plan)
-    if message := refresh_report(run_dir):  # the report never stops a run; it says why it could not render
-        reporter.phase(message)
-    line = exp.workload_for(cell.setting.as_dict()).describe(row.metrics) if row.ok else f"FAILED: {row.status}"
-    reporter.cell_done(cell, row, line)
+    """Run one cell and record it; a cell whose claims did not hold is measured once more at once."""
+    for attempt in (1, 2):
+        row = run_cell(exp, cell, reporter, attempt=attempt)
+        run_dir.append(row)
+        write_summary(exp, run_dir, plan)
+        if message := refresh_report(run_dir):  # the report never stops a run; it says why it could not render
+            reporter.phase(message)
+        reporter.cell_done(cell, row, _cell_line(exp, cell, row))
+        if not row.invalid:
+            return
+
+
+def _cell_line(exp: Experiment, cell: Cell, row: ResultRow) -> str:
+    if row.failed:
+        return f"FAILED: {row.status}"
+    line = exp.workload_for(cell.setting.as_dict()).describe(row.metrics)
+    if row.invalid:
+        again = "; measuring it again" if row.notes.get("attempt", 1) == 1 else "; left out"
+        return f"INVALID ({row.status.removeprefix('invalid: ')}){again}: {line}"
+    flags = row.notes.get("flags")
+    return f"{line}  [flag: {'; '.join(flags)}]" if flags else line
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:
@@ -260,21 +277,34 @@ class _engine_stopped_at_exit:
             signal.signal(signal.SIGINT, previous)
 
 
-def run_cell(exp: Experiment, cell: Cell, reporter: Reporter) -> ResultRow:
+def run_cell(exp: Experiment, cell: Cell, reporter: Reporter, attempt: int = 1) -> ResultRow:
+    """Apply, check the settings took, prepare, evict and prove it (cold), run, check the
+    run's own claims (claims.py): one row, `ok`, `invalid: why` or the error."""
     engine_settings, _ = split_settings(cell.setting.as_dict())
     settings = {**exp.fixed, **engine_settings}
     workload = exp.workload_for(cell.setting.as_dict())
+    engine = exp.engine
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    notes: dict[str, Any] = {}
+    notes: dict[str, Any] = {"attempt": attempt} if attempt > 1 else {}
+    checks = claims.CellChecks()
+    cold = exp.spec.measure.cache == "cold"
     try:
         t0 = time.perf_counter()
-        applied = exp.engine.apply(settings)
+        applied = engine.apply(settings)
         notes["apply_s"] = round(time.perf_counter() - t0, 3)
-        workload.prepare(exp.engine)
-        if exp.spec.measure.cache == "cold":
-            notes["evicted"] = exp.engine.evict(workload.relations())
-        metrics = workload.run(exp.engine)
-        status = "ok"
+        claims.check_settings(engine, settings, checks)
+        workload.prepare(engine)
+        relations = workload.relations()
+        if cold:
+            notes["evicted"] = engine.evict(relations)
+            claims.check_cold_start(engine, relations, notes["evicted"], checks)
+        direct = engine.direct_io_active()
+        metrics = workload.run(engine)
+        if direct:
+            claims.check_direct_io(engine, relations, cold, checks)
+        claims.check_metrics(metrics, cold, checks)
+        status = checks.status
+        notes.update(checks.to_notes())
     except (KeyboardInterrupt, Interrupted):
         raise
     except Exception as err:  # a failed cell is a result too; the run goes on
@@ -331,9 +361,22 @@ def write_summary(exp: Experiment, run_dir: RunDir, plan: Plan) -> dict[str, Any
     )
     summary["experiment"] = exp.spec.name
     summary["cells_planned"] = len(plan.cells)
+    summary.update(validity_counts(run_dir.rows()))
     summary["seed"] = exp.seed
     run_dir.write_json(SUMMARY_FILE, summary)
     return summary
+
+
+def validity_counts(rows: list[ResultRow]) -> dict[str, Any]:
+    """How many cells failed, were invalid (and why) or flagged: in summary.json for the console and the report."""
+    invalid = [r for r in rows if r.invalid]
+    return {
+        "cells_failed": sum(1 for r in rows if r.failed),
+        "failed_cells": [r.cell_id for r in rows if r.failed],
+        "cells_invalid": len(invalid),
+        "invalid_cells": [{"cell_id": r.cell_id, "why": r.status.removeprefix("invalid: ")} for r in invalid],
+        "cells_flagged": sum(1 for r in rows if r.ok and r.notes.get("flags")),
+    }
 
 
 def _unit_of(metric: str) -> str:

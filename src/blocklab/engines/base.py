@@ -12,6 +12,7 @@ import abc
 import enum
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 
@@ -375,7 +376,22 @@ class Engine(Protocol):
         ones change (a page format, a checksum algorithm): rebuild before measuring."""
 
     def direct_io_active(self) -> bool:
-        """Does the engine read its data files with direct I/O now?"""
+        """Does the engine read its data files with direct I/O now? (Its setting: the
+        runner proves it from the kernel's side, see claims.py.)"""
+
+    def relation_files(self, relation: str) -> list[Path]:
+        """The files holding a table or index, on this host ([] for a server elsewhere)."""
+
+    def cached_bytes(self, relations: Iterable[str]) -> float | None:
+        """Bytes of these relations in the engine's own cache now (None: it cannot tell)."""
+
+    def check_applied(self, settings: dict[str, Any]) -> list[str]:
+        """Read each knob back in a new measuring session, in the engine's own units
+        (effective caps included), and say where it differs from `settings` (the
+        canonical values asked); [] when every knob took."""
+
+    def cold_cache_problem(self) -> str | None:
+        """Why a cold cache cannot be made and proven here (None: it can)."""
 
     def evict(self, relations: Iterable[str]) -> dict[str, Any]:
         """Empty the engine cache and the OS page cache for these relations.

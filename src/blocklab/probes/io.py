@@ -19,6 +19,7 @@ from typing import Any
 
 from ..engines.base import Engine, IoWindow, Session
 from .os_stats import DiskCounters, device_of, disk_counters, process_cpu_seconds, system_cpu_times
+from .page_cache import process_read_bytes
 
 
 class HostWindow:
@@ -30,11 +31,13 @@ class HostWindow:
         self.device = device_of(data_dir).name if data_dir else None
         self.pids = engine.server_pids()
         self.disk: DiskCounters | None = None
+        self.proc_read_bytes: float | None = None  # the server processes' own storage reads
         self.server_cpu_s = 0.0
         self.cpu_busy_pct = 0.0
 
     def __enter__(self) -> HostWindow:
         self._disk0 = disk_counters(self.device) if self.device else None
+        self._proc0 = process_read_bytes(self.pids)
         self._cpu0 = process_cpu_seconds(self.pids)
         self._sys0 = system_cpu_times()
         return self
@@ -42,6 +45,9 @@ class HostWindow:
     def __exit__(self, *exc: Any) -> None:
         sys1 = system_cpu_times()
         self.server_cpu_s = process_cpu_seconds(self.pids) - self._cpu0
+        proc1 = process_read_bytes(self.pids)
+        if proc1 is not None and self._proc0 is not None:
+            self.proc_read_bytes = float(proc1 - self._proc0)
         disk1 = disk_counters(self.device) if self.device else None
         if disk1 is not None and self._disk0 is not None:
             self.disk = disk1.minus(self._disk0)
@@ -50,6 +56,8 @@ class HostWindow:
 
     def deltas(self) -> dict[str, float]:
         out = {"server_cpu_s": self.server_cpu_s}
+        if self.proc_read_bytes is not None:
+            out["proc_read_bytes"] = self.proc_read_bytes
         if self.disk is not None:
             d = self.disk
             out.update(device_reads=float(d.reads), device_read_bytes=float(d.read_bytes),
@@ -92,11 +100,12 @@ class RunProbe:
         return self.io.metrics()
 
 
-def cold_proof(relation_bytes: float, engine_read_bytes: float, device_read_bytes: float | None, direct_io: bool) -> dict[str, float]:
+def cold_proof(relation_bytes: float, engine_read_bytes: float, physical_read_bytes: float | None, direct_io: bool) -> dict[str, float]:
     """Was the scan really cold? The bytes physically read must be close to the
     relation's size. With direct I/O every engine read is physical; without it,
-    only the device counters say whether the OS cache answered."""
-    physical = engine_read_bytes if direct_io or device_read_bytes is None else min(engine_read_bytes, device_read_bytes)
+    only a physical count (the engine processes' storage reads, /proc/<pid>/io,
+    or the device's) says whether the OS cache answered."""
+    physical = engine_read_bytes if direct_io or physical_read_bytes is None else min(engine_read_bytes, physical_read_bytes)
     ratio = physical / relation_bytes if relation_bytes else 0.0
-    proven = ratio >= 0.9 and (direct_io or device_read_bytes is not None)
+    proven = ratio >= 0.9 and (direct_io or physical_read_bytes is not None)
     return {"cold_ratio": round(ratio, 4), "cold_proven": 1.0 if proven else 0.0}

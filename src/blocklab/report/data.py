@@ -224,7 +224,15 @@ class RunData:
 
     @property
     def failed_rows(self) -> list[ResultRow]:
-        return [r for r in self.rows if not r.ok]
+        return [r for r in self.rows if r.failed]
+
+    @property
+    def invalid_rows(self) -> list[ResultRow]:
+        return [r for r in self.rows if r.invalid]
+
+    @property
+    def flagged_rows(self) -> list[ResultRow]:
+        return [r for r in self.rows if r.ok and r.notes.get("flags")]
 
     @property
     def complete(self) -> bool:

@@ -118,6 +118,18 @@ class NullEngine(EngineBase):
     def needs_rebuild(self, table: str) -> bool:
         return False
 
+    def relation_files(self, relation: str) -> list[Path]:
+        return []
+
+    def cached_bytes(self, relations: Iterable[str]) -> float | None:
+        return 0.0
+
+    def check_applied(self, settings: dict[str, Any]) -> list[str]:
+        return [f"{k} asked {v!r}, the null engine has {self.current.get(k)!r}" for k, v in settings.items() if self.current.get(k) != v]
+
+    def cold_cache_problem(self) -> str | None:
+        return None
+
     def direct_io_active(self) -> bool:
         return False
 

@@ -318,6 +318,54 @@ class PostgresEngine(EngineBase):
                 done["os_drop_possible"] = done["os_drop_possible"] and possible
         return done
 
+    def relation_files(self, relation: str) -> list[Path]:
+        with self.pg_connect(session=False) as conn:
+            return self._relation_files(conn, relation)
+
+    def cached_bytes(self, relations: Iterable[str]) -> float | None:
+        """Shared buffers holding these relations (pg_buffercache)."""
+        total = 0.0
+        with self.pg_connect(session=False) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_buffercache")
+            for rel in relations:
+                row = conn.execute(
+                    "SELECT count(*) * current_setting('block_size')::bigint FROM pg_buffercache "
+                    "WHERE relfilenode = pg_relation_filenode(%s::regclass) "
+                    "AND reldatabase = (SELECT oid FROM pg_database WHERE datname = current_database())",
+                    (rel,),
+                ).fetchone()
+                total += float(row[0]) if row else 0.0
+        return total
+
+    def check_applied(self, settings: dict[str, Any]) -> list[str]:
+        """pg_settings in a new measuring session (raw units), the effective
+        io_combine_limit being capped by io_max_combine_limit."""
+        natives = {name: self.knob(name).native for name in settings}
+        wanted = list({*natives.values(), "io_combine_limit", "io_max_combine_limit"})
+        with self.pg_connect() as conn:
+            rows = conn.execute("SELECT name, setting FROM pg_settings WHERE name = ANY(%s)", (wanted,)).fetchall()
+        current = {str(k): str(v) for k, v in rows}
+        problems = []
+        for name, value in settings.items():
+            info = self.knob(name)
+            got = current.get(info.native)
+            if info.native == "io_combine_limit" and got is not None and "io_max_combine_limit" in current:
+                got = str(min(int(got), int(current["io_max_combine_limit"])))  # what reads really combine
+            if got is None or not knobs.same_value(info, value, got):
+                problems.append(f"{name} asked {knobs.conf_value(info, value) or repr(value)}, PostgreSQL reports {got!r}")
+        return problems
+
+    def cold_cache_problem(self) -> str | None:
+        if self.mode == "embedded":
+            return None
+        has_evict = self.query("SELECT count(*) FROM pg_proc WHERE proname = 'pg_buffercache_evict_relation'")[0][0]
+        if not has_evict and not self.query("SELECT count(*) FROM pg_available_extensions WHERE name = 'pg_buffercache'")[0][0]:
+            return "this server has no pg_buffercache extension, so its shared buffers cannot be emptied of a table"
+        if self.data_dir() is None and not self.direct_io_active():
+            return ("the server is not on this host, so its OS page cache cannot be dropped, and it reads through "
+                    "that cache (debug_io_direct is not 'data'); run blocklab on the database host")
+        return None
+
     def _relation_files(self, conn: psycopg.Connection, rel: str) -> list[Path]:
         base = self.data_dir()
         row = conn.execute("SELECT pg_relation_filepath(%s::regclass)", (rel,)).fetchone()

@@ -138,6 +138,25 @@ def conf_value(info: KnobInfo, value: Any) -> str:
     return str(value)
 
 
+def same_value(info: KnobInfo, asked: Any, setting: str) -> bool:
+    """Does pg_settings' raw `setting` say what was asked (a canonical value)?"""
+    if info.native == "debug_io_direct" and info.kind == "bool":
+        return ("data" in setting.split(",")) == bool(asked)
+    if info.kind == "bool" or isinstance(asked, bool):
+        return setting.lower() in ("on", "true", "1") if asked else setting.lower() in ("off", "false", "0")
+    if info.kind in ("integer", "size") or info.native == "block_size":
+        try:
+            return int(float(setting)) == int(asked)
+        except (TypeError, ValueError):
+            return False
+    if info.kind == "real":
+        try:
+            return abs(float(setting) - float(asked)) <= 1e-9 * max(1.0, abs(float(asked)))
+        except (TypeError, ValueError):
+            return False
+    return setting.lower() == str(asked).lower()
+
+
 def conf_quote(value: str) -> str:
     if re.fullmatch(r"[A-Za-z0-9_.\-]+", value):
         return value

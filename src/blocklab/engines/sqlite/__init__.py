@@ -395,6 +395,32 @@ class SqliteEngine(EngineBase):
         conn.execute(f'CREATE TABLE IF NOT EXISTS "{META_TABLE}" (name TEXT PRIMARY KEY, fingerprint TEXT)')
         conn.execute(f'INSERT OR REPLACE INTO "{META_TABLE}" VALUES (?, ?)', (table, fingerprint))
 
+    def relation_files(self, relation: str) -> list[Path]:
+        return [p for p in (self.db_path, Path(f"{self.db_path}-wal")) if p.exists()]  # every table is in the one file
+
+    def cached_bytes(self, relations: Iterable[str]) -> float | None:
+        """SQLite's cache belongs to each connection: none open, nothing cached."""
+        return 0.0 if not list(self._conns) else None
+
+    def check_applied(self, settings: dict[str, Any]) -> list[str]:
+        """The pragmas read back on a new connection against what was asked."""
+        wanted = self.check_settings({**self.fixed, **settings})
+        conn = self.sqlite_connect()
+        try:
+            got = read_pragmas(conn)
+        finally:
+            self._forget(conn)
+        problems = []
+        for name, value in wanted.items():
+            native = self.knob(name).native
+            want = pragma_text(native, value)
+            if got.get(native) != want:
+                problems.append(f"{name} asked {want}, PRAGMA {native} reports {got.get(native)!r}")
+        return problems
+
+    def cold_cache_problem(self) -> str | None:
+        return None
+
     def needs_rebuild(self, table: str) -> bool:
         return False  # page size and checksums are the file's: a change makes a new file
 
