@@ -511,5 +511,10 @@ def calibrate_command(directory: Path | None, quick: bool, out: Path | None) -> 
     console.print(f"saved: {run_dir.path}", markup=False, highlight=False)
 
 
+from .cli_import import import_group  # noqa: E402  (the group's commands live in their own module)
+
+main.add_command(import_group)
+
+
 if __name__ == "__main__":
     main()

@@ -205,6 +205,12 @@ def _latency_source(rows: list[Any]) -> str:
     return "pg_stat_io"
 
 
+def saturation_headline(rows: Iterable[Any]) -> str:
+    """'Best sessions: 40 (0% updates, 4k blocks) · 32 (30% updates, 4k blocks)': a report's headline."""
+    parts = [f"{s.sessions}{'' if s.stopped else '+'} ({s.label})" for s in saturation_points(rows)]
+    return "Best sessions: " + " \u00b7 ".join(parts) if parts else ""
+
+
 def saturation_text(rows: Iterable[Any]) -> str:
     """The best session count of every series in one sentence, for a verdict:
     the petal's turning point, or the last point when the series still rises."""
@@ -250,5 +256,5 @@ def _or_dash(value: float, fmt: str) -> str:
     return "\u2013" if math.isnan(value) else fmt.format(value)
 
 
-__all__ = ["SlobPoint", "Saturation", "points", "saturation_points", "saturation_text", "petal_figures", "slob_table",
+__all__ = ["SlobPoint", "Saturation", "points", "saturation_points", "saturation_text", "saturation_headline", "petal_figures", "slob_table",
            "series_label"]

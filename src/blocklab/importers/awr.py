@@ -20,6 +20,7 @@ number keeps the file and line it came from (Value.loc).
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -240,12 +241,15 @@ def _snaps(lines: list[Line], name: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for ln in lines[:80]:
         if m := _SNAP.match(ln.text):
-            out[m.group(1).lower()] = m.group(2)
+            try:  # ISO, as blocklab's own rows record when they started
+                out[m.group(1).lower()] = dt.datetime.strptime(m.group(2), "%d-%b-%y %H:%M:%S").isoformat()
+            except ValueError:  # a month name in another language: kept as printed
+                out[m.group(1).lower()] = m.group(2)
         elif m := _MINS.match(ln.text):
             loc = Loc(name, ln.number)
             minutes = number(m.group(2), loc, m.group(1))
             key = "elapsed" if m.group(1) == "Elapsed" else "db_time"
-            out[key] = Value(minutes * 60.0, loc, f"{m.group(1)}: {m.group(2)} (mins) x 60")
+            out[key] = Value(round(minutes * 60.0, 6), loc, f"{m.group(1)}: {m.group(2)} (mins) x 60")
     if "elapsed" not in out:
         raise end_error(lines, name, "Elapsed", "the snapshot block has no 'Elapsed: N (mins)' line")
     if out["elapsed"].value <= 0:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,8 @@ class ImportedRun:
     goal: str
     unit: str
     command: str  # the command line, for experiment.toml and spec.json
-    verdict_extra: str = ""  # sentences put before the generic verdict
+    verdict_extra: str = ""  # the importer's own verdict (e.g. per series); replaces the generic ranking
+    headline: str = ""  # the report's headline, when the generic 'Best setting ...' would not say it
 
 
 def check_new(path: Path, option: str = "--out") -> None:
@@ -74,6 +76,7 @@ def write_run(run_dir: RunDir, run: ImportedRun) -> dict[str, Any]:
     run_dir.write_json(SPEC_FILE, {"source": f"imported: {run.command}", "spec": spec, "options": {}})
     run_dir.write_json(PLAN_FILE, {"seed": 0, "kind": "import", "settings": settings, "cells": cells})
     env = {"engine": "oracle", "engine_mode": "import", **run.environment, "blocklab": __version__,
+           "python": sys.version.split()[0],
            "imported": {"command": run.command, "at": _now(), "rows": len(rows)}}
     run_dir.write_json(ENVIRONMENT_FILE, env)
     for row in rows:
@@ -83,8 +86,18 @@ def write_run(run_dir: RunDir, run: ImportedRun) -> dict[str, Any]:
         rows, metric=run.metric, goal=run.goal, setting_labels=labels, settings_by_label=dict(zip(labels, settings)),
         seed=0, knob_label=", ".join(run.knobs), unit=run.unit,
     )
-    if run.verdict_extra:
-        summary["verdict"] = f"{run.verdict_extra} {summary['verdict']}"
+    if run.verdict_extra and summary.get("best_label"):
+        # the importer's own sentences say it per series; the generic ranking of every
+        # point against every other (dozens of single reports) would bury them
+        from ..analysis.verdict import format_value
+
+        best = summary["settings"][summary["best_label"]]
+        single = all(entry.get("n", 0) <= 1 for entry in summary["settings"].values())
+        summary["verdict"] = (f"{run.verdict_extra} Highest {run.metric} of all: {summary['best_label']} "
+                              f"({format_value(best['median'], run.unit)})."
+                              + (" Each point is one report, a single sample: no confidence intervals." if single else ""))
+    if run.headline:
+        summary["headline"] = run.headline
     summary["experiment"] = run.name
     summary["cells_planned"] = len(cells)
     summary["seed"] = 0

@@ -227,7 +227,7 @@ def awr_metrics(r: AwrReport) -> tuple[dict[str, float], dict[str, str]]:
     src["read_latency_ms"] = f"{event.loc} {READ_EVENT} {how}"
     put("ops_per_s", r.load.get("executes") or r.per_second("execute count"))
     if r.host_idle_pct is not None:
-        m["cpu_busy_pct"] = 100.0 - r.host_idle_pct.value
+        m["cpu_busy_pct"] = round(100.0 - r.host_idle_pct.value, 6)
         src["cpu_busy_pct"] = f"{r.host_idle_pct.source()}: 100 - %Idle"
     put("db_time_per_s", r.load.get("db_time"))
     put("db_cpu_per_s", r.load.get("db_cpu"))
@@ -277,13 +277,13 @@ def import_slob(paths: list[Path], *, update_pct: float | None = None, block_siz
         "workload.update_pct": sorted({_num(p.update_pct) for p in points}),
         "block_size": sorted({p.block_size for p in points}),
     }
-    from ..analysis.slob_view import saturation_text
+    from ..analysis.slob_view import saturation_headline, saturation_text
 
     return ImportedRun(
         name="slob-import", description="SLOB results imported from Oracle AWR reports: latency against IOPS and MB/s, "
         "saturation per update share and block size", workload="slob", knobs=knobs, rows=rows,
         environment={**_environment(points), **(environment or {})}, metric="read_iops", goal="max", unit="IOPS",
-        command=command, verdict_extra=saturation_text(rows),
+        command=command, verdict_extra=saturation_text(rows), headline=saturation_headline(rows),
     )
 
 
