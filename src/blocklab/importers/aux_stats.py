@@ -62,10 +62,10 @@ def parse_aux_stats(path: Path) -> list[AuxStat]:
         records, _ = sqlplus_table(lines, start, shown)
     out = []
     for rec in records:
-        first = next(iter(rec.values()))[1]
+        row_loc = next(iter(rec.values()))[1]
         for col in ("SNAME", "PNAME", "PVAL1"):
             if col not in rec:
-                raise first.error(col, f"no {col} column (columns: {', '.join(rec)}); SNAME, PNAME and PVAL1 are needed")
+                raise row_loc.error(col, f"no {col} column (columns: {', '.join(rec)}); SNAME, PNAME and PVAL1 are needed")
         sname, loc = rec["SNAME"]
         pname = rec["PNAME"][0]
         if sname not in SNAMES:

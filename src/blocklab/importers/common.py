@@ -118,7 +118,9 @@ def number(text: str, loc: Loc, field: str, *, commas: bool = True, suffix: bool
             raise loc.error(field, f"{text.strip()!r} has a comma, which this output never prints"
                             + (f"; {comma_hint}" if comma_hint else ""))
         if not _GROUPED.fullmatch(t):
-            raise loc.error(field, f"cannot read {text.strip()!r} as a number (misplaced thousands separator)")
+            grouping = _PLAIN.fullmatch(t.replace(",", "")) is not None  # digits, but commas in the wrong places
+            raise loc.error(field, f"cannot read {text.strip()!r} as a number"
+                            + (" (misplaced thousands separator)" if grouping else ""))
         t = t.replace(",", "")
     if not _PLAIN.fullmatch(t):
         raise loc.error(field, f"cannot read {text.strip()!r} as a number")
