@@ -14,7 +14,15 @@ from click.testing import CliRunner
 
 from blocklab.cli import main
 from blocklab.importers.awr import parse_awr
-from blocklab.importers.common import ImportInputError, Loc, cut, duration_ms, labels, number, spans
+from blocklab.importers.common import (
+    ImportInputError,
+    Loc,
+    cut,
+    duration_ms,
+    labels,
+    number,
+    spans,
+)
 from blocklab.importers.profile import awr_profile
 from blocklab.report.writer import write_report
 from blocklab.results import RunDir

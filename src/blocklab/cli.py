@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from . import __version__, recipes
+from .cli_import import import_group
 from .console import ConsoleReporter, make_console, settings_table
 from .engines.base import EngineError
 from .lab import Overrides, load_experiment, load_saved_experiment, plan_text
@@ -511,9 +512,7 @@ def calibrate_command(directory: Path | None, quick: bool, out: Path | None) -> 
     console.print(f"saved: {run_dir.path}", markup=False, highlight=False)
 
 
-from .cli_import import import_group  # noqa: E402  (the group's commands live in their own module)
-
-main.add_command(import_group)
+main.add_command(import_group)  # `blocklab import ...`: results measured on Oracle (cli_import.py)
 
 
 if __name__ == "__main__":
