@@ -148,6 +148,21 @@ def test_a_foreground_row_that_cannot_be_read_only_fails_when_used(tmp_path):
         r.event("control file sequential re")
 
 
+def test_an_unreadable_load_profile_row_only_fails_when_used(tmp_path):
+    text = (FIXTURES / "slob-harness/bs4k-upd0/AWRs/awr.016.txt").read_text()
+    unused = tmp_path / "unused" / "awr.016.txt"
+    unused.parent.mkdir()
+    unused.write_text(re.sub(r"(User calls:\s+)\S+", r"\g<1>#########", text, count=1))
+    assert "#########" in unused.read_text()
+    assert parse_awr(unused).load.get("executes") is not None  # the report still reads
+    used = tmp_path / "used" / "awr.016.txt"
+    used.parent.mkdir()
+    used.write_text(re.sub(r"(Executes \(SQL\):\s+)\S+", r"\g<1>2,4x6.1", text, count=1))
+    result = CliRunner().invoke(main, ["import", "slob", str(used), "--update-pct", "0", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2
+    assert f"{used}: line {line_of(used, 'Executes (SQL)')}: Load Profile 'Executes (SQL)' Per Second" in result.output
+
+
 # ---------------------------------------------------------------------- profiles
 @pytest.mark.parametrize("layout", ["11g", "19c"])
 def test_seed_002_profiles(layout):

@@ -85,6 +85,30 @@ class Event:
         raise self.loc.error(f"Waits of {self.name!r}", "no waits and no average: the mean wait cannot be known")
 
 
+class LoadProfile:
+    """Load Profile rows, per second. A row that cannot be read is kept as its
+    error and raised only when that row is used (a report's odd row about
+    something blocklab never reads must not stop an import)."""
+
+    def __init__(self, rows: dict[str, Value | ImportInputError]):
+        self._rows = rows
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._rows
+
+    def __getitem__(self, key: str) -> Value:
+        found = self._rows[key]
+        if isinstance(found, ImportInputError):
+            raise found
+        return found
+
+    def get(self, key: str) -> Value | None:
+        return self[key] if key in self._rows else None
+
+    def keys(self) -> list[str]:
+        return list(self._rows)
+
+
 @dataclass
 class AwrReport:
     path: str
@@ -96,7 +120,7 @@ class AwrReport:
     end_snap: str
     elapsed_s: Value
     db_time_header_s: Value | None
-    load: dict[str, Value]
+    load: LoadProfile
     top_title: str
     top_events: list[Event]
     foreground_events: dict[str, Event | ImportInputError]  # a row that could not be read: its error
@@ -259,11 +283,11 @@ def _snaps(lines: list[Line], name: str) -> dict[str, Any]:
     return out
 
 
-def _load_profile(lines: list[Line], name: str) -> dict[str, Value]:
+def _load_profile(lines: list[Line], name: str) -> LoadProfile:
     i = _find(lines, lambda t: t.startswith("Load Profile"))
     if i < 0:
         raise end_error(lines, name, "Load Profile", "the report has no Load Profile section")
-    out: dict[str, Value] = {}
+    out: dict[str, Value | ImportInputError] = {}
     for ln in lines[i + 1:]:
         t = ln.text
         if not t.strip():
@@ -280,10 +304,13 @@ def _load_profile(lines: list[Line], name: str) -> dict[str, Value]:
             continue  # a row the instance left empty (e.g. 'Session Logical Read IM:')
         key = LOAD_NAMES.get(label.lower(), label.lower())
         loc = Loc(name, ln.number)
-        out[key] = Value(number(m.group(2), loc, f"Load Profile {label!r} Per Second"), loc, f"Load Profile {label!r} per second")
+        try:
+            out[key] = Value(number(m.group(2), loc, f"Load Profile {label!r} Per Second"), loc, f"Load Profile {label!r} per second")
+        except ImportInputError as err:
+            out[key] = err
     if not out:
         raise ImportInputError(name, lines[i].number, "Load Profile", "the section has no rows")
-    return out
+    return LoadProfile(out)
 
 
 def _classify(label: str) -> str:
@@ -539,4 +566,4 @@ def _line_at(starts: list[int], offset: int) -> int:
     return lo
 
 
-__all__ = ["CPU_EVENT", "AwrReport", "Event", "parse_awr"]
+__all__ = ["CPU_EVENT", "AwrReport", "Event", "LoadProfile", "parse_awr"]

@@ -131,10 +131,10 @@ def _time_profile(data: RunData, limits: dict[str, float]) -> tuple[str, str, st
     fig = profile_figure(data.ok_rows, order=list(data.summary.get("settings", {})))
     if fig is None:
         return None
-    caption = (
-        "Time by class per setting, the slowest session on the left, all sessions summed on the right; "
-        f"{method_caption(setting_profiles(data.ok_rows))}."
-    )
+    profiles = setting_profiles(data.ok_rows)
+    panels = ("DB time by class per report" if all(sp.slowest is None for sp in profiles)  # AWR: the instance's sessions only
+              else "Time by class per setting, the slowest session on the left, all sessions summed on the right")
+    caption = f"{panels}; {method_caption(profiles)}."
     return "time-profile", "Where the time went", caption, fig
 
 
