@@ -239,7 +239,7 @@ def awr_metrics(r: AwrReport) -> tuple[dict[str, float], dict[str, str]]:
 
 def info_points(rows: list[AwrInfoRow], path: Path, root: Path, update_pct: float | None, block_size: int | None,
                 shown: str) -> list[Point]:
-    conf_path = _conf_beside(path, root) if path.name != "slob.conf" else None
+    conf_path = _conf_beside(path, root)
     conf = read_update_pct(conf_path) if conf_path else None
     out = []
     for row in rows:
