@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from . import __version__, recipes
+from .cli_import import import_group
 from .console import ConsoleReporter, make_console, settings_table
 from .engines import available as available_engines
 from .engines.base import EngineError
@@ -519,6 +520,9 @@ def calibrate_command(directory: Path | None, quick: bool, out: Path | None) -> 
     if cal.failures:
         console.print(f"{len(cal.failures)} point(s) failed: see {run_dir.file('results.jsonl')}", style="red", markup=False)
     console.print(f"saved: {run_dir.path}", markup=False, highlight=False)
+
+
+main.add_command(import_group)  # `blocklab import ...`: results measured on Oracle (cli_import.py)
 
 
 if __name__ == "__main__":

@@ -48,6 +48,7 @@ class ResultRow:
     started: str = ""
     notes: dict[str, Any] = field(default_factory=dict)
     format: int = FORMAT
+    source: str = ""  # "" for a cell blocklab measured; "import" for a row read from another tool's output
 
     @property
     def ok(self) -> bool:
@@ -64,22 +65,21 @@ class ResultRow:
         return not self.ok and not self.invalid
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "format": self.format,
-                "cell": self.cell,
-                "cell_id": self.cell_id,
-                "block": self.block,
-                "settings": self.settings,
-                "applied": self.applied,
-                "metrics": self.metrics,
-                "status": self.status,
-                "started": self.started,
-                "notes": self.notes,
-            },
-            sort_keys=False,
-            default=str,
-        )
+        d: dict[str, Any] = {
+            "format": self.format,
+            "cell": self.cell,
+            "cell_id": self.cell_id,
+            "block": self.block,
+            "settings": self.settings,
+            "applied": self.applied,
+            "metrics": self.metrics,
+            "status": self.status,
+            "started": self.started,
+            "notes": self.notes,
+        }
+        if self.source:  # only imported rows say where they came from; measured rows stay as they were
+            d["source"] = self.source
+        return json.dumps(d, sort_keys=False, default=str)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "ResultRow":
@@ -96,6 +96,7 @@ class ResultRow:
             cell_id=str(d.get("cell_id", "")),
             started=str(d.get("started", "")),
             notes=dict(d.get("notes", {})),
+            source=str(d.get("source", "")),
         )
 
 

@@ -13,6 +13,7 @@ rising (or fall back) while latency keeps growing.
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 from typing import Any, Iterable
@@ -88,7 +89,7 @@ def points(rows: Iterable[Any]) -> dict[tuple[float, int | None], list[SlobPoint
     for (pct, sessions, bs), ms in groups.items():
         def med(name: str) -> float:
             values = [float(m[name]) for m in ms if m.get(name) is not None]
-            return statistics.median(values) if values else 0.0
+            return statistics.median(values) if values else math.nan  # not measured (e.g. CPU in awr_info output)
 
         p = SlobPoint(
             sessions, pct, bs, med("read_iops"), med("mb_per_s"), med("read_latency_ms"), med("ops_per_s"),
@@ -193,10 +194,37 @@ def petal_figures(rows: Iterable[Any], limits: dict[str, Any] | None = None) -> 
 
 
 def _latency_source(rows: list[Any]) -> str:
-    """Where the engine's read times came from (the axis says which clock it is)."""
+    """Where the engine's read times came from (the axis says which clock it is).
+    Imported rows name theirs in notes["latency_source"] (e.g. an AWR event)."""
+    for r in rows:
+        notes = getattr(r, "notes", None) if not isinstance(r, dict) else r.get("notes")
+        if isinstance(notes, dict) and notes.get("latency_source"):
+            return str(notes["latency_source"])
     if any("data_file.read_s" in (_metrics(r) or {}) for r in rows):
         return "performance_schema"
     return "pg_stat_io"
+
+
+def saturation_headline(rows: Iterable[Any]) -> str:
+    """'Best sessions: 40 (0% updates, 4k blocks) · 32 (30% updates, 4k blocks)': a report's headline."""
+    parts = [f"{s.sessions}{'' if s.stopped else '+'} ({s.label})" for s in saturation_points(rows)]
+    return "Best sessions: " + " \u00b7 ".join(parts) if parts else ""
+
+
+def saturation_text(rows: Iterable[Any]) -> str:
+    """The best session count of every series in one sentence, for a verdict:
+    the petal's turning point, or the last point when the series still rises."""
+    parts = []
+    for s in saturation_points(rows):
+        figures = f"{s.read_iops:,.0f} read IOPS at {s.read_latency_ms:.3f} ms"
+        if s.stopped:
+            parts.append(f"{s.label}: {s.sessions} sessions ({figures})")
+        else:
+            parts.append(f"{s.label}: still rising at {s.sessions} sessions, the most tried ({figures})")
+    if not parts:
+        return ""
+    return ("Best sessions count per series (where the petal turns: the fewest sessions within 5% of the series' "
+            f"highest read IOPS): {'; '.join(parts)}.")
 
 
 def slob_table(rows: Iterable[Any]) -> Any:
@@ -218,10 +246,15 @@ def slob_table(rows: Iterable[Any]) -> Any:
                 mark = "saturation" if s.stopped else "still rising (last point)"
             table.add_row(
                 series_label(*key), str(p.sessions), f"{p.read_iops:,.0f}", f"{p.mb_per_s:,.0f}",
-                f"{p.read_latency_ms:.3f}", f"{p.ops_per_s:,.0f}", f"{p.cpu_busy_pct:.0f}", mark,
+                f"{p.read_latency_ms:.3f}", _or_dash(p.ops_per_s, "{:,.0f}"), _or_dash(p.cpu_busy_pct, "{:.0f}"), mark,
             )
         table.add_section()
     return table
 
 
-__all__ = ["SlobPoint", "Saturation", "points", "saturation_points", "petal_figures", "slob_table", "series_label"]
+def _or_dash(value: float, fmt: str) -> str:
+    return "\u2013" if math.isnan(value) else fmt.format(value)
+
+
+__all__ = ["SlobPoint", "Saturation", "points", "saturation_points", "saturation_text", "saturation_headline", "petal_figures", "slob_table",
+           "series_label"]

@@ -97,7 +97,8 @@ def format_size(size: int) -> str:
 
 
 def describe(pattern: str, block_size: int, iodepth: int) -> str:
-    return f"{pattern} {format_size(block_size)} qd{iodepth}"
+    # iodepth 0: not known (an imported limit, e.g. CALIBRATE_IO, which does not report its concurrency)
+    return f"{pattern} {format_size(block_size)} qd{iodepth if iodepth else '?'}"
 
 
 # ------------------------------------------------------------------ running

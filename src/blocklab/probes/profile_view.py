@@ -5,7 +5,10 @@ PERCENTAGE tables (rich) and a stacked bar of time by class per setting
 Both read the flat `profile.slowest.*` and `profile.total.*` metrics the wait
 profiler leaves in each result row (probes/profile.py). A setting measured several
 times shows the mean of its runs: means add up, so the parts still sum to
-TOTAL_TIME.
+TOTAL_TIME. Rows with only `profile.total.*` (an AWR report's instance-wide
+profile, `blocklab import awr`, flagged `profile.awr`) have no slowest session:
+their table has the seed's three columns and their figure one panel;
+`side_by_side_table` puts several such profiles next to each other.
 
     for table in profile_tables(run_dir.rows()): console.print(table)
     fig = profile_figure(run_dir.rows())
@@ -31,7 +34,7 @@ class SettingProfile:
     label: str
     settings: dict[str, Any]
     runs: int
-    slowest: SessionProfile
+    slowest: SessionProfile | None  # None: an instance-wide profile (AWR) has no sessions of its own
     total: SessionProfile
     extra: dict[str, float]  # mean of a few headline metrics (backend_writes, elapsed_s...)
 
@@ -64,7 +67,7 @@ def setting_profiles(source: Any, order: Iterable[str] | None = None) -> list[Se
     groups: dict[str, list[dict[str, float]]] = {}
     settings: dict[str, dict[str, Any]] = {}
     for row in _rows_of(source):
-        if not row.ok or "profile.slowest.total_s" not in row.metrics:
+        if not row.ok or ("profile.slowest.total_s" not in row.metrics and "profile.total.total_s" not in row.metrics):
             continue
         label = _label(row.settings)
         groups.setdefault(label, []).append(row.metrics)
@@ -76,9 +79,9 @@ def setting_profiles(source: Any, order: Iterable[str] | None = None) -> list[Se
         mean = _mean_metrics(runs)
         slowest = unflatten_profile(mean, "profile.slowest")
         total = unflatten_profile(mean, "profile.total")
-        assert slowest is not None and total is not None
+        assert total is not None
         extra: dict[str, float] = {k: mean[k] for k in ("elapsed_s", "backend_writes", "backend_write_share", "bgwriter_writes", "rows_per_s",
-                                      "profile.measured") if k in mean}
+                                      "profile.measured", "profile.awr") if k in mean}
         out.append(SettingProfile(label, settings[label], len(runs), slowest, total, extra))
     return out
 
@@ -140,7 +143,10 @@ def _pct(x: float, total: float) -> str:
 
 def profile_table(sp: SettingProfile, describe: Callable[[str], str] | None = None) -> Table:
     """One setting: TIMESOURCE, the slowest session's SECONDS and PERCENTAGE,
-    and the same summed over all sessions."""
+    and the same summed over all sessions (without a slowest session: the
+    seed's TIMESOURCE / SECONDS / PERCENTAGE, every event as it is)."""
+    if sp.slowest is None:
+        return side_by_side_table([sp], lambda _: describe(sp.label) if describe else sp.label)
     slow, tot = sp.slowest, sp.total
     keep = {
         name
@@ -167,6 +173,45 @@ def profile_table(sp: SettingProfile, describe: Callable[[str], str] | None = No
     return table
 
 
+def side_by_side_table(profiles: list[SettingProfile], describe: Callable[[str], str] | None = None) -> Table:
+    """TIMESOURCE, then SECONDS and PERCENTAGE of each profile's total (all
+    sessions, or the instance for AWR), side by side: seed 002's two tables
+    in one. Rows: TOTAL_TIME, then every time source, largest first."""
+    describe = describe or (lambda label: label)
+    order: dict[str, float] = {}
+    for sp in profiles:
+        for name, seconds in sp.total.parts().items():
+            order[name] = max(order.get(name, 0.0), seconds / sp.total.elapsed_s if sp.total.elapsed_s > 0 else 0.0)
+    names = sorted(order, key=lambda n: (-order[n], n))
+    title = f"{describe(profiles[0].label)}: where the time went" if len(profiles) == 1 else "Where the time went, side by side"
+    table = Table(title=title, title_justify="left")
+    table.add_column("TIMESOURCE", justify="left")
+    for sp in profiles:
+        head = "" if len(profiles) == 1 else f"{describe(sp.label)}\n"
+        table.add_column(f"{head}SECONDS", justify="right")
+        table.add_column("PERCENTAGE", justify="right")
+    table.add_row(TOTAL, *[x for sp in profiles for x in (_fmt_s(sp.total.elapsed_s), "100")], style="bold")
+    for name in names:
+        cells = []
+        for sp in profiles:
+            value = sp.total.parts().get(name)
+            cells += ["\u2013", ""] if value is None else [_fmt_s(value), _pct(value, sp.total.elapsed_s)]  # not in this profile
+        table.add_row(name, *cells)
+    table.caption = _caption(profiles[0])
+    table.caption_justify = "left"
+    return table
+
+
+def is_awr(sp: SettingProfile) -> bool:
+    """True for a profile read from an AWR report (blocklab import awr)."""
+    return sp.extra.get("profile.awr", 0.0) >= 0.5
+
+
+AWR_CAPTION = ("from the AWR report: TOTAL_TIME is DB time (all foreground sessions), CPU is DB CPU, each wait the Top "
+               "events table's total wait time; UNACCOUNTED_TIME is the rest (waits outside the Top table, time queued "
+               "for a CPU)")
+
+
 def is_measured(sp: SettingProfile) -> bool:
     """True for a profile timed by the server's own wait timers (MariaDB's
     performance_schema), False for one sampled from pg_stat_activity."""
@@ -175,6 +220,8 @@ def is_measured(sp: SettingProfile) -> bool:
 
 def method_caption(profiles: list[SettingProfile]) -> str:
     """How the time was attributed, for a figure's caption."""
+    if profiles and all(is_awr(sp) for sp in profiles):
+        return AWR_CAPTION
     if profiles and all(is_measured(sp) for sp in profiles):
         return ("from performance_schema's wait timers of each session's server thread (measured, not sampled); "
                 "CPU is the elapsed time the waits leave, at most the thread's on-CPU + run-queue time, "
@@ -184,6 +231,8 @@ def method_caption(profiles: list[SettingProfile]) -> str:
 
 
 def _caption(sp: SettingProfile) -> str:
+    if is_awr(sp):
+        return AWR_CAPTION
     if is_measured(sp):
         bits = ["waits timed by performance_schema; CPU = elapsed less the waits, at most on-CPU + run queue"]
     else:
@@ -251,17 +300,20 @@ def profile_figure(rows: Any, describe: Callable[[str], str] | None = None, orde
     height = max(3.0, 1.2 + 0.45 * len(profiles))
     fig = Figure(figsize=(12.0, height), layout="constrained")
     FigureCanvasAgg(fig)
-    axes = fig.subplots(1, 2, sharey=True)
+    instance_only = all(sp.slowest is None for sp in profiles)
+    axes = [fig.subplots(1, 1)] if instance_only else list(fig.subplots(1, 2, sharey=True))
+    panels = [(axes[0], "total", "DB time, all sessions (AWR)")] if instance_only else [
+        (axes[0], "slowest", "the slowest session"), (axes[1], "total", "all sessions, summed")]
     if describe is None:
         describe = short_labels(profiles).__getitem__
     labels = [describe(sp.label) for sp in profiles]
     ypos = list(range(len(profiles)))
-    for ax, which, title in ((axes[0], "slowest", "the slowest session"), (axes[1], "total", "all sessions, summed")):
+    for ax, which, title in panels:
         left = [0.0] * len(profiles)
         for cls in classes:
             widths = []
             for sp in profiles:
-                p: SessionProfile = getattr(sp, which)
+                p: SessionProfile = getattr(sp, which) or sp.total
                 parts = p.parts()
                 if cls == OTHER:
                     widths.append(sum(v for k, v in p.waits.items() if k not in events))
@@ -290,4 +342,5 @@ def profile_figure(rows: Any, describe: Callable[[str], str] | None = None, orde
     return fig
 
 
-__all__ = ["SettingProfile", "profile_figure", "profile_table", "profile_tables", "setting_profiles"]
+__all__ = ["SettingProfile", "profile_figure", "profile_table", "profile_tables", "setting_profiles", "side_by_side_table",
+           "is_awr"]

@@ -43,6 +43,8 @@ METRICS: dict[str, tuple[str, str]] = {
     "rows": ("", "rows"),
     "relation_bytes": ("B", "table size"),
     "cold_ratio": ("", "physical bytes / table size"),
+    "read_iops": ("IOPS", "read I/O requests per second"),
+    "db_time_s": ("s", "DB time"),
 }
 # the metrics worth a column in the per-setting table, in this order, when present
 HEADLINE_METRICS = ("rows_per_s", "mb_per_s", "iops", "avg_read_kb", "elapsed_s", "reads", "read_time_ms", "cold_ratio")

@@ -66,6 +66,7 @@ def context(data: RunData, plots: list[Plot], *, generated: str | None = None) -
         "source": data.source,
         "overrides": [(k, _plain(v)) for k, v in data.options.items()],
         "seed": data.seed,
+        "imported": data.plan.get("kind") == "import",
         "raw_rows": _raw_rows(data),
         "raw_columns": _raw_columns(data),
         "csv_href": "data:text/csv;charset=utf-8;base64," + base64.b64encode(export_csv(data)).decode("ascii"),
@@ -79,6 +80,8 @@ def context(data: RunData, plots: list[Plot], *, generated: str | None = None) -
 
 def _headline(data: RunData) -> str:
     """The seed's sentence: 'Best multiblock_read is 16 (128 kB)'."""
+    if data.summary.get("headline"):  # a summary that says it better itself (an import's per-series answer)
+        return str(data.summary["headline"])
     best = data.summary.get("best_label")
     if not best or not data.summary.get("settings"):
         return ""

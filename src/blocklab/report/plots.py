@@ -110,7 +110,7 @@ def _figures(data: RunData, limits: dict[str, float]) -> list[tuple[str, str, st
     knob = _single_numeric_knob(data)
     metrics = set(data.metrics_present())
     scan = knob is not None and "avg_read_kb" in metrics and bool(metrics & {"rows_per_s", "mb_per_s"})
-    if not scan or data.metric not in ("rows_per_s", "mb_per_s"):
+    if (not scan or data.metric not in ("rows_per_s", "mb_per_s")) and not _petals(data):
         figures.append(_generic(data, data.metric, limits))
     if scan:
         assert knob is not None
@@ -131,10 +131,10 @@ def _time_profile(data: RunData, limits: dict[str, float]) -> tuple[str, str, st
     fig = profile_figure(data.ok_rows, order=list(data.summary.get("settings", {})))
     if fig is None:
         return None
-    caption = (
-        "Time by class per setting, the slowest session on the left, all sessions summed on the right; "
-        f"{method_caption(setting_profiles(data.ok_rows))}."
-    )
+    profiles = setting_profiles(data.ok_rows)
+    panels = ("DB time by class per report" if all(sp.slowest is None for sp in profiles)  # AWR: the instance's sessions only
+              else "Time by class per setting, the slowest session on the left, all sessions summed on the right")
+    caption = f"{panels}; {method_caption(profiles)}."
     return "time-profile", "Where the time went", caption, fig
 
 
@@ -171,7 +171,8 @@ def _slob_petal(which: int, plot_id: str, title: str, caption: str) -> Any:
 _PETAL_CAPTION = (
     "Each line is one update share, its points joined in session order (the seed's petals); the ringed "
     "point is where the petal turns (the fewest sessions within 5% of the line's highest read IOPS). "
-    "The device's limits from `blocklab calibrate`, when there is one, are dashed lines, or a note at the "
+    "The device's limits from a calibration (`blocklab calibrate`, or ORION / CALIBRATE_IO brought in with "
+    "`blocklab import`), when there is one, are dashed lines, or a note at the "
     "right edge when they lie far beyond the data."
 )
 
@@ -182,6 +183,14 @@ EXTRA_FIGURES = [
     _slob_petal(0, "slob-latency-iops", "Read latency against IOPS", _PETAL_CAPTION),
     _slob_petal(1, "slob-latency-mbps", "Read latency against MB/s", _PETAL_CAPTION),
 ]
+
+
+def _petals(data: RunData) -> bool:
+    """A SLOB run: its petal plots show every point; a bar per (sessions, update %,
+    block size) beside them (dozens of unreadable labels) would add nothing."""
+    from ..analysis.slob_view import points
+
+    return bool(points(data.ok_rows))
 
 
 def _single_numeric_knob(data: RunData) -> str | None:

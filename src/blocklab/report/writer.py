@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from ..results import ResultsError, RunDir, write_atomic
 from .data import RunData, load_run
@@ -59,13 +59,21 @@ def device_limits(data: RunData) -> dict[str, float] | None:
     """The device's limits from the newest complete `blocklab calibrate` of the
     run's device, looked for beside the run and under the results root; None when
     there is none (or the calibration module is not there)."""
-    device = data.environment.get("device")
-    if not device:
-        return None
     try:
         from ..device.calibrate import find_latest_calibration, load_calibration
         from ..paths import results_root
     except ImportError:
+        return None
+    named = data.environment.get("calibration_dir")  # an imported run names its calibration (ORION, CALIBRATE_IO)
+    if named:
+        try:
+            limits = _limits(load_calibration(Path(str(named))).summary)
+        except Exception:  # moved or unreadable: the newest calibration of the device, as for any run
+            limits = {}
+        if limits:
+            return limits
+    device = data.environment.get("device")
+    if not device:
         return None
     roots: list[Path] = []
     for root in (data.path.parent, results_root()):
@@ -80,17 +88,21 @@ def device_limits(data: RunData) -> dict[str, float] | None:
             found = find_latest_calibration(root, str(device))
             if found is None:
                 continue
-            summary = load_calibration(found).summary
+            limits = _limits(load_calibration(found).summary)
         except Exception:  # an unreadable calibration only means no limit lines
             continue
-        limits: dict[str, float] = {}
-        if summary.max_large_mb_per_s is not None:
-            limits["max_mb_per_s"] = float(summary.max_large_mb_per_s.value)
-        if summary.max_small_iops is not None:
-            limits["max_small_iops"] = float(summary.max_small_iops.value)
         if limits:
             return limits
     return None
+
+
+def _limits(summary: Any) -> dict[str, float]:
+    limits: dict[str, float] = {}
+    if summary.max_large_mb_per_s is not None:
+        limits["max_mb_per_s"] = float(summary.max_large_mb_per_s.value)
+    if summary.max_small_iops is not None:
+        limits["max_small_iops"] = float(summary.max_small_iops.value)
+    return limits
 
 
 # ---------------------------------------------------------------------- during a run

@@ -1,0 +1,138 @@
+"""SYS.AUX_STATS$ (SQL*Plus output or CSV) -> Oracle's system statistics, in
+the shape `blocklab sysstats` saves its own (sysstats.json's aux_stats rows),
+so the two read side by side.
+
+Columns SNAME, PNAME, PVAL1 (a number, NULL when never gathered) and PVAL2
+(text: STATUS, DSTART, DSTOP). Units: SREADTIM, MREADTIM, IOSEEKTIM ms; MBRC
+blocks; MAXTHR, SLAVETHR bytes/s; IOTFRSPEED bytes/ms; CPUSPEED(NW) millions
+of cycles/s. STATUS other than COMPLETED is reported (BADSTATS: Oracle itself
+marked them unusable; *GATHERING: a gathering is still running).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .common import (
+    SQLPLUS_COMMA,
+    ImportInputError,
+    Line,
+    Loc,
+    end_error,
+    is_dash_line,
+    number,
+    read_lines,
+    sqlplus_table,
+)
+
+UNITS = {"SREADTIM": "ms", "MREADTIM": "ms", "IOSEEKTIM": "ms", "MBRC": "blocks", "MAXTHR": "bytes/s", "SLAVETHR": "bytes/s",
+         "IOTFRSPEED": "bytes/ms", "CPUSPEED": "Mcycles/s", "CPUSPEEDNW": "Mcycles/s"}
+COMPARED = ("SREADTIM", "MREADTIM", "MBRC", "MAXTHR", "SLAVETHR")  # what `blocklab sysstats` measures too
+SNAMES = ("SYSSTATS_INFO", "SYSSTATS_MAIN", "SYSSTATS_TEMP")
+
+
+@dataclass(frozen=True)
+class AuxStat:
+    sname: str
+    pname: str
+    pval1: float | None
+    pval2: str
+    loc: Loc
+
+    @property
+    def unit(self) -> str:
+        return UNITS.get(self.pname, "")
+
+
+def parse_aux_stats(path: Path) -> list[AuxStat]:
+    shown = str(path)
+    lines = read_lines(path, shown)
+    first = next((ln.text for ln in lines if ln.text.strip()), "")
+    if path.suffix.lower() == ".csv" or first.split(",")[0].strip().strip('"').upper() == "SNAME":
+        records = _csv_records(lines, shown)
+    else:
+        start = next((i for i, ln in enumerate(lines[:-1]) if "SNAME" in ln.text.upper() and is_dash_line(lines[i + 1].text)), -1)
+        if start < 0:
+            raise end_error(lines, shown, "SNAME", "no 'SNAME  PNAME  PVAL1  PVAL2' heading over a dash line: "
+                            "paste the output of SELECT sname, pname, pval1, pval2 FROM sys.aux_stats$")
+        records, _ = sqlplus_table(lines, start, shown)
+    out = []
+    for rec in records:
+        row_loc = next(iter(rec.values()))[1]
+        for col in ("SNAME", "PNAME", "PVAL1"):
+            if col not in rec:
+                raise row_loc.error(col, f"no {col} column (columns: {', '.join(rec)}); SNAME, PNAME and PVAL1 are needed")
+        sname, loc = rec["SNAME"]
+        pname = rec["PNAME"][0]
+        if sname not in SNAMES:
+            raise loc.error("SNAME", f"{sname!r} is not one of {', '.join(SNAMES)}")
+        if not pname:
+            raise loc.error("PNAME", "is empty")
+        text, vloc = rec["PVAL1"]
+        pval1 = number(text, vloc, f"PVAL1 of {pname}", commas=False, comma_hint=SQLPLUS_COMMA) if text else None
+        out.append(AuxStat(sname, pname, pval1, rec.get("PVAL2", ("", loc))[0], loc))
+    if not out:
+        raise end_error(lines, shown, "SNAME", "the table has no rows")
+    return out
+
+
+def _csv_records(lines: list[Line], shown: str) -> list[dict[str, tuple[str, Loc]]]:
+    reader = list(csv.reader(io.StringIO("\n".join(ln.text for ln in lines))))
+    head = [h.strip().upper() for h in reader[0]] if reader else []
+    loc0 = Loc(shown, lines[0].number if lines else 1)
+    for col in ("SNAME", "PNAME", "PVAL1"):
+        if col not in head:
+            raise loc0.error(col, f"the CSV heading has no {col} column ({', '.join(head) or 'empty'})")
+    out = []
+    for i, row in enumerate(reader[1:], 1):
+        if not any(c.strip() for c in row):
+            continue
+        loc = Loc(shown, lines[i].number)
+        if len(row) != len(head):
+            raise loc.error("columns", f"{len(row)} values for the {len(head)} columns of the heading")
+        out.append({h: (v.strip(), loc) for h, v in zip(head, row)})
+    return out
+
+
+def status(stats: list[AuxStat]) -> str:
+    return next((s.pval2 for s in stats if s.sname == "SYSSTATS_INFO" and s.pname == "STATUS"), "")
+
+
+def document(stats: list[AuxStat], path: str) -> dict[str, Any]:
+    """sysstats.json for the imported statistics: the aux_stats rows as
+    `blocklab sysstats` writes them, each with its source line."""
+    main = {s.pname: s.pval1 for s in stats if s.sname == "SYSSTATS_MAIN"}
+    doc: dict[str, Any] = {
+        "format": 1,
+        "source": "import",
+        "file": path,
+        "status": status(stats),
+        "aux_stats": [{"sname": s.sname, "pname": s.pname, "pval1": "" if s.pval1 is None else f"{s.pval1:g}",
+                       "pval2": s.pval2, "unit": s.unit, "source": str(s.loc)} for s in stats],
+        "stats": {"sreadtim_ms": main.get("SREADTIM"), "mreadtim_ms": main.get("MREADTIM"), "mbrc": main.get("MBRC"),
+                  "maxthr_bytes_per_s": main.get("MAXTHR"), "slavethr_bytes_per_s": main.get("SLAVETHR")},
+    }
+    s, m, b = main.get("SREADTIM"), main.get("MREADTIM"), main.get("MBRC")
+    if s and m and b:
+        doc["random_page_cost"] = s / (m / b)
+        doc["formula"] = f"random_page_cost = SREADTIM / (MREADTIM / MBRC) = {s:.4g} / ({m:.4g} / {b:.4g}) = {s / (m / b):.2f}"
+    return doc
+
+
+def own_stats(path: Path) -> dict[str, str]:
+    """PNAME -> PVAL1 of SYSSTATS_MAIN from a blocklab sysstats.json (ImportInputError if unreadable)."""
+    import json
+
+    try:
+        data = json.loads(path.read_text())
+        rows = data["aux_stats"]
+        return {r["pname"]: str(r["pval1"]) for r in rows if r.get("sname") == "SYSSTATS_MAIN"}
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ImportInputError(str(path), 1, "aux_stats", f"not a blocklab sysstats.json ({err})") from None
+
+
+__all__ = ["COMPARED", "UNITS", "AuxStat", "document", "own_stats", "parse_aux_stats", "status"]

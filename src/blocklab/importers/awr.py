@@ -1,0 +1,569 @@
+"""AWR text reports (awrrpt.sql, 11g to 19c) -> the numbers blocklab uses.
+
+    report = parse_awr(Path("awr.004.txt"))
+    report.release, report.elapsed_s, report.load["executes"], report.top_events ...
+
+Read: the header tables (DB Name / Release, Instance, Host), the snapshot
+block (Elapsed, DB Time), Load Profile (11.2.0.3 names and the unit-bearing
+names of 11.2.0.4+), the Top events table in its three layouts (11g "Top 5
+Timed Foreground Events" with Time(s) and Avg (ms); 11.2.0.4/12.1 "Top 10
+... by Total Wait Time", the earlier with a 4-character Time column that
+truncates "558.x" to "558."; 12.2+/19c with a unit on Avg Wait and K/M on
+large times), Foreground Wait Events, Instance Activity Stats (11g's one
+table, 12c's Key/Other tables), Time Model Statistics, init.ora Parameters,
+Host CPU, and the SLOB variables of the SQL text (v_update_pct ...).
+
+SQL*Plus page headings ("OUTPUT" over a dash line, when a report is spooled
+from AWR_REPORT_TEXT) are dropped before reading, line numbers kept. Every
+number keeps the file and line it came from (Value.loc).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .common import (
+    ImportInputError,
+    Line,
+    Loc,
+    Value,
+    cut,
+    duration_ms,
+    end_error,
+    is_dash_line,
+    labels,
+    number,
+    read_lines,
+    spans,
+)
+
+# Load Profile row names (both generations) -> one key
+LOAD_NAMES = {
+    "db time(s)": "db_time", "db cpu(s)": "db_cpu", "background cpu(s)": "background_cpu",
+    "redo size": "redo_bytes", "redo size (bytes)": "redo_bytes",
+    "logical reads": "logical_reads", "logical read (blocks)": "logical_reads",
+    "block changes": "block_changes",
+    "physical reads": "physical_reads", "physical read (blocks)": "physical_reads",
+    "physical writes": "physical_writes", "physical write (blocks)": "physical_writes",
+    "read io requests": "read_requests", "write io requests": "write_requests",
+    "read io (mb)": "read_mb", "write io (mb)": "write_mb",
+    "executes": "executes", "executes (sql)": "executes",
+    "user calls": "user_calls", "transactions": "transactions",
+}
+CPU_EVENT = "DB CPU"
+
+
+@dataclass(frozen=True)
+class Event:
+    """One row of an events table."""
+
+    name: str
+    waits: float | None  # None on the DB CPU row
+    time_s: float
+    avg_ms: float | None
+    avg_has_unit: bool  # 12.2+: '758.64us' (5 significant digits) rather than a rounded '(ms)' column
+    pct_db_time: float | None
+    wait_class: str
+    loc: Loc
+    time_truncated: bool = False  # 11.2.0.4's 4-character Time column
+
+    def latency_ms(self) -> tuple[float, str]:
+        """Mean wait and how it was computed. 11g/12.1 print Avg in whole or
+        hundredths of ms but Time(s) in full, so time / waits is the precise
+        figure there (awr_info does the same); 12.2+ prints Avg with 5 digits."""
+        if self.avg_has_unit and self.avg_ms is not None:
+            return self.avg_ms, "Avg Wait"
+        if self.waits:
+            return 1000.0 * self.time_s / self.waits, "Time / Waits"
+        if self.avg_ms is not None:
+            return self.avg_ms, "Avg wait"
+        raise self.loc.error(f"Waits of {self.name!r}", "no waits and no average: the mean wait cannot be known")
+
+
+class LoadProfile:
+    """Load Profile rows, per second. A row that cannot be read is kept as its
+    error and raised only when that row is used (a report's odd row about
+    something blocklab never reads must not stop an import)."""
+
+    def __init__(self, rows: dict[str, Value | ImportInputError]):
+        self._rows = rows
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._rows
+
+    def __getitem__(self, key: str) -> Value:
+        found = self._rows[key]
+        if isinstance(found, ImportInputError):
+            raise found
+        return found
+
+    def get(self, key: str) -> Value | None:
+        return self[key] if key in self._rows else None
+
+    def keys(self) -> list[str]:
+        return list(self._rows)
+
+
+@dataclass
+class AwrReport:
+    path: str
+    lines: int
+    release: str
+    header: dict[str, str]  # DB Name, DB Id, Instance, Host Name, Platform, CPUs, Cores, Sockets, Memory(GB) ...
+    release_loc: Loc
+    begin_snap: str
+    end_snap: str
+    elapsed_s: Value
+    db_time_header_s: Value | None
+    load: LoadProfile
+    top_title: str
+    top_events: list[Event]
+    foreground_events: dict[str, Event | ImportInputError]  # a row that could not be read: its error
+    activity: dict[str, tuple[str, str, Loc] | ImportInputError]  # statistic -> (total, per second, where)
+    time_model: dict[str, tuple[str, Loc] | ImportInputError]
+    parameters: dict[str, tuple[str, Loc]]
+    host_idle_pct: Value | None
+    std_block_size: Value | None
+    slob_vars: dict[str, tuple[str, Loc]]
+    notes: list[str] = field(default_factory=list)
+
+    def event(self, name: str) -> Event | None:
+        """The event from the Top table, else from Foreground Wait Events (None if in neither)."""
+        for e in self.top_events:
+            if e.name == name:
+                return e
+        found = self.foreground_events.get(name)
+        if isinstance(found, ImportInputError):
+            raise found
+        return found
+
+    def per_second(self, stat: str) -> Value | None:
+        """An Instance Activity statistic per second (None if the report does not list it)."""
+        found = self.activity.get(stat)
+        if found is None:
+            return None
+        if isinstance(found, ImportInputError):
+            raise found
+        _, per_s, loc = found
+        what = f"Instance Activity Stats {stat!r} per Second"
+        return Value(number(per_s, loc, what), loc, what)
+
+    def time_model_s(self, stat: str) -> Value | None:
+        found = self.time_model.get(stat)
+        if found is None:
+            return None
+        if isinstance(found, ImportInputError):
+            raise found
+        text, loc = found
+        what = f"Time Model {stat!r} Time (s)"
+        return Value(number(text, loc, what), loc, what)
+
+    def db_time_s(self) -> Value:
+        """DB time in seconds: Time Model's (0.1 s), else the header's minutes (0.6 s), else Load Profile x Elapsed."""
+        model = self.time_model_s("DB time")
+        if model is not None:
+            return model
+        if self.db_time_header_s is not None:
+            return self.db_time_header_s
+        if "db_time" in self.load:
+            v = self.load["db_time"]
+            return Value(v.value * self.elapsed_s.value, v.loc, f"Load Profile DB Time(s) per second x Elapsed ({self.elapsed_s.loc})")
+        raise ImportInputError(self.path, self.lines, "DB Time", "the report gives DB time nowhere (Time Model, header, Load Profile)",
+                               end_of_file=True)
+
+
+def parse_awr(path: Path, shown: str | None = None) -> AwrReport:
+    """Read an AWR text report; ImportInputError (file, line, field) on what cannot be read."""
+    name = shown or str(path)
+    lines = _drop_sqlplus_headings(read_lines(path, name))
+    if not any("WORKLOAD REPOSITORY report for" in ln.text for ln in lines[:40]):
+        raise ImportInputError(name, lines[0].number if lines else 1, "title",
+                               "not an AWR text report (no 'WORKLOAD REPOSITORY report for' in its first lines)")
+    header, release_loc = _header(lines, name)
+    snaps = _snaps(lines, name)
+    top_title, top = _top_events(lines, name)
+    return AwrReport(
+        path=name,
+        lines=lines[-1].number,
+        release=header["Release"],
+        header=header,
+        release_loc=release_loc,
+        begin_snap=snaps["begin"],
+        end_snap=snaps["end"],
+        elapsed_s=snaps["elapsed"],
+        db_time_header_s=snaps.get("db_time"),
+        load=_load_profile(lines, name),
+        top_title=top_title,
+        top_events=top,
+        foreground_events=_section_events(lines, name, "Foreground Wait Events"),
+        activity=_activity(lines, name),
+        time_model=_time_model(lines, name),
+        parameters=_parameters(lines, name),
+        host_idle_pct=_host_idle(lines, name),
+        std_block_size=_std_block_size(lines, name),
+        slob_vars=_slob_vars(lines, name),
+    )
+
+
+# ---------------------------------------------------------------------- helpers
+def _drop_sqlplus_headings(lines: list[Line]) -> list[Line]:
+    """AWR_REPORT_TEXT spooled from SQL*Plus repeats the column heading 'OUTPUT'
+    and its dash line on every page, with a blank line before: not report text."""
+    drop: set[int] = set()
+    for i, ln in enumerate(lines):
+        if ln.text.strip() == "OUTPUT" and i + 1 < len(lines) and is_dash_line(lines[i + 1].text):
+            drop.update({i, i + 1})
+            if i > 0 and not lines[i - 1].text.strip():
+                drop.add(i - 1)
+    return [ln for i, ln in enumerate(lines) if i not in drop]
+
+
+def _find(lines: list[Line], pred: Callable[[str], bool], start: int = 0) -> int:
+    for i in range(start, len(lines)):
+        if pred(lines[i].text):
+            return i
+    return -1
+
+
+def _table_row(lines: list[Line], i_head: int, name: str) -> tuple[dict[str, str], Loc]:
+    """A one-row header table: heading at i_head, dashes below, the row below that."""
+    if i_head + 2 >= len(lines) or not is_dash_line(lines[i_head + 1].text):
+        raise ImportInputError(name, lines[i_head].number, lines[i_head].text.strip()[:30], "no dash line under this heading")
+    cols = spans(lines[i_head + 1].text)
+    names = labels([lines[i_head].text], cols)
+    row = lines[i_head + 2]
+    loc = Loc(name, row.number)
+    return dict(zip(names, cut(row.text, cols, loc, names))), loc
+
+
+def _header(lines: list[Line], name: str) -> tuple[dict[str, str], Loc]:
+    i = _find(lines, lambda t: t.startswith("DB Name") and "DB Id" in t)
+    if i < 0:
+        raise end_error(lines, name, "DB Name / Release", "the report has no 'DB Name ... Release' header table")
+    header, loc = _table_row(lines, i, name)
+    for k in range(i + 3, min(i + 20, len(lines) - 2)):  # 12.2+ splits Instance and Host into tables of their own
+        t = lines[k].text
+        if t.startswith(("Instance", "Host Name")) and is_dash_line(lines[k + 1].text):
+            header.update(_table_row(lines, k, name)[0])
+    if not header.get("Release"):
+        raise loc.error("Release", "the header table has no Release value")
+    if not re.fullmatch(r"\d+(\.\d+)+", header["Release"]):
+        raise loc.error("Release", f"{header['Release']!r} is not an Oracle release number (e.g. 19.0.0.0.0)")
+    return header, loc
+
+
+_SNAP = re.compile(r"^\s*(Begin|End) Snap:\s+\d+\s+(\d\d-\w{3}-\d\d \d\d:\d\d:\d\d)")
+_MINS = re.compile(r"^\s*(Elapsed|DB Time):\s+(\S+)\s+\(mins\)")
+
+
+def _snaps(lines: list[Line], name: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for ln in lines[:80]:
+        if m := _SNAP.match(ln.text):
+            try:  # ISO, as blocklab's own rows record when they started
+                out[m.group(1).lower()] = dt.datetime.strptime(m.group(2), "%d-%b-%y %H:%M:%S").isoformat()
+            except ValueError:  # a month name in another language: kept as printed
+                out[m.group(1).lower()] = m.group(2)
+        elif m := _MINS.match(ln.text):
+            loc = Loc(name, ln.number)
+            minutes = number(m.group(2), loc, m.group(1))
+            key = "elapsed" if m.group(1) == "Elapsed" else "db_time"
+            out[key] = Value(round(minutes * 60.0, 6), loc, f"{m.group(1)}: {m.group(2)} (mins) x 60")
+    if "elapsed" not in out:
+        raise end_error(lines, name, "Elapsed", "the snapshot block has no 'Elapsed: N (mins)' line")
+    if out["elapsed"].value <= 0:
+        raise out["elapsed"].loc.error("Elapsed", "is zero: no interval to divide by")
+    out.setdefault("begin", "")
+    out.setdefault("end", "")
+    return out
+
+
+def _load_profile(lines: list[Line], name: str) -> LoadProfile:
+    i = _find(lines, lambda t: t.startswith("Load Profile"))
+    if i < 0:
+        raise end_error(lines, name, "Load Profile", "the report has no Load Profile section")
+    out: dict[str, Value | ImportInputError] = {}
+    for ln in lines[i + 1:]:
+        t = ln.text
+        if not t.strip():
+            if out:
+                break
+            continue
+        if t.lstrip().startswith(("~", "-")):
+            continue
+        m = re.match(r"^\s*([^:]+?):\s*(\S*)", t)
+        if not m:
+            break
+        label = m.group(1).strip()
+        if not m.group(2):
+            continue  # a row the instance left empty (e.g. 'Session Logical Read IM:')
+        key = LOAD_NAMES.get(label.lower(), label.lower())
+        loc = Loc(name, ln.number)
+        try:
+            out[key] = Value(number(m.group(2), loc, f"Load Profile {label!r} Per Second"), loc, f"Load Profile {label!r} per second")
+        except ImportInputError as err:
+            out[key] = err
+    if not out:
+        raise ImportInputError(name, lines[i].number, "Load Profile", "the section has no rows")
+    return LoadProfile(out)
+
+
+def _classify(label: str) -> str:
+    low = label.lower()
+    if "event" in low or "statistic" in low:
+        return "name"
+    if "class" in low:
+        return "class"
+    if "outs" in low or "/txn" in low:
+        return "skip"
+    if "%" in low:
+        return "pct"
+    if "avg" in low or low in ("(ms)", "wait (ms)"):
+        return "avg"
+    if "time" in low or "tota" in low:
+        return "time"
+    if "waits" in low:
+        return "waits"
+    return "skip"
+
+
+def _event_table(lines: list[Line], i_title: int, name: str, title: str, lazy: bool = False) -> list[Event | ImportInputError]:
+    """The events table under a title line: heading lines, dashes, rows. With
+    lazy=True a row that cannot be read is kept as its error, raised only if
+    that event is asked for (a table of which one row is used)."""
+    j = _find(lines, lambda t: is_dash_line(t) and t.startswith("-"), i_title + 1)
+    if j < 0 or j > i_title + 12:
+        raise ImportInputError(name, lines[i_title].number, title, "no column heading (a line of dashes) under the title")
+    heading = [ln.text for ln in lines[i_title + 1:j] if ln.text.strip() and not ln.text.lstrip().startswith(("~", "->"))]
+    cols = spans(lines[j].text)
+    names = labels(heading, cols)
+    kinds = [_classify(label) for label in names]
+    for need, label in (("name", "Event"), ("time", "Time")):
+        if need not in kinds:
+            raise ImportInputError(name, lines[j].number, label, f"{title}: no {label} column in the heading {' | '.join(names)}")
+    avg_label = names[kinds.index("avg")] if "avg" in kinds else ""
+    avg_unit = "ms" if "(ms)" in avg_label.replace(" ", "") else None
+    time_label = names[kinds.index("time")]
+    time_col = cols[kinds.index("time")]
+    truncated = time_col[1] - time_col[0] <= 4  # 11.2.0.4's 'Tota' column: '558.' is 558.x cut, not rounded
+    events: list[Event | ImportInputError] = []
+    for k in range(j + 1, len(lines)):
+        ln = lines[k]
+        t = ln.text
+        nxt = lines[k + 1].text if k + 1 < len(lines) else ""
+        if not t.strip() or ln.page or re.match(r"^\s+-{10,}", t) or nxt.lstrip().startswith("~"):
+            break
+        if is_dash_line(t) or t.startswith("->"):
+            continue
+        try:
+            events.append(_event_row(ln, name, cols, kinds, names, title, time_label, avg_label, avg_unit, truncated))
+        except ImportInputError as err:
+            if not lazy:
+                raise
+            events.append(err)
+    if not events:
+        raise ImportInputError(name, lines[j].number, title, "the table has no rows")
+    return events
+
+
+def _event_row(ln: Line, name: str, cols: list[tuple[int, int]], kinds: list[str], names: list[str], title: str,
+               time_label: str, avg_label: str, avg_unit: str | None, truncated: bool) -> Event:
+    loc = Loc(name, ln.number)
+    event = ln.text[: cols[kinds.index("name")][1]].strip()
+    fields = dict(zip(kinds, cut(ln.text, cols, loc, [f"{title}: {n}" + (f" of {event!r}" if event else "") for n in names])))
+    if not event:
+        raise loc.error(f"{title}: Event", "the row has no event name")
+    what = f"{title}: {{}} of {event!r}"
+    waits_text = fields.get("waits", "")
+    if not waits_text and event != CPU_EVENT:
+        raise loc.error(what.format("Waits"), "is empty")
+    waits = number(waits_text, loc, what.format("Waits"), suffix=True) if waits_text else None
+    time_s = number(fields["time"], loc, what.format(time_label), suffix=True)
+    avg_text = fields.get("avg", "")
+    avg = duration_ms(avg_text, loc, what.format(avg_label or "Avg"), avg_unit) if avg_text else None
+    pct_text = fields.get("pct", "")
+    pct = number(pct_text, loc, what.format("% DB time")) if pct_text else None
+    has_unit = bool(re.search(r"[a-zµ]\s*$", avg_text))
+    return Event(event, waits, time_s, avg, has_unit, pct, fields.get("class", ""), loc, truncated)
+
+
+_TOP = re.compile(r"^Top \d+ .*Events")
+
+
+def _top_events(lines: list[Line], name: str) -> tuple[str, list[Event]]:
+    i = _find(lines, lambda t: bool(_TOP.match(t)))
+    if i < 0:
+        raise end_error(lines, name, "Top Foreground Events",
+                        "the report has no 'Top 5 Timed Foreground Events' / 'Top 10 Foreground Events' table")
+    title = lines[i].text.strip()
+    events = [e for e in _event_table(lines, i, name, title) if isinstance(e, Event)]  # not lazy: every row is used
+    return title, events
+
+
+def _section_starts(lines: list[Line], pred: Callable[[str], bool]) -> list[int]:
+    return [i for i, ln in enumerate(lines) if pred(ln.text)]
+
+
+def _section_events(lines: list[Line], name: str, title: str) -> dict[str, Event | ImportInputError]:
+    out: dict[str, Event | ImportInputError] = {}
+    for i in _section_starts(lines, lambda t: t.startswith(title)):
+        for e in _event_table(lines, i, name, title, lazy=True):
+            key = e.name if isinstance(e, Event) else _row_name(e)
+            out.setdefault(key, e)
+    return out
+
+
+def _row_name(err: ImportInputError) -> str:
+    m = re.search(r" of '([^']*)'", err.field)
+    return m.group(1) if m else f"(line {err.line})"
+
+
+def _rows(lines: list[Line], i_title: int) -> tuple[int, list[int]]:
+    """(dash line index, row indices) of a titled table: rows until the section's end rule or a blank line."""
+    j = _find(lines, lambda t: is_dash_line(t) and t.startswith("-"), i_title + 1)
+    if j < 0 or j > i_title + 12:
+        return -1, []
+    rows = []
+    for k in range(j + 1, len(lines)):
+        t = lines[k].text
+        if not t.strip() or lines[k].page or re.match(r"^\s+-{10,}", t):
+            break
+        rows.append(k)
+    return j, rows
+
+
+def _activity(lines: list[Line], name: str) -> dict[str, tuple[str, str, Loc] | ImportInputError]:
+    """Statistic -> its Total and per Second texts, read into numbers only when
+    used: one overflowed statistic blocklab never reads must not stop an import."""
+    out: dict[str, tuple[str, str, Loc] | ImportInputError] = {}
+    starts = _section_starts(lines, lambda t: bool(re.match(r"^(Key |Other )?Instance Activity Stats(?! -)", t)))
+    for i in starts:
+        j, rows = _rows(lines, i)
+        if j < 0:
+            continue
+        cols = spans(lines[j].text)
+        names = labels([lines[j - 1].text], cols)
+        for k in rows:
+            loc = Loc(name, lines[k].number)
+            stat = lines[k].text[: cols[0][1]].strip()
+            if stat in out or len(cols) < 3:
+                continue
+            try:
+                parts = cut(lines[k].text, cols, loc, [f"Instance Activity Stats {stat!r}: {n}" for n in names])
+                out[stat] = (parts[1], parts[2], loc)
+            except ImportInputError as err:
+                out[stat] = err
+    return out
+
+
+def _time_model(lines: list[Line], name: str) -> dict[str, tuple[str, Loc] | ImportInputError]:
+    out: dict[str, tuple[str, Loc] | ImportInputError] = {}
+    for i in _section_starts(lines, lambda t: t.startswith("Time Model Statistics")):
+        j, rows = _rows(lines, i)
+        if j < 0:
+            continue
+        cols = spans(lines[j].text)
+        for k in rows:
+            loc = Loc(name, lines[k].number)
+            stat = lines[k].text[: cols[0][1]].strip()
+            if not stat or stat in out:
+                continue
+            try:
+                parts = cut(lines[k].text, cols, loc, [f"Time Model {stat!r}: {n}" for n in ("Statistic Name", "Time (s)", "% of DB Time")])
+                out[stat] = (parts[1], loc)
+            except ImportInputError as err:
+                out[stat] = err
+    return out
+
+
+def _parameters(lines: list[Line], name: str) -> dict[str, tuple[str, Loc]]:
+    out: dict[str, tuple[str, Loc]] = {}
+    for i in _section_starts(lines, lambda t: t.startswith("init.ora Parameters")):
+        j, rows = _rows(lines, i)
+        if j < 0:
+            continue
+        cols = spans(lines[j].text)
+        for k in rows:
+            loc = Loc(name, lines[k].number)
+            parts = cut(lines[k].text, cols, loc, ["init.ora: Parameter Name", "init.ora: Begin value", "init.ora: End value"], check=False)
+            if parts and parts[0]:
+                end = parts[2] if len(parts) > 2 else ""
+                out[parts[0]] = (end or (parts[1] if len(parts) > 1 else ""), loc)
+    return out
+
+
+def _host_idle(lines: list[Line], name: str) -> Value | None:
+    i = _find(lines, lambda t: t.startswith("Host CPU"))
+    if i < 0:
+        return None
+    for k in range(i, min(i + 8, len(lines) - 2)):
+        if "%Idle" in lines[k].text and is_dash_line(lines[k + 1].text):
+            cols = spans(lines[k + 1].text)
+            names = labels([lines[k].text], cols)
+            if "%Idle" not in names:
+                return None
+            loc = Loc(name, lines[k + 2].number)
+            value = cut(lines[k + 2].text, cols, loc, [f"Host CPU {n}" for n in names])[names.index("%Idle")]
+            idle = number(value, loc, "Host CPU %Idle")
+            if not 0 <= idle <= 100:
+                raise loc.error("Host CPU %Idle", f"{idle:g} is not a percentage")
+            return Value(idle, loc, "Host CPU %Idle")
+    return None
+
+
+def _std_block_size(lines: list[Line], name: str) -> Value | None:
+    for ln in lines[:80]:
+        if m := re.search(r"Std Block Size:\s+(\S+)", ln.text):
+            loc = Loc(name, ln.number)
+            text = m.group(1)
+            if not re.fullmatch(r"\d+K", text):
+                raise loc.error("Std Block Size", f"{text!r} is not a size in K (e.g. 8K)")
+            return Value(int(text[:-1]) * 1024.0, loc, f"Cache Sizes Std Block Size {text}")
+    return None
+
+
+_SLOB_VAR = re.compile(r"v_(\w+?) (?:PLS_INTEGER|VARCHAR2\(\d+\))\s*:\s*=\s*'([^']*)'")
+
+
+def _slob_vars(lines: list[Line], name: str) -> dict[str, tuple[str, Loc]]:
+    """SLOB's DECLARE block as AWR prints its SQL text, wrapped at 80 columns
+    (even inside a name: 'v_re' / 'do_stress'), so lines are joined with
+    nothing between them before matching. Every session's block must agree."""
+    texts = [ln.text for ln in lines]
+    joined = "".join(texts)
+    starts = []
+    pos = 0
+    for t in texts:
+        starts.append(pos)
+        pos += len(t)
+    out: dict[str, tuple[str, Loc]] = {}
+    for m in _SLOB_VAR.finditer(joined):
+        k = _line_at(starts, m.start())
+        loc = Loc(name, lines[k].number)
+        var, value = m.group(1), m.group(2)
+        if var == "default_schema_number":
+            continue  # one per session: each SLOB session has its own schema
+        if var in out and out[var][0] != value:
+            raise loc.error(f"SLOB v_{var}", f"{value!r} here but {out[var][0]!r} at line {out[var][1].line}: "
+                            "the report holds sessions of different SLOB runs")
+        out.setdefault(var, (value, loc))
+    return out
+
+
+def _line_at(starts: list[int], offset: int) -> int:
+    lo, hi = 0, len(starts) - 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if starts[mid] <= offset:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+__all__ = ["CPU_EVENT", "AwrReport", "Event", "LoadProfile", "parse_awr"]

@@ -1,0 +1,68 @@
+"""Device limits measured by Oracle's tools, saved as `blocklab calibrate`
+saves its own: a run directory with calibration.json and one result row per
+point, so `load_calibration` reads it and any report can draw its limits.
+
+What differs from a calibration blocklab ran: environment.json describes the
+Oracle host the tool ran on as the files tell it (never this machine), the
+rows say source "import" and where each number came from, and the device is
+the one the user names (--device), or the tool's own (ORION's LUN).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+from ..device.calibrate import CALIBRATION_FILE, Calibration, PlannedPoint
+from ..device.fio import Point
+from ..results import ENVIRONMENT_FILE, PLAN_FILE, ResultRow, RunDir
+from .rundir import check_new
+
+
+def save_imported_calibration(run_dir: RunDir, cal: Calibration, *, sources: list[dict[str, str]], environment: dict[str, Any],
+                              extra: dict[str, Any] | None = None) -> RunDir:
+    """Write the calibration; `sources[i]` says where point i's numbers came from;
+    `extra` maps a file name to a JSON document written beside (e.g. orion.json)."""
+    from .. import __version__
+
+    check_new(run_dir.path)
+    run_dir.create()
+    env = {"kind": "calibration", "engine": "oracle", "engine_display": "Oracle", "engine_mode": "import", "device": cal.device_name,
+           "device_info": dict(cal.device), **environment, "blocklab": __version__,
+           "imported": {"at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}}
+    run_dir.write_json(ENVIRONMENT_FILE, env)
+    ids = [PlannedPoint(p.pattern, p.block_size, p.iodepth).description for p in cal.points]
+    cells = [{"index": i, "block": 0, "cell_id": ids[i], "settings": _settings(p)} for i, p in enumerate(cal.points)]
+    run_dir.write_json(PLAN_FILE, {"seed": 0, "kind": "calibration", **cal.plan, "cells": cells})
+    for i, (p, src) in enumerate(zip(cal.points, sources)):
+        settings = _settings(p)
+        run_dir.append(ResultRow(cell=i, block=0, settings=settings, applied={k: str(v) for k, v in settings.items()},
+                                 metrics=p.metrics(), cell_id=ids[i], started=cal.started,
+                                 notes={"ioengine": cal.ioengine, "sources": src}, source="import"))
+    for name, document in (extra or {}).items():
+        run_dir.write_json(name, document)
+    run_dir.write_json(CALIBRATION_FILE, cal.to_dict())
+    return run_dir
+
+
+def _settings(p: Point) -> dict[str, Any]:
+    return {"pattern": p.pattern, "block_size": p.block_size, "iodepth": p.iodepth}
+
+
+def calibration(points: list[Point], *, device: str, directory: str, tool: str, note: str, started: str = "",
+                finished: str = "", runtime_s: float = 0.0) -> Calibration:
+    """A finished Calibration of imported points (plan preset = the tool)."""
+    plan = {"preset": tool.lower().replace(" ", "_"), "runtime_s": runtime_s, "ramp_s": 0.0, "file_size": 0,
+            "points": [_settings(p) for p in points]}
+    return Calibration(directory=directory, device={"name": device, "source": tool}, ioengine=tool.lower(),
+                       ioengine_note=note, fio_version=tool, plan=plan, points=tuple(points), started=started,
+                       finished=finished, complete=True)
+
+
+def default_device(name: str) -> str:
+    """A device name from a LUN path (/dev/mapper/lun1 -> lun1) or a test name."""
+    return Path(name).name or name
+
+
+__all__ = ["calibration", "default_device", "save_imported_calibration"]

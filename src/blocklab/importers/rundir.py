@@ -1,0 +1,141 @@
+"""Imported rows -> a run directory like the one `blocklab run` leaves, so
+`report`, `export` and `compare` read it unchanged.
+
+    spec.json         the experiment an import stands for (engine oracle, the workload, its knobs)
+    experiment.toml   the same, as TOML, headed by the import command
+    plan.json         one cell per imported row (a repeat of a setting is its next block)
+    environment.json  engine oracle, mode import, what the reports say about database and host
+    results.jsonl     the rows, source "import", each with the files and lines its numbers came from
+    summary.json      the analysis, as the runner writes it (plus any words the importer adds)
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..results import (
+    ENVIRONMENT_FILE,
+    EXPERIMENT_FILE,
+    PLAN_FILE,
+    RESULTS_FILE,
+    SPEC_FILE,
+    SUMMARY_FILE,
+    ResultRow,
+    RunDir,
+)
+from .common import ImportOptionError
+
+
+@dataclass(frozen=True)
+class ImportedRun:
+    """What an importer hands the writer."""
+
+    name: str  # experiment name, e.g. "slob-import"
+    description: str
+    workload: str  # "slob", "awr_profile"
+    knobs: dict[str, list[Any]]  # knob -> its values, in order
+    rows: list[ResultRow]  # settings, metrics, notes filled in; cell and block are set here
+    environment: dict[str, Any]
+    metric: str
+    goal: str
+    unit: str
+    command: str  # the command line, for experiment.toml and spec.json
+    verdict_extra: str = ""  # the importer's own verdict (e.g. per series); replaces the generic ranking
+    headline: str = ""  # the report's headline, when the generic 'Best setting ...' would not say it
+
+
+def check_new(path: Path, option: str = "--out") -> None:
+    """Refuse a directory that already holds a run (exit 2 before anything is written)."""
+    for name in (PLAN_FILE, RESULTS_FILE, "calibration.json", "sysstats.json"):
+        if (path / name).exists():
+            raise ImportOptionError(f"{option} {path}: already holds a run ({name}); give a new directory")
+
+
+def write_run(run_dir: RunDir, run: ImportedRun) -> dict[str, Any]:
+    """Write every file of the run directory; returns the summary."""
+    from ..analysis.summary import label_of, summarise
+
+    check_new(run_dir.path)
+    run_dir.create()
+    rows, settings, cells = _cells(run.rows, label_of)
+    spec = {
+        "name": run.name,
+        "description": run.description,
+        "engine": {"kind": "oracle", "settings": {}},
+        "workload": {"kind": run.workload},
+        "knobs": run.knobs,
+        "measure": {"repeats": max((r.block for r in rows), default=0) + 1, "metric": run.metric, "goal": run.goal},
+    }
+    run_dir.write_text(EXPERIMENT_FILE, _toml(spec, run.command))
+    run_dir.write_json(SPEC_FILE, {"source": f"imported: {run.command}", "spec": spec, "options": {}})
+    run_dir.write_json(PLAN_FILE, {"seed": 0, "kind": "import", "settings": settings, "cells": cells})
+    env = {"engine": "oracle", "engine_display": "Oracle", "engine_mode": "import", **run.environment, "blocklab": __version__,
+           "python": sys.version.split()[0],
+           "imported": {"command": run.command, "at": _now(), "rows": len(rows)}}
+    run_dir.write_json(ENVIRONMENT_FILE, env)
+    for row in rows:
+        run_dir.append(row)
+    labels = [label_of(s) for s in settings]
+    summary = summarise(
+        rows, metric=run.metric, goal=run.goal, setting_labels=labels, settings_by_label=dict(zip(labels, settings)),
+        seed=0, knob_label=", ".join(run.knobs), unit=run.unit,
+    )
+    if run.verdict_extra and summary.get("best_label"):
+        # the importer's own sentences say it per series; the generic ranking of every
+        # point against every other (dozens of single reports) would bury them
+        from ..analysis.verdict import format_value
+
+        best = summary["settings"][summary["best_label"]]
+        single = all(entry.get("n", 0) <= 1 for entry in summary["settings"].values())
+        summary["verdict"] = (f"{run.verdict_extra} Highest {run.metric} of all: {summary['best_label']} "
+                              f"({format_value(best['median'], run.unit)})."
+                              + (" Each point is one report, a single sample: no confidence intervals." if single else ""))
+    if run.headline:
+        summary["headline"] = run.headline
+    summary["experiment"] = run.name
+    summary["cells_planned"] = len(cells)
+    summary["seed"] = 0
+    run_dir.write_json(SUMMARY_FILE, summary)
+    return summary
+
+
+def _cells(rows: list[ResultRow], label_of: Any) -> tuple[list[ResultRow], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Number the rows; the n-th row of a setting is its block n (a repeat)."""
+    seen: dict[str, int] = {}
+    settings: list[dict[str, Any]] = []
+    out, cells = [], []
+    for index, row in enumerate(rows):
+        label = label_of(row.settings)
+        block = seen.get(label, -1) + 1
+        if block == 0:
+            settings.append(dict(row.settings))
+        seen[label] = block
+        cell_id = f"b{block}:{label}"
+        out.append(replace(row, cell=index, block=block, cell_id=cell_id, source="import"))
+        cells.append({"index": index, "block": block, "cell_id": cell_id, "settings": dict(row.settings)})
+    return out, settings, cells
+
+
+def _toml(spec: dict[str, Any], command: str) -> str:
+    """A TOML file that reads like a recipe: what blocklab would run for these results."""
+    lines = [f"# imported, not run by blocklab: {command}", "# (Oracle cannot run here; the numbers come from the files below)",
+             f"name = {json.dumps(spec['name'])}", f"description = {json.dumps(spec['description'])}", "",
+             "[engine]", 'kind = "oracle"', "", "[workload]", f"kind = {json.dumps(spec['workload']['kind'])}", "", "[knobs]"]
+    for knob, values in spec["knobs"].items():
+        lines.append(f"{json.dumps(knob)} = [{', '.join(json.dumps(v) for v in values)}]")
+    m = spec["measure"]
+    lines += ["", "[measure]", f"repeats = {m['repeats']}", f"metric = {json.dumps(m['metric'])}", f"goal = {json.dumps(m['goal'])}"]
+    return "\n".join(lines) + "\n"
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+__all__ = ["ImportedRun", "check_new", "write_run"]
