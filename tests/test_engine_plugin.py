@@ -143,6 +143,12 @@ class MemoryEngine(EngineBase):
     def cold_cache_problem(self) -> str | None:
         return None
 
+    def health(self) -> str | None:
+        return None
+
+    def recover(self) -> None:
+        pass
+
     def direct_io_active(self) -> bool:
         return False
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from pathlib import Path
 
 import apsw
@@ -60,7 +62,7 @@ def test_start_and_stop_are_idempotent(engine):
 def test_one_directory_one_engine(engine):
     engine.start()
     other = SqliteEngine(engine.directory)
-    with pytest.raises(EngineError, match="another blocklab run"):
+    with pytest.raises(EngineError, match=rf"another blocklab process \(pid {os.getpid()}: .*\) is using the SQLite database"):
         other.start()
     engine.stop()
     other.start()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -15,7 +15,7 @@ from .engines import available as available_engines
 from .engines.base import EngineError
 from .lab import Overrides, load_experiment, load_saved_experiment, plan_text
 from .paths import results_root
-from .results import ResultsError, RunDir
+from .results import ResultsError, ResultsWriteError, RunDir
 from .runner import Interrupted, new_run_dir, run
 from .spec import SpecError
 
@@ -24,7 +24,7 @@ EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130
 
 
-def _fail(console: Any, message: str, code: int) -> None:
+def _fail(console: Any, message: str, code: int) -> NoReturn:
     console.print(f"error: {message}", style="red", markup=False, highlight=False)
     sys.exit(code)
 
@@ -68,7 +68,10 @@ def main() -> None:
 @experiment_options
 @click.option("--out", type=click.Path(path_type=Path), help="results directory (default results/NAME-TIMESTAMP)")
 @click.option("--resume", type=click.Path(path_type=Path, file_okay=False), help="continue an interrupted run in this directory")
-def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_server_changes, out, resume) -> None:
+@click.option("--no-retry", is_flag=True, help="with --resume: measure only the missing cells, not the failed or invalid ones again")
+@click.option("--wait", "wait_s", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
+              help="if another blocklab uses the same engine data directory, wait for it (default: refuse at once)")
+def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_server_changes, out, resume, no_retry, wait_s) -> None:
     """Run an experiment FILE or built-in RECIPE and print the verdict.
 
     \b
@@ -77,9 +80,19 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_ser
       blocklab run mbrc --quick --set multiblock_read=1,16,128 --repeats 5
       blocklab run my-experiment.toml --out results/today
       blocklab run --resume results/mbrc-20261122-101500
+      blocklab run --resume results/mbrc-20261122-101500 --no-retry
+      blocklab run slob --wait 3600          # queue behind another run on the same cache
     """
+    from .engines.host import wait_for_locks
+
     console = make_console()
+    if wait_s is not None:
+        wait_for_locks(wait_s, lambda text: console.print(text, markup=False, highlight=False))
     try:
+        if no_retry and resume is None:
+            raise SpecError("--no-retry goes with --resume DIR (which cells of a run to measure again)")
+        if out is not None:
+            check_out_dir(out)
         if resume is not None:
             if target or sets or repeats or rows or engine or dsn or seed is not None or quick:
                 raise SpecError("--resume continues a run exactly as it started: give no FILE/RECIPE or other experiment options")
@@ -97,18 +110,43 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_ser
     console.print(f"results: {run_dir.path}")
     reporter = ConsoleReporter(console, lambda cell: _cell_text(exp, cell))
     try:
-        summary = run(exp, run_dir, reporter, resume=resume is not None)
+        summary = run(exp, run_dir, reporter, resume=resume is not None, retry=not no_retry)
     except Interrupted as err:
         reporter.close()
         console.print(f"{err}; continue with: blocklab run --resume {run_dir.path}")
+        _owed_hint(console, run_dir)
         sys.exit(EXIT_INTERRUPTED)
     except (SpecError, ResultsError) as err:
         reporter.close()
         _fail(console, str(err), EXIT_BAD_INPUT)
-    except EngineError as err:
+    except (EngineError, ResultsWriteError) as err:
         reporter.close()
-        _fail(console, str(err), EXIT_FAILED)
+        _owed_hint(console, run_dir)
+        _fail(console, f"{err}\nwhat was measured is kept: continue with blocklab run --resume {run_dir.path}", EXIT_FAILED)
     _print_summary(console, exp, summary, run_dir)
+
+
+def check_out_dir(out: Path) -> None:
+    """--out must be a directory blocklab can create and write, said before anything runs
+    (a temporary directory is made beside it and removed again)."""
+    import tempfile
+
+    if out.exists() and not out.is_dir():
+        raise SpecError(f"--out {out}: exists and is not a directory; give a new or an existing directory")
+    parent = out if out.exists() else next((p for p in out.parents if p.exists()), Path("."))
+    try:
+        with tempfile.TemporaryDirectory(dir=parent, prefix=".blocklab-write-test-"):
+            pass
+    except OSError as err:
+        raise SpecError(f"--out {out}: cannot create or write there ({parent}: {err.strerror or err}); give a directory you may write") from None
+
+
+def _owed_hint(console: Any, run_dir: RunDir) -> None:
+    from .results import RESTORE_FILE
+
+    if run_dir.file(RESTORE_FILE).exists():
+        console.print(f"the server still has settings blocklab changed: run `blocklab restore {run_dir.path}` when it answers",
+                      style="red", markup=False, highlight=False)
 
 
 def _cell_text(exp: Any, cell: Any) -> str:
@@ -523,6 +561,30 @@ def calibrate_command(directory: Path | None, quick: bool, out: Path | None) -> 
 
 
 main.add_command(import_group)  # `blocklab import ...`: results measured on Oracle (cli_import.py)
+
+
+@main.command("restore")
+@click.argument("run_dir", metavar="RUN_DIR", type=click.Path(path_type=Path, file_okay=False))
+def restore_command(run_dir: Path) -> None:
+    """Put back the settings a run changed on a server given by --dsn, when the run
+    could not (the server was gone when it ended). The password comes from the
+    environment (PGPASSWORD, MYSQL_PWD) or the engine's own password file.
+
+    \b
+    Examples:
+      blocklab restore results/writers-20261123-101500
+    """
+    from .lab import restore_server
+
+    console = make_console()
+    try:
+        done = restore_server(run_dir)
+    except (SpecError, ResultsError) as err:
+        _fail(console, str(err), EXIT_BAD_INPUT)
+    except EngineError as err:
+        _fail(console, f"{err}; the settings are still kept in {run_dir}", EXIT_FAILED)
+    for line in done:
+        console.print(f"restored {line}", markup=False, highlight=False)
 
 
 if __name__ == "__main__":

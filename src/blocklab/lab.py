@@ -8,7 +8,7 @@ from typing import Any
 
 from . import recipes
 from .results import PLAN_FILE, SPEC_FILE, RunDir
-from .runner import Experiment, prepare
+from .runner import Experiment, prepare, text_digest
 from .spec import Spec, SpecError, load_spec, parse_set_option
 
 
@@ -75,6 +75,13 @@ def load_saved_experiment(run_path: Path, *, allow_server_changes: bool = False,
     saved = run_dir.read_json(SPEC_FILE)
     spec = Spec.model_validate(saved["spec"])
     text = run_dir.file("experiment.toml").read_text()
+    recorded = saved.get("experiment_sha256")
+    if recorded and recorded != text_digest(text):
+        raise SpecError(
+            f"--resume {run_path}: experiment.toml was edited after the run started; a resumed run measures the "
+            "experiment it started with, so the edits would not be used: put the file back as it was, or start "
+            "a new run with the edited file"
+        )
     exp = prepare(spec, text, saved["source"], allow_server_changes=allow_server_changes, cache_dir=cache_dir)
     exp.options = saved.get("options", {})
     return exp
@@ -107,3 +114,29 @@ def plan_text(exp: Experiment) -> list[str]:
         total += exp.workload_for(cell.setting.as_dict()).estimate_seconds()  # swept options change it
     lines.append(f"{len(costly)} restart/reinit step(s); estimated time {total:.0f} s (plus building the data set once)")
     return lines
+
+
+def restore_server(run_path: Path) -> list[str]:
+    """Put back what a run still owed a server given by DSN (its restore.json), then
+    forget it; what was done, one line a setting."""
+    from .engines import make_engine
+    from .results import RESTORE_FILE, ResultsError
+
+    run_dir = RunDir(run_path)
+    if not run_dir.file(RESTORE_FILE).exists():
+        if not run_dir.file(PLAN_FILE).exists():
+            raise SpecError(f"{run_path}: not a blocklab results directory (no {PLAN_FILE})")
+        raise SpecError(f"{run_path}: owes no server any setting (no {RESTORE_FILE}): nothing to restore")
+    owed = run_dir.read_json(RESTORE_FILE)
+    try:
+        kind, dsn, settings = owed["engine"], owed["dsn"], dict(owed["settings"])
+    except (KeyError, TypeError):
+        raise ResultsError(f"{run_dir.file(RESTORE_FILE)}: not what blocklab writes (engine, dsn, settings)") from None
+    engine = make_engine(kind, dsn=dsn, allow_server_changes=True)
+    engine.start()
+    try:
+        done = engine.restore_owed(settings)
+    finally:
+        engine.stop()
+    run_dir.remove(RESTORE_FILE)
+    return done

@@ -14,11 +14,14 @@ fsync'd, and a torn last line (a crash mid-write) is ignored on load.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 FORMAT = 1
 
@@ -28,10 +31,22 @@ PLAN_FILE = "plan.json"
 ENVIRONMENT_FILE = "environment.json"
 RESULTS_FILE = "results.jsonl"
 SUMMARY_FILE = "summary.json"
+RESTORE_FILE = "restore.json"  # a DSN server's original settings, while blocklab still owes their restore
 
 
 class ResultsError(ValueError):
     """A run directory that cannot be read: says which file and why."""
+
+
+class ResultsWriteError(RuntimeError):
+    """A results file could not be written (a full disk, a read-only mount): names the
+    path and why; nothing half-written is left behind."""
+
+    def __init__(self, path: Path, err: OSError):
+        free = _free_mb(path.parent)
+        advice = f" ({free:,.0f} MB free there); free some space, then continue with --resume" if err.errno == errno.ENOSPC else ""
+        super().__init__(f"cannot write {path}: {err.strerror or err}{advice}")
+        self.path = path
 
 
 @dataclass(frozen=True)
@@ -61,8 +76,13 @@ class ResultRow:
 
     @property
     def failed(self) -> bool:
-        """The cell did not produce a measurement (an error)."""
+        """The cell did not produce a measurement (an error, a refused setting, the engine's death)."""
         return not self.ok and not self.invalid
+
+    @property
+    def refused(self) -> bool:
+        """The engine refused the cell's setting: the setting's own fault, not retried by --resume."""
+        return self.status.startswith("refused:")
 
     def to_json(self) -> str:
         d: dict[str, Any] = {
@@ -82,10 +102,13 @@ class ResultRow:
         return json.dumps(d, sort_keys=False, default=str)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "ResultRow":
+    def from_dict(cls, d: dict[str, Any]) -> ResultRow:
         fmt = d.get("format")
         if fmt != FORMAT:
-            raise ResultsError(f"result row has format {fmt!r}; this blocklab reads format {FORMAT}")
+            raise ResultsError(
+                f"result row has format {fmt!r}; this blocklab reads format {FORMAT}: the run was written by "
+                "another version of blocklab; read it with that version"
+            )
         return cls(
             cell=int(d["cell"]),
             block=int(d["block"]),
@@ -117,6 +140,10 @@ class RunDir:
     def write_json(self, name: str, data: Any) -> None:
         write_atomic(self.file(name), (json.dumps(data, indent=2, default=str) + "\n").encode())
 
+    def remove(self, name: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.file(name).unlink()
+
     def write_text(self, name: str, text: str) -> None:
         write_atomic(self.file(name), text.encode())
 
@@ -124,13 +151,46 @@ class RunDir:
         """One line, one write, flushed to disk: a crash loses at most the cell in flight."""
         path = self.file(RESULTS_FILE)
         data = (row.to_json() + "\n").encode()
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        except OSError as err:
+            raise ResultsWriteError(path, err) from None
         try:
             _repair_torn_tail(fd, path)
-            os.write(fd, data)
-            os.fsync(fd)
+            size = os.fstat(fd).st_size
+            try:
+                if os.write(fd, data) != len(data):  # a full disk can take part of a line
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                os.fsync(fd)
+            except OSError as err:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, size)  # no torn row left behind: the line is whole or absent
+                raise ResultsWriteError(path, err) from None
         finally:
             os.close(fd)
+
+    def set_aside_torn_lines(self) -> int:
+        """Lines a crash cut off are moved, whole, to results.jsonl.torn (never deleted)
+        and results.jsonl rewritten without them. Returns how many."""
+        path = self.file(RESULTS_FILE)
+        if not path.exists():
+            return 0
+        good, torn = [], []
+        for line in path.read_bytes().split(b"\n"):
+            if not line.strip():
+                continue
+            try:
+                json.loads(line)
+                good.append(line)
+            except json.JSONDecodeError:
+                torn.append(line)
+        if torn:
+            with open(self.file(RESULTS_FILE + ".torn"), "ab") as f:
+                f.write(b"\n".join(torn) + b"\n")
+                f.flush()
+                os.fsync(f.fileno())
+            write_atomic(path, b"\n".join(good) + b"\n" if good else b"")
+        return len(torn)
 
     # reading --------------------------------------------------------------
     def exists(self) -> bool:
@@ -161,20 +221,37 @@ class RunDir:
                 data = json.loads(line)
             except json.JSONDecodeError:
                 # a line torn by a crash mid-write: the cell in flight, which
-                # --resume runs again. Counted, never fatal.
+                # --resume sets aside and runs again. Counted, never fatal.
                 self.torn_lines += 1
                 continue
-            yield ResultRow.from_dict(data)
+            try:
+                yield ResultRow.from_dict(data)
+            except ResultsError as err:
+                raise ResultsError(f"{path}: line {number}: {err}") from None
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write via a temporary file and rename, so readers never see half a file."""
+    """Write via a temporary file and rename, so readers never see half a file
+    (a full disk leaves the old file as it was, and no temporary)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # two writers never share a temporary
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise ResultsWriteError(path, err) from None
+
+
+def _free_mb(directory: Path) -> float:
+    try:
+        st = os.statvfs(directory)
+    except OSError:
+        return 0.0
+    return st.f_bavail * st.f_frsize / 1e6
 
 
 def _repair_torn_tail(fd: int, path: Path) -> None:

@@ -8,6 +8,7 @@ restored) on normal exit, on error and on Ctrl-C/SIGTERM.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import random
 import signal
@@ -28,6 +29,7 @@ from .results import (
     ENVIRONMENT_FILE,
     EXPERIMENT_FILE,
     PLAN_FILE,
+    RESTORE_FILE,
     SPEC_FILE,
     SUMMARY_FILE,
     ResultRow,
@@ -197,23 +199,36 @@ class Interrupted(Exception):
     """Ctrl-C or SIGTERM: the cell in flight is dropped, everything before it is kept."""
 
 
-def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = False) -> dict[str, Any]:
-    """Run (or resume) an experiment into `run_dir`; returns the summary."""
-    plan = _load_or_write_plan(exp, run_dir, resume)
+class EngineDied(EngineError):
+    """The engine died and could not be brought back, or died again on the cell re-run after a crash."""
+
+
+def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = False, retry: bool = True) -> dict[str, Any]:
+    """Run (or resume) an experiment into `run_dir`; returns the summary.
+
+    A resumed run measures the cells missing from results.jsonl and, unless
+    `retry` is False, once more the cells that have no ok row (failed, invalid,
+    or cut off by an engine's death), except those whose setting the engine
+    refused: the plan is finished, each cell ok once."""
+    plan = _load_or_write_plan(exp, run_dir, resume, reporter)
     previous_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        with _engine_stopped_at_exit(exp.engine):
+        with _engine_stopped_at_exit(exp.engine, run_dir):
             reporter.phase(f"engine {exp.spec.engine.kind}: applying the fixed settings, checking the data set")
             exp.engine.apply(exp.fixed)  # so environment.json records the parameters the run measures under
+            keep_owed_restore(exp.engine, run_dir)
             env = collect_environment(exp.engine.info(), exp.engine.data_dir(), {"dataset_rows": exp.spec.dataset.rows})
             if not resume or not run_dir.file(ENVIRONMENT_FILE).exists():
                 run_dir.write_json(ENVIRONMENT_FILE, env)
+            retry_ids = retryable_cells(run_dir.rows()) if resume and retry else set()
+            attempted: set[str] = set()  # each cell at most once per invocation (its re-measures aside)
             while True:
-                done = {row.cell_id for row in run_dir.rows()}
-                todo = [c for c in plan.cells if c.cell_id not in done]
+                have = {row.cell_id for row in run_dir.rows()}
+                todo = [c for c in plan.cells if c.cell_id not in attempted and (c.cell_id not in have or c.cell_id in retry_ids)]
                 if todo:
                     reporter.plan_started(len(plan.cells), len(todo), sum(exp.workload_for(c.setting.as_dict()).estimate_seconds() for c in todo))
                 for cell in todo:
+                    attempted.add(cell.cell_id)
                     _run_and_record(exp, cell, run_dir, plan, reporter)
                 cells, settings, why = next_cells(exp, plan, run_dir.rows())
                 if why:
@@ -233,20 +248,60 @@ def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = 
     return summary
 
 
+def retryable_cells(rows: list[ResultRow]) -> set[str]:
+    """Cells with no ok row whose failures were not the setting's own (refused by the engine)."""
+    ok = {r.cell_id for r in rows if r.ok}
+    refused = {r.cell_id for r in rows if r.refused}
+    return {r.cell_id for r in rows if r.cell_id not in ok and r.cell_id not in refused}
+
+
 def _run_and_record(exp: Experiment, cell: Cell, run_dir: RunDir, plan: Plan, reporter: Reporter) -> None:
-    """Run one cell and record it; a cell whose claims did not hold is measured once more at once."""
-    for attempt in (1, 2):
+    """Run one cell and record it. A cell whose claims did not hold is measured once
+    more at once. A cell that failed because the engine died (not because of its
+    setting) is recorded as such, the engine restarted (its own crash recovery),
+    and the cell measured again; a second death stops the run."""
+    died = remeasured = False
+    attempt = 0
+    while True:
+        attempt += 1
         row = run_cell(exp, cell, reporter, attempt=attempt)
-        run_dir.append(row)
-        write_summary(exp, run_dir, plan)
-        if message := refresh_report(run_dir):  # the report never stops a run; it says why it could not render
-            reporter.phase(message)
-        reporter.cell_done(cell, row, _cell_line(exp, cell, row))
-        if not row.invalid:
-            return
+        why = exp.engine.health() if row.failed else None
+        if why is not None:
+            row = dataclasses.replace(row, status=f"engine died: {why}", notes={**row.notes, "error": row.status})
+        _record(exp, cell, row, run_dir, plan, reporter)
+        if why is not None:
+            if died:
+                raise EngineDied(f"the {exp.spec.engine.kind} engine died again on cell {cell.cell_id}: {why}" + _log(exp.engine))
+            died = True
+            reporter.phase(f"the engine died ({why}); restarting it (crash recovery) and measuring cell {cell.cell_id} again")
+            try:
+                exp.engine.recover()
+            except EngineError as err:
+                raise EngineDied(f"the {exp.spec.engine.kind} engine died ({why}) and could not be restarted: {err}" + _log(exp.engine)) from None
+            continue
+        if row.invalid and not remeasured:
+            remeasured = True
+            continue
+        return
+
+
+def _record(exp: Experiment, cell: Cell, row: ResultRow, run_dir: RunDir, plan: Plan, reporter: Reporter) -> None:
+    run_dir.append(row)
+    keep_owed_restore(exp.engine, run_dir)
+    write_summary(exp, run_dir, plan)
+    if message := refresh_report(run_dir):  # the report never stops a run; it says why it could not render
+        reporter.phase(message)
+    reporter.cell_done(cell, row, _cell_line(exp, cell, row))
+
+
+def _log(engine: Engine) -> str:
+    tail = engine.log_tail()
+    return f"\n{tail}" if tail else ""
 
 
 def _cell_line(exp: Experiment, cell: Cell, row: ResultRow) -> str:
+    if row.status.startswith("engine died:"):
+        return f"ENGINE DIED: {row.status.removeprefix('engine died: ')}"
     if row.failed:
         return f"FAILED: {row.status}"
     line = exp.workload_for(cell.setting.as_dict()).describe(row.metrics)
@@ -261,9 +316,19 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+def keep_owed_restore(engine: Engine, run_dir: RunDir) -> None:
+    """What a server given by DSN is still owed (its original settings) is kept in
+    the run directory until stop() has put it back, so that a run that ends
+    badly leaves `blocklab restore DIR` able to finish the job."""
+    owed = engine.owed_restore()
+    if owed:
+        run_dir.write_json(RESTORE_FILE, owed)
+
+
 class _engine_stopped_at_exit:
-    def __init__(self, engine: Engine):
+    def __init__(self, engine: Engine, run_dir: RunDir):
         self.engine = engine
+        self.run_dir = run_dir
 
     def __enter__(self) -> None:
         self.engine.start()
@@ -273,8 +338,20 @@ class _engine_stopped_at_exit:
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
             self.engine.stop()
+        except EngineError as err:
+            if exc[0] is None:  # the run went well until here: this is the error to report
+                raise EngineError(f"{err}; {restore_hint(self.run_dir)}") from None
+        else:
+            if not self.engine.owed_restore():
+                self.run_dir.remove(RESTORE_FILE)  # put back: nothing owed any more
         finally:
             signal.signal(signal.SIGINT, previous)
+
+
+def restore_hint(run_dir: RunDir) -> str:
+    if run_dir.file(RESTORE_FILE).exists():
+        return f"the server's original settings are kept in {run_dir.file(RESTORE_FILE)}: run `blocklab restore {run_dir.path}` when it answers again"
+    return "no server setting is owed"
 
 
 def run_cell(exp: Experiment, cell: Cell, reporter: Reporter, attempt: int = 1) -> ResultRow:
@@ -288,9 +365,11 @@ def run_cell(exp: Experiment, cell: Cell, reporter: Reporter, attempt: int = 1) 
     notes: dict[str, Any] = {"attempt": attempt} if attempt > 1 else {}
     checks = claims.CellChecks()
     cold = exp.spec.measure.cache == "cold"
+    stage = "apply"  # a failure while applying the setting is the setting's own (unless the engine died)
     try:
         t0 = time.perf_counter()
         applied = engine.apply(settings)
+        stage = "run"
         notes["apply_s"] = round(time.perf_counter() - t0, 3)
         claims.check_settings(engine, settings, checks)
         workload.prepare(engine)
@@ -308,7 +387,8 @@ def run_cell(exp: Experiment, cell: Cell, reporter: Reporter, attempt: int = 1) 
     except (KeyboardInterrupt, Interrupted):
         raise
     except Exception as err:  # a failed cell is a result too; the run goes on
-        applied, metrics, status = {}, {}, f"{type(err).__name__}: {err}"
+        applied, metrics = {}, {}
+        status = f"{'refused: ' if stage == 'apply' else ''}{type(err).__name__}: {err}"
     return ResultRow(
         cell=cell.index,
         block=cell.block,
@@ -322,8 +402,10 @@ def run_cell(exp: Experiment, cell: Cell, reporter: Reporter, attempt: int = 1) 
     )
 
 
-def _load_or_write_plan(exp: Experiment, run_dir: RunDir, resume: bool) -> Plan:
+def _load_or_write_plan(exp: Experiment, run_dir: RunDir, resume: bool, reporter: Reporter) -> Plan:
     if resume:
+        if torn := run_dir.set_aside_torn_lines():
+            reporter.phase(f"{torn} line(s) of {run_dir.file('results.jsonl')} cut off by a crash: set aside in results.jsonl.torn")
         saved = run_dir.read_json(PLAN_FILE)
         exp.seed = int(saved["seed"])
         initial = exp.plan()
@@ -339,7 +421,8 @@ def _load_or_write_plan(exp: Experiment, run_dir: RunDir, resume: bool) -> Plan:
         raise SpecError(f"{run_dir.path}: already holds a run; use --resume {run_dir.path} or another --out")
     plan = exp.plan()
     run_dir.write_text(EXPERIMENT_FILE, exp.spec_text)
-    run_dir.write_json(SPEC_FILE, {"source": exp.source, "spec": exp.spec.model_dump(), "options": exp.options})
+    run_dir.write_json(SPEC_FILE, {"source": exp.source, "spec": exp.spec.model_dump(), "options": exp.options,
+                                   "experiment_sha256": text_digest(exp.spec_text)})
     run_dir.write_json(PLAN_FILE, plan.to_dict())
     return plan
 
@@ -381,6 +464,12 @@ def validity_counts(rows: list[ResultRow]) -> dict[str, Any]:
 
 def _unit_of(metric: str) -> str:
     return {"rows_per_s": "rows/s", "mb_per_s": "MB/s", "elapsed_s": "s", "iops": "IOPS"}.get(metric, "")
+
+
+def text_digest(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def new_run_dir(root: Path, name: str) -> RunDir:

@@ -401,12 +401,59 @@ class Engine(Protocol):
         """Cumulative physical I/O counters (IO_KEYS and the engine's own). With the
         measuring session, its own pending statistics are counted too."""
 
+    # faults ---------------------------------------------------------------
+    def health(self) -> str | None:
+        """None when the engine answers; otherwise why not ("the postmaster (pid 123)
+        is gone"): the runner asks after a failed cell, to tell an engine's death
+        from a failing setting."""
+
+    def recover(self) -> None:
+        """Bring a dead engine back with the current settings (its own crash
+        recovery; a server by DSN: wait, bounded, until it answers again);
+        EngineError when it cannot."""
+
+    def log_tail(self, lines: int = 15) -> str:
+        """The engine's log file and its last lines, for a message ('' if it has none)."""
+
+    def owed_restore(self) -> dict[str, Any]:
+        """What stop() still has to put back on a server given by DSN: {"engine",
+        "dsn" (without its password), "server", "settings": {native: original}};
+        {} when nothing is owed. The runner keeps it in the run directory until
+        it is done, so `blocklab restore DIR` can finish it later."""
+
+    def restore_owed(self, settings: dict[str, Any]) -> list[str]:
+        """Put these original values back (from owed_restore()["settings"]); what was done."""
+
     def io_window(
         self, session: Session | None = None, *, settle: bool = False, sessions: Sequence[Session] = ()
     ) -> IoWindow:
         """The engine's I/O over a window. `settle`: wait until background processes
         have published what they did during it (a multi-session point); `sessions`:
         the point's sessions, whose pending statistics are published at the end."""
+
+
+def wait_until_answers(check: Callable[[], str | None], what: str, timeout_s: float) -> None:
+    """Poll `check` (None: it answers) every half second, at most `timeout_s`;
+    EngineError naming `what` and the last reason when it never does."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while (why := check()) is not None:
+        if time.monotonic() > deadline:
+            raise EngineError(f"{what} did not answer again within {timeout_s:.0f} s: {why}")
+        time.sleep(0.5)
+
+
+def process_alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process with that pid: alive
+        return True
+    return True
 
 
 def table_is_current(engine: Engine, table: str, fingerprint: str) -> bool:
@@ -437,6 +484,17 @@ class EngineBase:
 
     def change_cost(self, apply_class: ApplyClass, knobs: list[str]) -> float:
         return float(self.change_seconds.get(apply_class, 0.0))
+
+    def log_tail(self, lines: int = 15) -> str:
+        return ""
+
+    def owed_restore(self) -> dict[str, Any]:
+        return {}  # an engine of blocklab's own owes nobody a restore
+
+    def restore_owed(self, settings: dict[str, Any]) -> list[str]:
+        if settings:
+            raise EngineError(f"engine {self.name} changes no server of anyone's: nothing of {sorted(settings)} to restore")
+        return []
 
     @classmethod
     def native_name(cls, knob: str) -> str:

@@ -12,6 +12,7 @@ import fcntl
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
@@ -19,8 +20,23 @@ from typing import IO, Any
 from .base import EngineError
 
 
+class _LockWait:
+    """How long a blocked DirectoryLock waits for its holder (`blocklab run --wait`): 0 = refuse at once."""
+
+    seconds: float = 0.0
+    on_wait: Callable[[str], None] | None = None
+
+
+def wait_for_locks(seconds: float, on_wait: Callable[[str], None] | None = None) -> None:
+    """Make blocked data-directory locks wait up to `seconds` (calling on_wait(message) once)."""
+    _LockWait.seconds = seconds
+    _LockWait.on_wait = on_wait
+
+
 class DirectoryLock:
-    """An exclusive, non-blocking flock: one blocklab run per data directory."""
+    """An exclusive flock: one blocklab process per data directory, so never two
+    servers on one directory. The holder writes its pid and command into the lock
+    file, so that a second process is told who holds it."""
 
     def __init__(self, path: Path, what: str):
         self.path = path
@@ -31,20 +47,51 @@ class DirectoryLock:
         if self._file is not None:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(self.path, "w")  # noqa: SIM115 - held open for as long as the lock is
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
-            raise EngineError(
-                f"another blocklab run is using {self.what}; wait for it, or give this run its own with BLOCKLAB_CACHE=DIR"
-            ) from None
+        handle = open(self.path, "a+")  # noqa: SIM115 - held open for as long as the lock is; "a+" keeps the holder's line
+        deadline = time.monotonic() + _LockWait.seconds
+        told = False
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                holder = self.holder()
+                if time.monotonic() >= deadline:
+                    handle.close()
+                    waited = " (waited for it)" if _LockWait.seconds else ""
+                    raise EngineError(
+                        f"another blocklab process ({holder}) is using {self.what}{waited}; wait for it to end "
+                        "(blocklab run --wait), or give this run its own with BLOCKLAB_CACHE=DIR"
+                    ) from None
+                if not told and _LockWait.on_wait is not None:
+                    _LockWait.on_wait(f"waiting for {holder} to finish with {self.what}")
+                    told = True
+                time.sleep(0.5)
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()} {_command_line(os.getpid())}\n")
+        handle.flush()
         self._file = handle
+
+    def holder(self) -> str:
+        """'pid 1234: blocklab run mbrc' as the holder wrote it."""
+        try:
+            pid, _, command = self.path.read_text().strip().partition(" ")
+        except OSError:
+            return "a process"
+        return f"pid {pid}: {command}" if pid.isdigit() else "a process"
 
     def release(self) -> None:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+def _command_line(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return "?"
 
 
 def drop_os_cache(path: Path) -> bool:

@@ -101,7 +101,9 @@ class Reload:
     # ------------------------------------------------------------------ timed run
     def run(self, engine: Engine) -> dict[str, float]:
         dialect = cast(ReloadDialect, engine.dialect(self.name))
-        with dialect.reload_session() as session, RunProbe(engine, session) as probe:
+        # flush: the pages are written by the engine's background writer, whose counters it publishes
+        # a moment later: the window waits for them to settle
+        with dialect.reload_session() as session, RunProbe(engine, session, settle=self.options.flush) as probe:
             t0 = time.perf_counter()
             inserted = dialect.delete_and_insert(session, SOURCE, TARGET)
             if self.options.flush:  # the dirty pages written (and checksummed) inside the timing

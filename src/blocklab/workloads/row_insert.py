@@ -119,7 +119,9 @@ class RowInsert:
         o = self.options
         dialect = cast(InsertDialect, engine.dialect(self.name))
         dialect.recreate_table(TABLE, o.index)
-        with dialect.insert_session() as session, RunProbe(engine, session) as probe:
+        # flush: the pages are written by the engine's background writer, whose counters it publishes
+        # a moment later: the window waits for them to settle
+        with dialect.insert_session() as session, RunProbe(engine, session, settle=o.flush) as probe:
             t0 = time.perf_counter()
             dialect.insert_loop(session, TABLE, o.rows, o.batch)
             if o.flush:

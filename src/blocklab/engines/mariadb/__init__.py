@@ -54,11 +54,11 @@ from typing import Any, ClassVar
 
 import pymysql
 
-from ..base import ApplyClass, CounterWindow, EngineBase, EngineError, EngineInfo, SessionBase
+from ..base import ApplyClass, CounterWindow, EngineBase, EngineError, EngineInfo, SessionBase, wait_until_answers
 from ..host import DirectoryLock, drop_os_cache_files, stop_at_exit, stopped
 from .counters import innodb_window, read_counters
 from .dsn import DATABASE, parse_dsn
-from .instance import InstanceMixin
+from .instance import InstanceMixin, _log_tail
 from .knobs import (
     _FSP_FLAGS_FULL_CRC32,
     CHECKSUM_FAMILIES,
@@ -76,6 +76,8 @@ from .scan import ScanTables
 from .slob import SlobTables
 from .tables import InsertLoop, ReloadTables
 from .update import UpdateTables
+
+DSN_WAIT_S = 60.0  # how long a run waits for someone's server that went away before it stops
 
 
 class MariadbSession(SessionBase):
@@ -151,6 +153,7 @@ class MariadbEngine(InstanceMixin, KnobsMixin, EngineBase):
         self._server_settings: dict[str, str] = {}  # native -> value for the command line (embedded)
         self._session_settings: dict[str, str] = {}  # native -> SET SESSION value
         self._dsn_originals: dict[str, Any] = {}  # native -> @@GLOBAL value before blocklab changed it
+
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
         if self._started:
@@ -181,6 +184,39 @@ class MariadbEngine(InstanceMixin, KnobsMixin, EngineBase):
             raise EngineError("blocklab never restarts a server given by --dsn")
         self._shutdown_server()
         self._launch_server()
+
+    # ------------------------------------------------------------------ faults
+    def health(self) -> str | None:
+        if self.mode == "embedded":
+            proc = self._proc
+            if proc is None or proc.poll() is not None:
+                code = proc.poll() if proc is not None else None
+                return f"the private mariadbd{f' (pid {proc.pid})' if proc else ''} is gone" + (f", exit code {code}" if code is not None else "")
+        try:
+            pymysql.connect(**self._connect_params(), connect_timeout=5).close()
+        except pymysql.err.MySQLError as err:
+            return f"MariaDB does not accept connections: {err.args[-1] if err.args else err}"
+        return None
+
+    def recover(self) -> None:
+        """The private instance: start it again (InnoDB's crash recovery runs at start).
+        A server by DSN: wait for it, bounded; a restarted server lost the SET GLOBAL
+        values blocklab made, so they are made again (originals stay recorded)."""
+        if self.mode == "embedded":
+            self._shutdown_server()  # reaps the dead process
+            self._reap_stale_server()
+            self._launch_server()
+            return
+        wait_until_answers(self.health, f"the MariaDB server at {self._where()}", DSN_WAIT_S)
+        changed = {native: conf for native, conf in self._server_settings.items() if native in self._dsn_originals}
+        self._set_global(changed)
+
+    def log_tail(self, lines: int = 15) -> str:
+        if self.mode != "embedded":
+            return ""
+        log = self.home() / "error.log"
+        return f"error log {log}:\n{_log_tail(log, 0, lines)}"
+
     # ------------------------------------------------------------------ DSN
     def _open_dsn(self) -> None:
         assert self._dsn is not None
@@ -189,6 +225,22 @@ class MariadbEngine(InstanceMixin, KnobsMixin, EngineBase):
                 cur.execute(f"CREATE DATABASE IF NOT EXISTS `{DATABASE}` CHARACTER SET utf8mb4")
         except pymysql.err.MySQLError as err:
             raise EngineError(f"cannot use MariaDB at {self._dsn.where}: {err}") from None
+
+    def owed_restore(self) -> dict[str, Any]:
+        if not self._dsn_originals or self._dsn is None:
+            return {}
+        params = self._dsn.params
+        if "unix_socket" in params:
+            dsn = f"mysql://{params['user']}@localhost/{DATABASE}?socket={params['unix_socket']}"
+        else:
+            dsn = f"mysql://{params['user']}@{params['host']}:{params['port']}/{DATABASE}"
+        return {"engine": self.name, "dsn": dsn, "server": self._where(), "settings": dict(self._dsn_originals)}
+
+    def restore_owed(self, settings: dict[str, Any]) -> list[str]:
+        self._dsn_originals = dict(settings)
+        done = [f"{k} = {v}" for k, v in settings.items()]
+        self._restore_dsn_settings()
+        return done
 
     def _restore_dsn_settings(self) -> None:
         if not self._dsn_originals:
@@ -206,6 +258,7 @@ class MariadbEngine(InstanceMixin, KnobsMixin, EngineBase):
 
     def _where(self) -> str:
         return self._dsn.where if self._dsn else str(self.socket_path)
+
     # ------------------------------------------------------------------ connections
     def _connect_params(self) -> dict[str, Any]:
         if self._dsn is not None:
@@ -245,6 +298,7 @@ class MariadbEngine(InstanceMixin, KnobsMixin, EngineBase):
         with self.sql_connect(session=False) as conn, conn.cursor() as cur:
             cur.execute(sql, params)
             return list(cur.fetchall()) if cur.description else []
+
     # ------------------------------------------------------------------ applying settings
     def apply(self, settings: dict[str, Any]) -> dict[str, str]:
         """Make `settings` current and return what the server reports for each knob."""
@@ -464,6 +518,7 @@ class MariadbEngine(InstanceMixin, KnobsMixin, EngineBase):
         with self.sql_connect(session=False) as conn, conn.cursor() as cur:
             cur.execute(f"ANALYZE TABLE `{table}`")
             cur.fetchall()
+
     # ------------------------------------------------------------------ cache control
     def evict(self, relations: Iterable[str]) -> dict[str, Any]:
         """Cold cache: restart the private instance (its buffer pool is neither dumped

@@ -135,6 +135,7 @@ class InstanceMixin:
             return path
         digest = hashlib.sha1(str(path).encode()).hexdigest()[:12]
         return Path("/tmp") / f".blocklab-mariadb-{digest}.sock"
+
     # ------------------------------------------------------------------ private instance
     def _start_instance(self) -> None:
         self._lock_instance()

@@ -130,6 +130,12 @@ class NullEngine(EngineBase):
     def cold_cache_problem(self) -> str | None:
         return None
 
+    def health(self) -> str | None:
+        return None if self.started else "the null engine is not started"
+
+    def recover(self) -> None:
+        self.started = True
+
     def direct_io_active(self) -> bool:
         return False
 

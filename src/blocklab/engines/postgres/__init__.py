@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 import psycopg
 from psycopg import sql
 
-from ..base import ApplyClass, EngineBase, EngineInfo, KnobInfo
+from ..base import ApplyClass, EngineBase, EngineError, EngineInfo, KnobInfo, wait_until_answers
 from ..host import drop_os_cache_files, stop_at_exit, stopped
 from . import knobs
 from .counters import StatIoWindow, read_counters, relation_totals
@@ -34,6 +34,7 @@ from .tables import InsertLoop, ReloadTables
 from .update import UpdateTables
 
 ENGINE_NAME = "postgres"
+DSN_WAIT_S = 60.0  # how long a run waits for someone's server that went away before it stops
 
 
 class PostgresEngine(EngineBase):
@@ -84,7 +85,15 @@ class PostgresEngine(EngineBase):
             self.cluster.start(self._server_settings)
         self._started = True
         stop_at_exit(self)  # however the process ends: the server stopped, a DSN server's settings restored
-        self._load_catalog()
+        try:
+            self._load_catalog()
+        except psycopg.Error as err:
+            self._started = False
+            stopped(self)
+            if self.mode == "embedded":
+                self.cluster.stop()
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise EngineError(f"cannot use PostgreSQL at {self.where()}: {first}") from None
 
     def stop(self) -> None:
         if not self._started:
@@ -100,6 +109,43 @@ class PostgresEngine(EngineBase):
 
     def restart(self) -> None:
         self.cluster.restart(self._server_settings)
+
+    # ------------------------------------------------------------------ faults
+    def health(self) -> str | None:
+        if self.mode == "embedded" and not self.cluster.postmaster_alive():
+            return f"the embedded PostgreSQL's postmaster (pid {self.cluster.postmaster_pid()}) is gone"
+        try:
+            psycopg.connect(self.conninfo(), autocommit=True, connect_timeout=5).close()
+        except psycopg.Error as err:
+            return f"PostgreSQL does not accept connections: {str(err).strip().splitlines()[0]}"
+        return None
+
+    def recover(self) -> None:
+        if self.mode == "embedded":
+            self.cluster.recover(self._server_settings)
+        else:  # someone's server: it may be restarting; wait for it, bounded
+            wait_until_answers(self.health, f"the PostgreSQL server at {self.where()}", DSN_WAIT_S)
+            self._reapply_dsn_settings()
+
+    def where(self) -> str:
+        """The server as the user may see it printed (no password)."""
+        if self.mode == "embedded":
+            return f"the embedded PostgreSQL in {self.home}"
+        try:
+            info = psycopg.conninfo.conninfo_to_dict(self.dsn or "")
+        except psycopg.Error:
+            return "the server given by --dsn"
+        return f"{info.get('user', '')}@{info.get('host', 'localhost')}:{info.get('port', 5432)}/{info.get('dbname', '')}"
+
+    def _reapply_dsn_settings(self) -> None:
+        """A restarted server by DSN keeps ALTER SYSTEM values (postgresql.auto.conf): reload them."""
+        if self._dsn_originals:
+            self.query("SELECT pg_reload_conf()")
+
+    def log_tail(self, lines: int = 15) -> str:
+        if self.mode != "embedded":
+            return ""
+        return f"server log {self.cluster.log}:\n{self.cluster.log_tail(lines)}"
 
     @property
     def socket_dir(self) -> Path:
@@ -228,9 +274,28 @@ class PostgresEngine(EngineBase):
         with self.pg_connect(session=False) as conn:
             conn.execute(sql.SQL("ALTER SYSTEM SET {} = {}").format(sql.Identifier(native), sql.Literal(conf)))
 
+    def owed_restore(self) -> dict[str, Any]:
+        if not self._dsn_originals:
+            return {}
+        info = {k: v for k, v in psycopg.conninfo.conninfo_to_dict(self.dsn or "").items() if k != "password"}
+        return {"engine": self.name, "dsn": psycopg.conninfo.make_conninfo("", **info), "server": self.where(),
+                "settings": dict(self._dsn_originals)}
+
+    def restore_owed(self, settings: dict[str, Any]) -> list[str]:
+        self._dsn_originals = dict(settings)
+        done = [f"{k} = {v}" if v is not None else f"{k} reset to the server's default" for k, v in settings.items()]
+        self._restore_dsn_settings()
+        return done
+
     def _restore_dsn_settings(self) -> None:
         if not self._dsn_originals:
             return
+        try:
+            self._put_back_originals()
+        except psycopg.Error as err:
+            raise EngineError(f"could not restore {', '.join(self._dsn_originals)} on {self.where()}: {str(err).strip()}") from None
+
+    def _put_back_originals(self) -> None:
         with self.pg_connect(session=False) as conn:
             for native, original in self._dsn_originals.items():
                 if original is None:

@@ -14,10 +14,12 @@ import hashlib
 import importlib.util
 import os
 import shutil
+import signal
 import subprocess
+import time
 from pathlib import Path
 
-from ..base import EngineError
+from ..base import EngineError, process_alive
 from ..host import DirectoryLock
 from ..service_user import ensure_traversable, give_to_service_user, service_user
 from .knobs import conf_quote
@@ -76,9 +78,49 @@ class EmbeddedCluster:
 
     def stop(self) -> None:
         try:
-            self.pg_ctl_stop()
+            if self.postmaster_alive():  # after a crash there is nothing to stop (pg_ctl would fail)
+                self.pg_ctl_stop()
         finally:
             self.lock.release()
+
+    # ------------------------------------------------------------------ crashes
+    def postmaster_pid(self) -> int | None:
+        try:
+            first = (self.pgdata / "postmaster.pid").read_text().splitlines()[0]
+            return int(first.strip())
+        except (OSError, IndexError, ValueError):
+            return None
+
+    def postmaster_alive(self) -> bool:
+        pid = self.postmaster_pid()
+        return pid is not None and process_alive(pid)
+
+    def orphans(self) -> list[int]:
+        """Server processes of this cluster still running (their cwd is the data
+        directory): a SIGKILLed postmaster's children live on until they notice."""
+        want = str(self.pgdata.resolve())
+        found = []
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    if os.readlink(entry / "cwd") == want:
+                        found.append(int(entry.name))
+                except OSError:
+                    continue
+        return found
+
+    def recover(self, server_settings: dict[str, str], wait_s: float = 30.0) -> None:
+        """Start again after a crash: wait for the dead postmaster's children to go
+        (their shared memory would keep a new postmaster out), then start;
+        PostgreSQL replays its WAL by itself."""
+        deadline = time.monotonic() + wait_s
+        while (left := self.orphans()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        for pid in left:  # orphans of a dead postmaster that did not notice in time
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        self.write_conf(server_settings)
+        self.pg_ctl_start()
 
     def restart(self, server_settings: dict[str, str]) -> None:
         self.pg_ctl_stop()

@@ -421,6 +421,26 @@ class SqliteEngine(EngineBase):
     def cold_cache_problem(self) -> str | None:
         return None
 
+    def health(self) -> str | None:
+        """SQLite is this process: it is "down" when its file cannot be opened and read."""
+        if self._file_layout() is None and self.db_path.exists():
+            return f"{self.db_path} is not a SQLite database any more (its header is gone)"
+        try:
+            conn = apsw.Connection(str(self.db_path), flags=apsw.SQLITE_OPEN_READONLY, vfs=self.vfs_name)
+            try:
+                conn.execute("PRAGMA schema_version").fetchall()
+            finally:
+                conn.close()
+        except apsw.Error as err:
+            return f"{self.db_path} cannot be read: {err}"
+        return None
+
+    def recover(self) -> None:
+        """Close every connection; the next apply() makes the file again if it is unusable."""
+        self._close_connections()
+        if self.health() is not None:
+            self._remove_files()
+
     def needs_rebuild(self, table: str) -> bool:
         return False  # page size and checksums are the file's: a change makes a new file
 
