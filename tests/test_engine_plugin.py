@@ -75,6 +75,7 @@ class MemoryEngine(EngineBase):
     listed: ClassVar[bool] = False
     dialects: ClassVar[dict[str, type]] = {"null": MemoryNullDialect}
     change_seconds: ClassVar[dict[ApplyClass, float]] = {}
+    install_bytes: ClassVar[float] = 0.0
     KNOBS: ClassVar[dict[str, KnobInfo]] = {
         "memory.level": KnobInfo("level", None, "integer", ApplyClass.SESSION, minimum=0, maximum=9, default=0),
     }
@@ -223,7 +224,7 @@ def test_every_built_in_dialect_implements_its_workloads_protocol():
     checked = 0
     for kind in engines.available(listed_only=False):
         cls = engines.engine_class(kind)
-        for name in ("name", "display", "native_prefix", "summary", "accepts_dsn", "dialects", "change_seconds"):
+        for name in ("name", "display", "native_prefix", "summary", "accepts_dsn", "dialects", "change_seconds", "install_bytes"):
             assert hasattr(cls, name), (kind, name)
         for workload, dialect in cls.dialects.items():
             if workload in available_workloads():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import os
 import random
 import signal
 import time
@@ -135,9 +136,10 @@ def prepare(
     workload = make_workload(spec.workload, spec.dataset, spec.engine.kind, source)
     axes = {n: v for n, v in spec.knobs.items() if n.startswith(WORKLOAD_AXIS)}
     axis_infos = {name: _axis_info(type(workload), name) for name in axes}
+    swept = [workload]
     for name, values in axes.items():  # every swept option value must be one the workload accepts
         for value in values:
-            make_workload(spec.workload, spec.dataset, spec.engine.kind, source, {name[len(WORKLOAD_AXIS):]: value})
+            swept.append(make_workload(spec.workload, spec.dataset, spec.engine.kind, source, {name[len(WORKLOAD_AXIS):]: value}))
     engine = make_engine(
         spec.engine.kind, dsn=spec.engine.dsn, allow_server_changes=allow_server_changes, cache_dir=cache_dir
     )
@@ -145,6 +147,7 @@ def prepare(
         engine.start()
         if spec.measure.cache == "cold" and (problem := engine.cold_cache_problem()):
             raise KnobError(f"measure.cache = 'cold' is not possible here: {problem}")
+        check_disk_space(engine, swept)
         engine_knobs = {n: v for n, v in spec.knobs.items() if n not in axes}
         infos: dict[str, KnobInfo] = {name: engine.knob(name) for name in [*spec.engine.settings, *engine_knobs]}
         infos.update(axis_infos)
@@ -171,6 +174,44 @@ def prepare(
     goal = spec.measure.goal or workload.default_goal
     seed = spec.measure.seed if spec.measure.seed is not None else random.SystemRandom().randrange(2**31)
     return Experiment(spec, spec_text, source, engine, workload, infos, knobs, fixed, metric, goal, seed)
+
+
+def check_disk_space(engine: Engine, workloads: list[Workload]) -> None:
+    """The data set must fit where blocklab's own engine keeps it: refused before
+    anything runs, not found out as a full disk half-way. (A server given by DSN
+    keeps its data on a disk of its own.)"""
+    data_dir = engine.data_dir()
+    if engine.mode == "dsn" or data_dir is None:
+        return
+    need = max(w.disk_bytes() for w in workloads) + float(engine.install_bytes)
+    more = need - directory_bytes(Path(data_dir))  # a data set built before is reused
+    free = free_bytes(Path(data_dir))
+    if more > free:
+        raise KnobError(
+            f"not enough disk space in {data_dir}: the data set needs about {need / 1e6:,.0f} MB there "
+            f"({more / 1e6:,.0f} MB more than it holds now) and {free / 1e6:,.0f} MB are free; make dataset.rows "
+            "smaller, free some space, or keep the engine's data elsewhere with BLOCKLAB_CACHE=DIR"
+        )
+
+
+def directory_bytes(path: Path) -> float:
+    """Bytes the files under `path` take on disk (what they hold, not their apparent size)."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+            except OSError:
+                continue
+    return float(total)
+
+
+def free_bytes(path: Path) -> float:
+    """Bytes an unprivileged writer may still use on the file system holding `path`."""
+    while not path.exists():
+        path = path.parent
+    st = os.statvfs(path)
+    return float(st.f_bavail * st.f_frsize)
 
 
 def _grid_points(knobs: dict[str, list[Any]]) -> list[dict[str, Any]]:

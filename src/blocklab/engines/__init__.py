@@ -20,7 +20,7 @@ from .base import Engine, EngineError, KnobError
 
 DEFAULT_ENGINE = "postgres"
 ENTRY_POINT_GROUP = "blocklab.engines"
-_REQUIRED = ("name", "display", "native_prefix", "summary", "accepts_dsn", "dialects", "change_seconds")
+_REQUIRED = ("name", "display", "native_prefix", "summary", "accepts_dsn", "dialects", "change_seconds", "install_bytes")
 
 _registered: dict[str, type] = {}
 _discovered = False

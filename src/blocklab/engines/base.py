@@ -309,6 +309,7 @@ class Engine(Protocol):
     accepts_dsn: ClassVar[bool]  # can it work on someone else's server (--dsn)?
     # workload (or command) name -> the dialect class that implements what it needs
     dialects: ClassVar[Mapping[str, type]]
+    install_bytes: ClassVar[float]  # disk its data directory needs besides the data set
     # seconds a restart / reinit costs, for the plan's estimate
     change_seconds: ClassVar[Mapping[ApplyClass, float]]
     mode: str  # embedded | dsn | file
@@ -445,6 +446,8 @@ def wait_until_answers(check: Callable[[], str | None], what: str, timeout_s: fl
 
 
 def process_alive(pid: int) -> bool:
+    """Is the process running? A zombie (killed, not yet reaped: in a container
+    whose init does not reap) is not: it answers kill(pid, 0) but runs nothing."""
     import os
 
     try:
@@ -453,7 +456,11 @@ def process_alive(pid: int) -> bool:
         return False
     except PermissionError:  # someone else's process with that pid: alive
         return True
-    return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state not in ("Z", "X")
 
 
 def table_is_current(engine: Engine, table: str, fingerprint: str) -> bool:

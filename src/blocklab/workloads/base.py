@@ -48,6 +48,15 @@ class Workload(Protocol):
     def estimate_seconds(self) -> float:
         """A rough duration of one run, for `blocklab plan`."""
 
+    def disk_bytes(self) -> float:
+        """A generous estimate of the data set's bytes on disk on the chosen engine
+        (its dialect's bytes_per_row), checked against the free space before anything runs."""
+
+
+def dialect_bytes_per_row(dialect_class: type, default: float) -> float:
+    """What a row of this workload's tables takes on the engine (its dialect says; else `default`)."""
+    return float(getattr(dialect_class, "bytes_per_row", default))
+
 
 def protocol_methods(protocol: type) -> list[str]:
     """The methods a dialect Protocol asks for (its own, public ones)."""

@@ -16,7 +16,7 @@ from pydantic import Field
 from ..engines.base import Engine, Session, table_is_current
 from ..probes.io import RunProbe, cold_proof
 from ..spec import DatasetSpec
-from .base import Options
+from .base import Options, dialect_bytes_per_row
 
 
 class ScanDialect(Protocol):
@@ -104,6 +104,9 @@ class FullScan:
             f"{m['elapsed_s']:.2f} s, {m['rows']:,.0f} rows, {m['rows_per_s']:,.0f} rows/s, "
             f"{m['mb_per_s']:,.0f} MB/s read, avg I/O {m['avg_read_kb']:.0f} kB"
         )
+
+    def disk_bytes(self) -> float:
+        return self.dataset.rows * dialect_bytes_per_row(self.dialect_class, 130.0)
 
     def estimate_seconds(self) -> float:
         # ~50 bytes a row; a cold scan runs at a few hundred MB/s on an SSD

@@ -75,6 +75,9 @@ class NullWorkload:
     def describe(self, m: dict[str, float]) -> str:
         return f"score {m['score']:.2f}"
 
+    def disk_bytes(self) -> float:
+        return 0.0  # its tables live in memory
+
     def estimate_seconds(self) -> float:
         return self.options.sleep_s
 

@@ -29,7 +29,7 @@ from pydantic import Field
 from ..engines.base import Engine, Session, table_is_current
 from ..probes.io import RunProbe
 from ..spec import DatasetSpec
-from .base import Options
+from .base import Options, dialect_bytes_per_row
 from .row_insert import io_metrics
 
 SOURCE = "blocklab_reload_src"
@@ -127,6 +127,9 @@ class Reload:
         if "write_bytes" in m:
             text += f", wrote {m['write_bytes'] / 1e6:,.1f} MB"
         return text
+
+    def disk_bytes(self) -> float:
+        return 2 * self.dataset.rows * dialect_bytes_per_row(self.dialect_class, 130.0)  # source and keyed target
 
     def estimate_seconds(self) -> float:
         return self.dataset.rows / 200_000 + 0.3

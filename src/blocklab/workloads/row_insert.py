@@ -38,7 +38,7 @@ from pydantic import Field
 from ..engines.base import ApplyClass, Engine, Session
 from ..probes.io import RunProbe
 from ..spec import DatasetSpec
-from .base import Options
+from .base import Options, dialect_bytes_per_row
 
 TABLE = "blocklab_ins"
 
@@ -146,6 +146,9 @@ class RowInsert:
         if "write_bytes" in m:
             text += f", wrote {m['write_bytes'] / 1e6:,.1f} MB"
         return text
+
+    def disk_bytes(self) -> float:
+        return self.options.rows * dialect_bytes_per_row(self.dialect_class, 80.0) * (2 if self.options.index else 1)
 
     def estimate_seconds(self) -> float:
         return self.options.rows / float(getattr(self.dialect_class, "rows_per_s", 250_000)) + 0.3

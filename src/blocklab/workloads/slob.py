@@ -36,7 +36,7 @@ from pydantic import Field
 from ..engines.base import Engine, Session, table_is_current
 from ..probes.io import HostWindow, RunProbe
 from ..spec import DatasetSpec, SpecError
-from .base import Options
+from .base import Options, dialect_bytes_per_row
 from .together import run_together
 
 
@@ -149,6 +149,10 @@ class Slob:
             f"{m['mb_per_s']:,.0f} MB/s, {m['read_latency_ms']:.2f} ms read latency "
             f"({m['ops_per_s']:,.0f} ops/s, CPU {m['cpu_busy_pct']:.0f}% busy)"
         )
+
+    def disk_bytes(self) -> float:
+        tables = len(dict.fromkeys(self.tables()))
+        return tables * self.scale * dialect_bytes_per_row(self.dialect_class, 8400.0)
 
     def estimate_seconds(self) -> float:
         return self.options.run_time_s + 2.5  # + connecting and the counters' settle

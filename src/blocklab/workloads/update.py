@@ -48,7 +48,7 @@ from pydantic import Field
 from ..engines.base import Engine, Session, SessionProfiler, table_is_current
 from ..probes.io import RunProbe
 from ..spec import DatasetSpec, SpecError
-from .base import Options
+from .base import Options, dialect_bytes_per_row
 from .together import run_together
 
 
@@ -210,6 +210,10 @@ class Update:
         if m.get("hot_share", 1.0) < 0.99:
             text += f" (only {m['hot_share']:.0%} HOT: the table changes between cells)"
         return text
+
+    def disk_bytes(self) -> float:
+        row = dialect_bytes_per_row(self.dialect_class, 200.0) + self.options.pad_bytes
+        return self.dataset.rows * row * 100 / self.options.fillfactor
 
     def estimate_seconds(self) -> float:
         # ~0.2 M rows/s on 2 cores with a small cache, plus VACUUM and eviction between cells

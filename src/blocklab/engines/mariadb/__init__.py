@@ -120,6 +120,7 @@ class MariadbEngine(InstanceMixin, KnobsMixin, EngineBase):
     }
     # a restart ~3 s; a checksum change rebuilds small tables (~1 s over the checksum
     # recipe's quick sweep); another page size is another data directory (change_cost)
+    install_bytes: ClassVar[float] = 250e6  # a data directory per page size: 125 MB at 16k, 214 MB at 64k here
     change_seconds: ClassVar[dict[ApplyClass, float]] = {ApplyClass.RESTART: 3.0, ApplyClass.REINIT: 1.0}
 
     def __init__(

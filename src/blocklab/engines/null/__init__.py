@@ -59,6 +59,7 @@ class NullEngine(EngineBase):
     accepts_dsn: ClassVar[bool] = False
     listed: ClassVar[bool] = False
     dialects: ClassVar[dict[str, type]] = {"null": NullDialect}
+    install_bytes: ClassVar[float] = 0.0  # nothing on disk
     change_seconds: ClassVar[dict[ApplyClass, float]] = {}
 
     def __init__(self, cache_dir: Path | None = None, **_: Any):

@@ -52,6 +52,7 @@ class PostgresEngine(EngineBase):
         "sysstats": SysstatsReads,
     }
     # a restart ~2 s here; a pg_checksums pass or a new cluster ~10 s (2-core VM)
+    install_bytes: ClassVar[float] = 100e6  # initdb's cluster and WAL: ~60 MB here
     change_seconds: ClassVar[dict[ApplyClass, float]] = {ApplyClass.RESTART: 2.0, ApplyClass.REINIT: 10.0}
 
     def __init__(self, dsn: str | None = None, cache_dir: Path | None = None, allow_server_changes: bool = False):

@@ -119,6 +119,13 @@ class EmbeddedCluster:
         for pid in left:  # orphans of a dead postmaster that did not notice in time
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
+        if not self.postmaster_alive():
+            # the dead postmaster's lock files (data directory and socket): PostgreSQL would
+            # take an unreaped (zombie) postmaster for a live one and refuse to start; no
+            # other postmaster can use them, we hold the cluster's lock
+            for stale in [self.pgdata / "postmaster.pid", *self.socket_dir.glob(".s.PGSQL.*")]:
+                with contextlib.suppress(FileNotFoundError):
+                    stale.unlink()
         self.write_conf(server_settings)
         self.pg_ctl_start()
 

@@ -36,6 +36,7 @@ BUILD_VERSION = 2
 
 class SlobTables:
     table_shape: ClassVar[dict[str, Any]] = {"build": BUILD_VERSION, "filler": FILLER_BYTES, "fillfactor": FILLFACTOR}
+    bytes_per_row: ClassVar[float] = 8192 + 40  # one heap page a row, and its index entry
 
     def __init__(self, engine: PostgresEngine):
         self.engine = engine

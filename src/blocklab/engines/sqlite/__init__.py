@@ -104,6 +104,7 @@ class SqliteEngine(EngineBase):
     accepts_dsn: ClassVar[bool] = False
     dialects: ClassVar[dict[str, type]] = {"row_insert": InsertLoop, "reload": ReloadTables}
     # a "restart" is a new connection, a reinit a new file: milliseconds
+    install_bytes: ClassVar[float] = 0.0  # the one database file is all
     change_seconds: ClassVar[dict[ApplyClass, float]] = {ApplyClass.RESTART: 0.05, ApplyClass.REINIT: 0.2}
 
     def __init__(
