@@ -66,6 +66,7 @@ class EmbeddedCluster:
         self.lock.acquire()
         try:
             self.ensure()
+            self.reap_stale_server()
             self.write_conf(server_settings)
             self.pg_ctl_start()
         except BaseException:
@@ -109,6 +110,23 @@ class EmbeddedCluster:
                     continue
         return found
 
+    def reap_stale_server(self) -> None:
+        """A postmaster left running by a blocklab that was killed outright (pg_ctl
+        daemonises it, so it outlives us): we hold the cluster's lock, so nobody
+        else owns it; it is stopped before ours starts. A dead one's lock files go."""
+        if self.postmaster_alive():
+            self.pg_ctl_stop()
+        elif self.postmaster_pid() is not None:
+            self._remove_stale_lock_files()
+
+    def _remove_stale_lock_files(self) -> None:
+        # the dead postmaster's lock files (data directory and socket): PostgreSQL would
+        # take an unreaped (zombie) postmaster for a live one and refuse to start; no
+        # other postmaster can use them, we hold the cluster's lock
+        for stale in [self.pgdata / "postmaster.pid", *self.socket_dir.glob(".s.PGSQL.*")]:
+            with contextlib.suppress(FileNotFoundError):
+                stale.unlink()
+
     def recover(self, server_settings: dict[str, str], wait_s: float = 30.0) -> None:
         """Start again after a crash: wait for the dead postmaster's children to go
         (their shared memory would keep a new postmaster out), then start;
@@ -120,12 +138,7 @@ class EmbeddedCluster:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
         if not self.postmaster_alive():
-            # the dead postmaster's lock files (data directory and socket): PostgreSQL would
-            # take an unreaped (zombie) postmaster for a live one and refuse to start; no
-            # other postmaster can use them, we hold the cluster's lock
-            for stale in [self.pgdata / "postmaster.pid", *self.socket_dir.glob(".s.PGSQL.*")]:
-                with contextlib.suppress(FileNotFoundError):
-                    stale.unlink()
+            self._remove_stale_lock_files()
         self.write_conf(server_settings)
         self.pg_ctl_start()
 
