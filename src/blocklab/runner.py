@@ -140,9 +140,12 @@ def prepare(
     for name, values in axes.items():  # every swept option value must be one the workload accepts
         for value in values:
             swept.append(make_workload(spec.workload, spec.dataset, spec.engine.kind, source, {name[len(WORKLOAD_AXIS):]: value}))
-    engine = make_engine(
-        spec.engine.kind, dsn=spec.engine.dsn, allow_server_changes=allow_server_changes, cache_dir=cache_dir
-    )
+    try:
+        engine = make_engine(
+            spec.engine.kind, dsn=spec.engine.dsn, allow_server_changes=allow_server_changes, cache_dir=cache_dir
+        )
+    except (KnobError, EngineError) as err:  # a DSN for an engine that takes none, a malformed DSN
+        raise SpecError(f"{source}: engine.dsn: {err}") from None
     try:
         engine.start()
         if spec.measure.cache == "cold" and (problem := engine.cold_cache_problem()):

@@ -143,10 +143,12 @@ def load_spec(path: Path | str, overrides: dict[str, Any] | None = None, variant
 
 def spec_from_dict(raw: dict[str, Any], source: str, overrides: dict[str, Any], variant: str | None = None) -> Spec:
     raw = copy.deepcopy(raw)
+    _check_tables(raw, source)
     quick = raw.pop("quick", None)
     variants = raw.pop("variants", {})
     kind = overrides.get("engine.kind") or raw.get("engine", {}).get("kind", DEFAULT_ENGINE)
-    engine_variant: dict[str, Any] | None = variants.get(kind)  # the recipe's [variants.<engine>]: per-engine knobs and sizes
+    # the recipe's [variants.<engine>]: per-engine knobs and sizes
+    engine_variant: dict[str, Any] | None = variants.get(kind) if isinstance(kind, str) else None
     if engine_variant is not None:
         _merge_dotted(raw, engine_variant, source, f"variants.{kind}")
     if overrides.pop("quick", False):
@@ -161,6 +163,18 @@ def spec_from_dict(raw: dict[str, Any], source: str, overrides: dict[str, Any], 
         return Spec.model_validate(raw)
     except ValidationError as err:
         raise SpecError(format_validation_error(err, source)) from None
+
+
+def _check_tables(raw: dict[str, Any], source: str) -> None:
+    """The sections that must be TOML tables are tables (checked before they are read)."""
+    for section in ("engine", "dataset", "workload", "knobs", "measure", "quick", "variants"):
+        if section in raw and not isinstance(raw[section], dict):
+            raise SpecError(f"{source}: {section}: {raw[section]!r} is not accepted: it must be a table ([{section}])")
+    for name, table in raw.get("variants", {}).items():
+        if not isinstance(table, dict):
+            raise SpecError(f"{source}: variants.{name}: {table!r} is not accepted: it must be a table ([variants.{name}])")
+        if "quick" in table and not isinstance(table["quick"], dict):
+            raise SpecError(f"{source}: variants.{name}.quick: it must be a table ([variants.{name}.quick])")
 
 
 def _merge_dotted(raw: dict[str, Any], updates: dict[str, Any], source: str, what: str) -> None:

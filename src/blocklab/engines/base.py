@@ -81,9 +81,10 @@ class KnobInfo:
             return f"an integer from {fmt_number(self.minimum)} to {fmt_number(self.maximum)}{unit}"
         return f"a {self.kind}"
 
-    def normalise(self, value: Any, engine: str) -> Any:
-        """Check one asked value; return it in canonical form or raise KnobError."""
-        label = self.generic or self.native
+    def normalise(self, value: Any, engine: str, name: str | None = None) -> Any:
+        """Check one asked value; return it in canonical form or raise KnobError
+        naming the knob as it was given (`name`)."""
+        label = name or self.generic or self.native
         where = f"knob {label!r} ({engine} {self.native})"
         if self.kind == "bool":
             return parse_bool(value, where)

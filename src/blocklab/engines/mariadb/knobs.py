@@ -379,7 +379,7 @@ class KnobsMixin:
                     f"{where}: {value!r} is not accepted: MariaDB {self._version} always checksums pages; "
                     f"accepted: {info.accepted()}"
                 )
-            return info.normalise(value, ENGINE_NAME)
+            return info.normalise(value, ENGINE_NAME, name)
         return str(value)
 
     def _check_session_values(self, settings: dict[str, Any]) -> None:

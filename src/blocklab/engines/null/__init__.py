@@ -83,7 +83,7 @@ class NullEngine(EngineBase):
         return KNOBS[name]
 
     def check_settings(self, settings: dict[str, Any], *, partial: bool = False) -> dict[str, Any]:
-        return {k: self.knob(k).normalise(v, "null") for k, v in settings.items()}
+        return {k: self.knob(k).normalise(v, "null", k) for k, v in settings.items()}
 
     def apply(self, settings: dict[str, Any]) -> dict[str, str]:
         if any(self.current.get(k) != v for k, v in settings.items() if KNOBS[k].apply >= ApplyClass.RESTART):

@@ -197,7 +197,7 @@ class PostgresEngine(EngineBase):
         out: dict[str, Any] = {}
         for name, value in settings.items():
             info = self.knob(name)
-            canonical = info.normalise(value, ENGINE_NAME)
+            canonical = info.normalise(value, ENGINE_NAME, name)
             if info.native == "block_size":
                 canonical = int(canonical)
             if self.mode == "dsn":

@@ -199,7 +199,7 @@ class SqliteEngine(EngineBase):
             if info.native == "page_size":
                 canonical = checked_page_size(value, info)
             else:
-                canonical = info.normalise(value, ENGINE_NAME)
+                canonical = info.normalise(value, ENGINE_NAME, name)
             if info.native in seen and seen[info.native][1] != canonical:
                 other, other_value = seen[info.native]
                 raise KnobError(
