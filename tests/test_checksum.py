@@ -152,6 +152,9 @@ class ScanAll:
     def estimate_seconds(self):
         return 0.01
 
+    def disk_bytes(self):
+        return 2000 * 250.0
+
 
 class CorruptAfterFirst(SilentReporter):
     def __init__(self, engine):
