@@ -54,7 +54,9 @@ def file_resident_bytes(path: Path, skip_head: int = 0) -> tuple[int, int]:
             if _libc.mincore(ctypes.c_void_p(address), ctypes.c_size_t(size), vec) != 0:
                 return 0, size
             first = skip_head // _PAGE
-            resident = sum(v & 1 for v in vec[first:])
+            # mincore sets bit 0 of a page's byte when it is resident (the other bits are reserved, 0)
+            tail = bytes(vec)[first:]
+            resident = len(tail) - tail.count(0)
         finally:
             _libc.munmap(ctypes.c_void_p(address), ctypes.c_size_t(size))
         return min(resident * _PAGE, size), size

@@ -13,6 +13,8 @@ update.py; sysstats.py for `blocklab sysstats`).
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -73,6 +75,10 @@ class PostgresEngine(EngineBase):
         self._dsn_originals: dict[str, str | None] = {}  # native -> ALTER SYSTEM value before us
         self._major = 0
         self._version = ""
+        self._control: psycopg.Connection | None = None  # see query()
+        self._control_lock = threading.Lock()
+        self._buffercache_ready = False
+        self._readback_raw: dict[str, str] = {}  # pg_settings of the last read_back's session (check_applied)
 
     @classmethod
     def native_name(cls, knob: str) -> str:
@@ -97,6 +103,7 @@ class PostgresEngine(EngineBase):
             raise EngineError(f"cannot use PostgreSQL at {self.where()}: {first}") from None
 
     def stop(self) -> None:
+        self._close_control()
         if not self._started:
             return
         try:
@@ -109,6 +116,7 @@ class PostgresEngine(EngineBase):
             stopped(self)
 
     def restart(self) -> None:
+        self._close_control()
         self.cluster.restart(self._server_settings)
 
     # ------------------------------------------------------------------ faults
@@ -122,6 +130,7 @@ class PostgresEngine(EngineBase):
         return None
 
     def recover(self) -> None:
+        self._close_control()
         if self.mode == "embedded":
             self.cluster.recover(self._server_settings)
         else:  # someone's server: it may be restarting; wait for it, bounded
@@ -171,9 +180,28 @@ class PostgresEngine(EngineBase):
         return PgSession(self.pg_connect(session=session))
 
     def query(self, sql_text: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
-        with self.pg_connect(session=False) as conn:
-            cur = conn.execute(sql_text, params)  # our SQL, parameters bound
-            return list(cur.fetchall()) if cur.description else []
+        """One statement on the engine's control connection (no session knobs), kept
+        open between calls: a new backend costs ~5-10 ms here, more than the checks
+        of a cell that use it. A connection the server dropped (a restart) is
+        replaced once; each statement is its own transaction."""
+        with self._control_lock:
+            for attempt in (1, 2):
+                if self._control is None or self._control.closed:
+                    self._control = self.pg_connect(session=False)
+                try:
+                    cur = self._control.execute(sql_text, params)  # our SQL, parameters bound
+                    return list(cur.fetchall()) if cur.description else []
+                except psycopg.OperationalError:
+                    self._close_control()
+                    if attempt == 2:
+                        raise
+        raise AssertionError("unreachable")  # pragma: no cover - both attempts return or raise
+
+    def _close_control(self) -> None:
+        if self._control is not None:
+            with contextlib.suppress(psycopg.Error):
+                self._control.close()
+            self._control = None
 
     # ------------------------------------------------------------------ capabilities
     def _load_catalog(self) -> None:
@@ -254,12 +282,19 @@ class PostgresEngine(EngineBase):
         return self.read_back(settings)
 
     def read_back(self, settings: Iterable[str]) -> dict[str, str]:
-        """What the server reports for each knob, in the measuring session."""
+        """What the server reports for each knob, in a new measuring session: SHOW
+        (as people read it, recorded as `applied`) and pg_settings' raw setting
+        (kept for check_applied, in the units blocklab asked in)."""
         out: dict[str, str] = {}
+        names = list(settings)
+        natives = [knobs.native_name(n) for n in names]
         with self.pg_connect() as conn:
-            for name in settings:
-                row = conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(knobs.native_name(name)))).fetchone()
+            for name, native in zip(names, natives):
+                row = conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(native))).fetchone()
                 out[name] = str(row[0]) if row else ""
+            rows = conn.execute("SELECT name, setting FROM pg_settings WHERE name = ANY(%s)",
+                                ([*natives, "io_combine_limit", "io_max_combine_limit"],)).fetchall()
+        self._readback_raw = {str(k): str(v) for k, v in rows}
         return out
 
     def _checksums_on(self) -> bool:
@@ -385,32 +420,35 @@ class PostgresEngine(EngineBase):
         return done
 
     def relation_files(self, relation: str) -> list[Path]:
-        with self.pg_connect(session=False) as conn:
-            return self._relation_files(conn, relation)
+        base = self.data_dir()
+        rows = self.query("SELECT pg_relation_filepath(%s::regclass)", (relation,))
+        if base is None or not rows or rows[0][0] is None:
+            return []
+        return _segments(Path(base) / rows[0][0])
 
     def cached_bytes(self, relations: Iterable[str]) -> float | None:
         """Shared buffers holding these relations (pg_buffercache)."""
-        total = 0.0
-        with self.pg_connect(session=False) as conn:
-            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_buffercache")
-            for rel in relations:
-                row = conn.execute(
-                    "SELECT count(*) * current_setting('block_size')::bigint FROM pg_buffercache "
-                    "WHERE relfilenode = pg_relation_filenode(%s::regclass) "
-                    "AND reldatabase = (SELECT oid FROM pg_database WHERE datname = current_database())",
-                    (rel,),
-                ).fetchone()
-                total += float(row[0]) if row else 0.0
-        return total
+        if not self._buffercache_ready:
+            self.query("CREATE EXTENSION IF NOT EXISTS pg_buffercache")
+            self._buffercache_ready = True
+        rows = self.query(
+            "SELECT count(*) * current_setting('block_size')::bigint FROM pg_buffercache "
+            "WHERE relfilenode IN (SELECT pg_relation_filenode(r::regclass) FROM unnest(%s::text[]) AS r) "
+            "AND reldatabase = (SELECT oid FROM pg_database WHERE datname = current_database())",
+            (list(relations),),
+        )
+        return float(rows[0][0]) if rows else 0.0
 
     def check_applied(self, settings: dict[str, Any]) -> list[str]:
         """pg_settings in a new measuring session (raw units), the effective
         io_combine_limit being capped by io_max_combine_limit."""
         natives = {name: self.knob(name).native for name in settings}
-        wanted = list({*natives.values(), "io_combine_limit", "io_max_combine_limit"})
-        with self.pg_connect() as conn:
-            rows = conn.execute("SELECT name, setting FROM pg_settings WHERE name = ANY(%s)", (wanted,)).fetchall()
-        current = {str(k): str(v) for k, v in rows}
+        current = self._readback_raw  # apply()'s own read-back session, when it covered every knob
+        if not all(native in current for native in natives.values()):
+            wanted = list({*natives.values(), "io_combine_limit", "io_max_combine_limit"})
+            with self.pg_connect() as conn:
+                rows = conn.execute("SELECT name, setting FROM pg_settings WHERE name = ANY(%s)", (wanted,)).fetchall()
+            current = {str(k): str(v) for k, v in rows}
         problems = []
         for name, value in settings.items():
             info = self.knob(name)
@@ -437,13 +475,7 @@ class PostgresEngine(EngineBase):
         row = conn.execute("SELECT pg_relation_filepath(%s::regclass)", (rel,)).fetchone()
         if base is None or row is None or row[0] is None:
             return []
-        first = Path(base) / row[0]
-        files = [first]
-        segment = 1
-        while (candidate := Path(f"{first}.{segment}")).exists():
-            files.append(candidate)
-            segment += 1
-        return files
+        return _segments(Path(base) / row[0])
 
     def io_counters(self, session: Any = None) -> dict[str, float]:
         """pg_stat_io relation I/O summed over backend types (reads by I/O workers
@@ -455,6 +487,16 @@ class PostgresEngine(EngineBase):
 
     def io_window(self, session: Any = None, *, settle: bool = False, sessions: Sequence[Any] = ()) -> StatIoWindow:
         return StatIoWindow(self, session, settle=settle, sessions=sessions)
+
+
+def _segments(first: Path) -> list[Path]:
+    """A relation's file and its 1 GB segments (name.1, name.2, ...)."""
+    files = [first]
+    segment = 1
+    while (candidate := Path(f"{first}.{segment}")).exists():
+        files.append(candidate)
+        segment += 1
+    return files
 
 
 def _is_postgres_process(pid: int) -> bool:
