@@ -120,6 +120,15 @@ class SysstatsDialect(Protocol):
     def read_costs(self, names: Sequence[str]) -> dict[str, str]:
         """The planner costs a new session sees."""
 
+    def evicts_blocks(self) -> bool:
+        """Can the engine empty its cache of a table's blocks before each phase?"""
+
+    def cached_blocks(self, table: str) -> set[int]:
+        """Blocks of the table its cache holds now (those it cannot evict stay warm)."""
+
+    def adaptations(self) -> list[str]:
+        """How the measurement is adapted to this server (an older version), one line each."""
+
     def set_costs(self, costs: dict[str, str]) -> None:
         """Set the planner costs server-wide (asynchronously visible)."""
 
@@ -232,12 +241,25 @@ def gather(
     # at most one block in READ_SPACING, so that the OS read-ahead (buffered I/O)
     # rarely finds a block's neighbour asked for next
     n = max(1, min(single_reads, nblocks // READ_SPACING))
-    sample = rng.sample(range(nblocks), n + 1)
-    warmup, blocks = sample[0], sample[1:]
+    # the throwaway round reads blocks of its own, and an engine that cannot evict
+    # blocks from its cache (PostgreSQL before 17) is sampled among those it does not hold
+    evicts = dialect.evicts_blocks()
+    held = set() if evicts else dialect.cached_blocks(table)
+    candidates = [b for b in range(nblocks) if b not in held]
+    if len(candidates) < MIN_BLOCKS:
+        raise SysstatsError(
+            f"{len(held):,} of the table's {nblocks:,} blocks are in the engine's cache, which this server cannot "
+            f"empty of a table, so no cold single-block read is left to measure; use a table several times larger "
+            f"than the cache (e.g. --rows {rows * 4:,}), or restart the server to empty it"
+        )
+    n = max(1, min(n, len(candidates) // READ_SPACING))
+    spare = min(16, max(1, len(candidates) - n - 1))
+    sample = rng.sample(candidates, n + 1 + spare)
+    warmup, throwaway, blocks = sample[0], sample[1 : 1 + spare], sample[1 + spare :]
     rep.phase(f"SREADTIM: {n:,} random single-block reads, cold")
     # a throwaway round first: right after a start the first such statement also
     # reads catalog pages (about 1% more reads), which are not the table's
-    single_block_reads(engine, table, blocks[: min(16, len(blocks))], warmup, disk)
+    single_block_reads(engine, table, throwaway, warmup, disk)
     sread = single_block_reads(engine, table, blocks, warmup, disk)
     if sread.reads < 1:
         raise SysstatsError(f"the single-block reads caused no read in pg_stat_io (cold eviction failed?): {sread}")
@@ -268,7 +290,8 @@ def gather(
              f"waiting {mreadtim_ahead:.3f} ms a read")
 
     by_level: dict[int, list[Phase]] = {1: scans}
-    for k in sorted(set(int(x) for x in sessions if int(x) > 1)):
+    # concurrent slices are TID range scans, which fill the engine's cache: only where it can be emptied
+    for k in sorted(set(int(x) for x in sessions if int(x) > 1 and evicts)):
         by_level[k] = []
         for i in range(repeats):
             rep.phase(f"MAXTHR: {k} sessions scanning at once with read-ahead, cold, {i + 1} of {repeats}")
@@ -280,7 +303,7 @@ def gather(
     slavethr = statistics.median(per_session) if per_session else throughput[best_level]
 
     phases = (sread, *mreads, *[p for ps in by_level.values() for p in ps])
-    notes = []
+    notes = [f"adapted: {line}" for line in dialect.adaptations()]
     not_cold = [p for p in phases if not p.cold_proven]
     if not_cold:
         notes.append(

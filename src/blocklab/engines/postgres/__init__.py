@@ -404,20 +404,50 @@ class PostgresEngine(EngineBase):
 
     # ------------------------------------------------------------------ cache control
     def evict(self, relations: Iterable[str]) -> dict[str, Any]:
-        """Evict from shared buffers, then drop the files from the OS page cache."""
+        """Evict from shared buffers, then drop the files from the OS page cache.
+
+        PostgreSQL 18 evicts a whole relation (pg_buffercache_evict_relation), 17
+        one buffer at a time (pg_buffercache_evict); before 17 nothing can take a
+        page out of shared buffers: a sequential scan of a table over a quarter of
+        shared_buffers reads through a small ring and leaves almost nothing, which
+        the cold-start check (claims.py, pg_buffercache) then proves or refuses."""
         done: dict[str, Any] = {"engine_evicted_buffers": 0, "os_dropped_files": 0, "os_drop_possible": True}
+        how = self._eviction()
+        done["engine_eviction"] = how
         with self.pg_connect(session=False) as conn:
             conn.execute("CHECKPOINT")  # so no dirty buffer or page survives eviction
-            has_evict = conn.execute("SELECT count(*) FROM pg_proc WHERE proname = 'pg_buffercache_evict_relation'").fetchone()
-            if not (has_evict and has_evict[0]):
-                conn.execute("CREATE EXTENSION IF NOT EXISTS pg_buffercache")
             for rel in relations:
-                evicted = conn.execute("SELECT * FROM pg_buffercache_evict_relation(%s::regclass)", (rel,)).fetchone()
+                if how == "relation":
+                    evicted = conn.execute("SELECT * FROM pg_buffercache_evict_relation(%s::regclass)", (rel,)).fetchone()
+                elif how == "buffer":
+                    evicted = conn.execute(
+                        "SELECT count(*) FILTER (WHERE pg_buffercache_evict(bufferid)) FROM pg_buffercache "
+                        "WHERE relfilenode = pg_relation_filenode(%s::regclass) "
+                        "AND reldatabase = (SELECT oid FROM pg_database WHERE datname = current_database())",
+                        (rel,),
+                    ).fetchone()
+                else:
+                    evicted = None
                 done["engine_evicted_buffers"] += int(evicted[0]) if evicted else 0
                 dropped, possible = drop_os_cache_files(self._relation_files(conn, rel))
                 done["os_dropped_files"] += dropped
                 done["os_drop_possible"] = done["os_drop_possible"] and possible
         return done
+
+    def _eviction(self) -> str:
+        """How this server empties shared buffers of a relation: relation (18), buffer (17), none."""
+        if not self._buffercache_ready:
+            try:
+                self.query("CREATE EXTENSION IF NOT EXISTS pg_buffercache")
+            except psycopg.Error as err:
+                raise EngineError(f"pg_buffercache cannot be created on {self.where()} ({str(err).strip()}): a cold "
+                                  "cache needs it; ask its owner to CREATE EXTENSION pg_buffercache") from None
+            self._buffercache_ready = True
+        functions = {r[0] for r in self.query(
+            "SELECT proname FROM pg_proc WHERE proname IN ('pg_buffercache_evict_relation', 'pg_buffercache_evict')")}
+        if "pg_buffercache_evict_relation" in functions:
+            return "relation"
+        return "buffer" if "pg_buffercache_evict" in functions else "none"
 
     def relation_files(self, relation: str) -> list[Path]:
         base = self.data_dir()
@@ -481,9 +511,9 @@ class PostgresEngine(EngineBase):
         """pg_stat_io relation I/O summed over backend types (reads by I/O workers
         included). With the measuring session its own pending statistics count too."""
         if session is not None:
-            return relation_totals(read_counters(session.conn))
+            return relation_totals(read_counters(session.conn, self._major))
         with self.pg_connect(session=False) as own:
-            return relation_totals(read_counters(own))
+            return relation_totals(read_counters(own, self._major))
 
     def io_window(self, session: Any = None, *, settle: bool = False, sessions: Sequence[Any] = ()) -> StatIoWindow:
         return StatIoWindow(self, session, settle=settle, sessions=sessions)

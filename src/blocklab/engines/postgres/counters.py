@@ -54,6 +54,28 @@ _SQL = (
     + ", ".join(f"coalesce(sum({c}), 0)" for c in COLUMNS)
     + " FROM pg_stat_io GROUP BY 1, 2"
 )
+# PostgreSQL 16 and 17 count I/O in operations of op_bytes each (18 added the *_bytes columns)
+_BYTES_16 = {"read_bytes": "reads * op_bytes", "write_bytes": "writes * op_bytes", "extend_bytes": "extends * op_bytes"}
+_SQL_16 = (
+    "SELECT backend_type, CASE WHEN object = 'wal' THEN 'wal' ELSE 'relation' END, "
+    + ", ".join(f"coalesce(sum({_BYTES_16.get(c, c)}), 0)" for c in COLUMNS)
+    + " FROM pg_stat_io GROUP BY 1, 2"
+)
+# Before 16 there is no pg_stat_io: the same figures, coarser, from the views that exist.
+# Relation reads and hits of this database (pg_statio_all_tables: heap, index, TOAST), read
+# and write time of this database (pg_stat_database, with track_io_timing), and the pages
+# written per writer (pg_stat_bgwriter: checkpointer, background writer, backends), as if
+# the client backends had done every read: PostgreSQL 15 does not say who read.
+_SQL_15 = """
+SELECT (SELECT coalesce(sum(coalesce(heap_blks_read, 0) + coalesce(idx_blks_read, 0) + coalesce(toast_blks_read, 0)
+                            + coalesce(tidx_blks_read, 0)), 0) FROM pg_statio_all_tables),
+       (SELECT coalesce(sum(coalesce(heap_blks_hit, 0) + coalesce(idx_blks_hit, 0) + coalesce(toast_blks_hit, 0)
+                            + coalesce(tidx_blks_hit, 0)), 0) FROM pg_statio_all_tables),
+       d.blk_read_time, d.blk_write_time,
+       b.buffers_checkpoint, b.buffers_clean, b.buffers_backend, b.buffers_backend_fsync,
+       current_setting('block_size')::bigint
+FROM pg_stat_database d, pg_stat_bgwriter b WHERE d.datname = current_database()
+"""
 
 Counters = dict[tuple[str, str], dict[str, float]]  # (backend_type, relation|wal) -> column -> value
 
@@ -64,12 +86,30 @@ def flush_own_stats(conn: Any) -> None:
     conn.execute("SELECT 1")  # the flush happens as the backend goes idle after the previous statement
 
 
-def read_counters(conn: Any) -> Counters:
+def read_counters(conn: Any, major: int = 18) -> Counters:
+    """The I/O counters by (process type, relation|wal) on a server of this major version."""
     flush_own_stats(conn)
+    if major < 16:
+        return _legacy_counters(conn)
     out: Counters = {}
-    for row in conn.execute(_SQL).fetchall():
+    for row in conn.execute(_SQL if major >= 18 else _SQL_16).fetchall():
         out[(row[0], row[1])] = {c: float(v) for c, v in zip(COLUMNS, row[2:])}
     return out
+
+
+def _legacy_counters(conn: Any) -> Counters:
+    reads, hits, read_ms, write_ms, checkpoint, clean, backend, backend_fsync, block = conn.execute(_SQL_15).fetchone()
+
+    def row(**values: float) -> dict[str, float]:
+        return {c: float(values.get(c, 0.0) or 0.0) for c in COLUMNS}
+
+    return {
+        ("client backend", "relation"): row(reads=reads, read_bytes=reads * block, read_time=read_ms, hits=hits,
+                                            writes=backend, write_bytes=backend * block, write_time=write_ms,
+                                            fsyncs=backend_fsync),
+        ("background writer", "relation"): row(writes=clean, write_bytes=clean * block),
+        ("checkpointer", "relation"): row(writes=checkpoint, write_bytes=checkpoint * block),
+    }
 
 
 def diff(after: Counters, before: Counters) -> Counters:
@@ -109,6 +149,7 @@ class StatIoWindow:
     def __init__(self, engine: Any, session: Any = None, *, settle: bool = False, sessions: Sequence[Any] = (),
                  settle_s: float = 1.5):
         self.engine = engine
+        self.major = int(engine.major or 18)
         self.conn = session.conn if session is not None else None
         self.sessions = list(sessions)
         self.settle_s = settle_s if settle else 0.0
@@ -124,7 +165,7 @@ class StatIoWindow:
         return self._own
 
     def __enter__(self) -> StatIoWindow:
-        self._before = read_counters(self._conn())
+        self._before = read_counters(self._conn(), self.major)
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -143,10 +184,10 @@ class StatIoWindow:
         """Read until two reads 0.25 s apart agree, or settle_s has passed."""
         conn = self._conn()
         deadline = time.perf_counter() + self.settle_s
-        last = read_counters(conn)
+        last = read_counters(conn, self.major)
         while time.perf_counter() < deadline:
             time.sleep(0.25)
-            now = read_counters(conn)
+            now = read_counters(conn, self.major)
             if _same(now, last):
                 return now
             last = now

@@ -51,6 +51,7 @@ class _Session:
     `effective_io_concurrency` 0 makes a scan read one block range at a time, no read-ahead."""
 
     def __init__(self, engine: PostgresEngine, effective_io_concurrency: int | None = None):
+        self.major = engine.major
         self.conn = engine.pg_connect()
         try:
             self.conn.execute("SET max_parallel_workers_per_gather = 0")
@@ -74,7 +75,7 @@ class _Session:
         flush_own_stats(self.conn)
 
     def counters(self) -> dict[str, float]:
-        return relation_totals(read_counters(self.conn))
+        return relation_totals(read_counters(self.conn, self.major))
 
     def close(self) -> None:
         self.conn.close()
@@ -100,12 +101,42 @@ class SysstatsReads:
         self.engine = engine
 
     def read_settings(self) -> dict[str, str]:
-        """The settings the statistics are measured under."""
+        """The settings the statistics are measured under (before 17 a scan reads one
+        block per call and before 18 every read is synchronous: those are their values)."""
         with _server_errors(), _Session(self.engine) as s:
             rows = s.conn.execute(
                 "SELECT name, setting FROM pg_settings WHERE name IN ('io_combine_limit', 'io_method', 'effective_io_concurrency')"
             ).fetchall()
-        return {str(k): str(v) for k, v in rows}
+        return {"io_combine_limit": "1", "io_method": "sync", **{str(k): str(v) for k, v in rows}}
+
+    def evicts_blocks(self) -> bool:
+        with _server_errors():
+            return self.engine._eviction() != "none"
+
+    def cached_blocks(self, table: str) -> set[int]:
+        with _server_errors():
+            self.engine._eviction()  # makes sure pg_buffercache exists
+            rows = self.engine.query(
+                "SELECT relblocknumber FROM pg_buffercache WHERE relfilenode = pg_relation_filenode(%s::regclass) "
+                "AND reldatabase = (SELECT oid FROM pg_database WHERE datname = current_database())",
+                (table,),
+            )
+        return {int(r[0]) for r in rows}
+
+    def adaptations(self) -> list[str]:
+        major, version = self.engine.major, self.engine.version
+        out = []
+        if major < 17:
+            out.append(f"PostgreSQL {version} has no io_combine_limit: a scan asks for one 8 kB block per call "
+                       "and the OS read-ahead makes the large reads (MBRC counts PostgreSQL's calls)")
+        if major < 16:
+            out.append("no pg_stat_io before PostgreSQL 16: reads, hits and read times come from pg_statio_all_tables "
+                       "and pg_stat_database")
+        if not self.evicts_blocks():
+            out.append("shared buffers cannot be emptied of a table before PostgreSQL 17 (pg_buffercache_evict): the "
+                       "single-block sample avoids the blocks they hold, and MAXTHR is measured with one session only "
+                       "(concurrent TID range scans would fill them)")
+        return out
 
     def single_block_reads(self, table: str, blocks: Sequence[int], warmup_block: int, disk: DeviceReads) -> Reading:
         """Cold random single-block reads of `blocks` (distinct). One block outside
