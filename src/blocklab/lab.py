@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,7 +63,9 @@ def load_experiment(
     overrides.check()
     path = recipes.resolve(target)
     spec, text = load_spec(path, overrides.as_dotted())
-    exp = prepare(spec, text, str(path), allow_server_changes=allow_server_changes, cache_dir=cache_dir)
+    raw = tomllib.loads(text)  # read again once the engine answers: the recipe's adaptations to its version
+    exp = prepare(spec, text, str(path), allow_server_changes=allow_server_changes, cache_dir=cache_dir,
+                  raw=raw, overrides=overrides.as_dotted())
     exp.options = {k: v for k, v in overrides.as_dotted().items()}
     return exp
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import os
 import random
 import signal
@@ -37,7 +38,7 @@ from .results import (
     RunDir,
 )
 from .search import check_refinable, coarse_values, next_cells
-from .spec import WORKLOAD_AXIS, Spec, SpecError
+from .spec import WORKLOAD_AXIS, Spec, SpecError, spec_from_dict
 from .workloads import make_workload
 from .workloads.base import Workload
 
@@ -130,38 +131,99 @@ def prepare(
     *,
     allow_server_changes: bool = False,
     cache_dir: Path | None = None,
+    raw: dict[str, Any] | None = None,
+    overrides: dict[str, Any] | None = None,
 ) -> Experiment:
     """Validate everything that needs the engine. Raises SpecError; the engine is
-    left stopped on failure. Nothing is changed on a DSN server here."""
-    workload = make_workload(spec.workload, spec.dataset, spec.engine.kind, source)
-    axes = {n: v for n, v in spec.knobs.items() if n.startswith(WORKLOAD_AXIS)}
-    axis_infos = {name: _axis_info(type(workload), name) for name in axes}
-    swept = [workload]
-    for name, values in axes.items():  # every swept option value must be one the workload accepts
-        for value in values:
-            swept.append(make_workload(spec.workload, spec.dataset, spec.engine.kind, source, {name[len(WORKLOAD_AXIS):]: value}))
+    left stopped on failure. Nothing is changed on a DSN server here. With the
+    experiment file's `raw` dict (and the command line's `overrides`), the spec is
+    derived again once the engine answers, adapted to its version and mode."""
+    if raw is not None:
+        engine = _engine_for(spec, source, allow_server_changes, cache_dir)
+        try:
+            engine.start()
+            spec = spec_from_dict(raw, source, dict(overrides or {}), engine_version=engine.version_tuple(), dsn=engine.mode == "dsn")
+        except (KnobError, EngineError) as err:
+            engine.stop()
+            raise SpecError(f"{source}: {err}") from None
+        except BaseException:
+            engine.stop()
+            raise
+        return _prepare(spec, spec_text, source, engine)
+    return _prepare(spec, spec_text, source, _engine_for(spec, source, allow_server_changes, cache_dir))
+
+
+class Problems:
+    """Validation problems gathered, so that one message tells them all (and every
+    flag they need) instead of one per try."""
+
+    def __init__(self) -> None:
+        self.messages: list[str] = []
+
+    def add(self, message: str) -> None:
+        if message not in self.messages:
+            self.messages.append(message)
+
+    def attempt(self, check: Callable[[], Any]) -> Any:
+        try:
+            return check()
+        except KnobError as err:
+            self.add(str(err))
+            return None
+
+    def raise_if_any(self) -> None:
+        if not self.messages:
+            return
+        if len(self.messages) == 1:
+            raise KnobError(self.messages[0])
+        flags = sorted({flag for m in self.messages for flag in ("--allow-server-changes",) if flag in m})
+        needs = f"\n  it needs {' and '.join(flags)}" if flags else ""
+        raise KnobError(f"{len(self.messages)} problems:\n  " + "\n  ".join(self.messages) + needs)
+
+
+def _engine_for(spec: Spec, source: str, allow_server_changes: bool, cache_dir: Path | None) -> Engine:
     try:
-        engine = make_engine(
-            spec.engine.kind, dsn=spec.engine.dsn, allow_server_changes=allow_server_changes, cache_dir=cache_dir
-        )
+        return make_engine(spec.engine.kind, dsn=spec.engine.dsn, allow_server_changes=allow_server_changes, cache_dir=cache_dir)
     except (KnobError, EngineError) as err:  # a DSN for an engine that takes none, a malformed DSN
         raise SpecError(f"{source}: engine.dsn: {err}") from None
+
+
+def _prepare(spec: Spec, spec_text: str, source: str, engine: Engine) -> Experiment:
     try:
+        workload = make_workload(spec.workload, spec.dataset, spec.engine.kind, source)
+    except BaseException:
+        engine.stop()
+        raise
+    axes = {n: v for n, v in spec.knobs.items() if n.startswith(WORKLOAD_AXIS)}
+    axis_infos = {name: _axis_info(type(workload), name) for name in axes}
+    try:
+        swept = [workload]
+        for name, values in axes.items():  # every swept option value must be one the workload accepts
+            for value in values:
+                swept.append(make_workload(spec.workload, spec.dataset, spec.engine.kind, source, {name[len(WORKLOAD_AXIS):]: value}))
         engine.start()
+        problems = Problems()
         if spec.measure.cache == "cold" and (problem := engine.cold_cache_problem()):
-            raise KnobError(f"measure.cache = 'cold' is not possible here: {problem}")
-        check_disk_space(engine, swept)
+            problems.add(f"measure.cache = 'cold' is not possible here: {problem}")
+        problems.attempt(lambda: check_disk_space(engine, swept))
         engine_knobs = {n: v for n, v in spec.knobs.items() if n not in axes}
-        infos: dict[str, KnobInfo] = {name: engine.knob(name) for name in [*spec.engine.settings, *engine_knobs]}
+        infos: dict[str, KnobInfo] = {}
+        for name in [*spec.engine.settings, *engine_knobs]:
+            if (info := problems.attempt(functools.partial(engine.knob, name))) is not None:
+                infos[name] = info
         infos.update(axis_infos)
-        raw_fixed = dict(spec.engine.settings)
-        fixed = engine.check_settings(raw_fixed)
+        raw_fixed = {k: v for k, v in spec.engine.settings.items() if k in infos}
+        for name, value in raw_fixed.items():  # each fixed setting on its own: every problem is told at once
+            problems.attempt(functools.partial(engine.check_settings, {name: value}, partial=True))
         knobs: dict[str, list[Any]] = {}
         for name, values in spec.knobs.items():  # in the file's order: the plan and labels keep it
             if name in axes:
                 knobs[name] = list(values)
-            else:
-                knobs[name] = [engine.check_settings({**raw_fixed, name: v}, partial=True)[name] for v in values]
+            elif name in infos:
+                checked = [problems.attempt(functools.partial(engine.check_settings, {**raw_fixed, name: v}, partial=True)) for v in values]
+                knobs[name] = [c[name] for c in checked if c is not None]
+        problems.raise_if_any()
+        fixed = engine.check_settings(raw_fixed)
         for point in _grid_points(engine_knobs and {n: knobs[n] for n in engine_knobs}):
             engine.check_settings({**fixed, **point})  # combinations too (a value above a fixed ceiling)
     except (KnobError, EngineError) as err:

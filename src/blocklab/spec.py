@@ -87,6 +87,10 @@ class Spec(_Strict):
     workload: WorkloadSpec = Field(default_factory=WorkloadSpec)
     knobs: dict[str, list[Scalar]] = Field(default_factory=dict)
     measure: MeasureSpec = Field(default_factory=MeasureSpec)
+    # how the recipe was adapted to this server (its version, a server given by DSN), one line
+    # each; and the recipe's fixed settings a --set replaced: shown in the plan, kept in spec.json
+    adapted: list[str] = Field(default_factory=list)
+    overridden: list[str] = Field(default_factory=list)
 
     @field_validator("knobs")
     @classmethod
@@ -141,8 +145,23 @@ def load_spec(path: Path | str, overrides: dict[str, Any] | None = None, variant
     return spec_from_dict(raw, str(path), overrides or {}, variant), text
 
 
-def spec_from_dict(raw: dict[str, Any], source: str, overrides: dict[str, Any], variant: str | None = None) -> Spec:
+def spec_from_dict(
+    raw: dict[str, Any],
+    source: str,
+    overrides: dict[str, Any],
+    variant: str | None = None,
+    *,
+    engine_version: tuple[int, ...] | None = None,
+    dsn: bool = False,
+) -> Spec:
+    """The spec of an experiment file's dict, its engine's variant, --quick and the
+    command line merged in that order. With the engine's version (known once it
+    answers), the variant's adaptations apply: `[variants.E.dsn]` on a server
+    given by DSN, `[variants.E.before.N]` on versions older than N (newest first,
+    so the oldest version's adaptations win), each with its `why` and the keys
+    it `drop`s; `min_version` refuses older servers."""
     raw = copy.deepcopy(raw)
+    overrides = dict(overrides)
     _check_tables(raw, source)
     quick = raw.pop("quick", None)
     variants = raw.pop("variants", {})
@@ -151,18 +170,102 @@ def spec_from_dict(raw: dict[str, Any], source: str, overrides: dict[str, Any], 
     engine_variant: dict[str, Any] | None = variants.get(kind) if isinstance(kind, str) else None
     if engine_variant is not None:
         _merge_dotted(raw, engine_variant, source, f"variants.{kind}")
-    if overrides.pop("quick", False):
+    use_quick = bool(overrides.pop("quick", False))
+    if use_quick:
         if quick is None:
             raise SpecError(f"{source}: --quick: this experiment has no [quick] section")
         _merge_dotted(raw, quick, source, "quick")
         if engine_variant is not None and isinstance(engine_variant.get("quick"), dict):
             _merge_dotted(raw, engine_variant["quick"], source, f"variants.{kind}.quick")
     raw.get("engine", {}).pop("quick", None)
+    adapted = _adapt(raw, engine_variant or {}, f"variants.{kind}", source, engine_version, dsn, use_quick)
+    overridden = _override_fixed(raw, overrides)
     _merge_dotted(raw, overrides, source, "option")
+    raw["adapted"], raw["overridden"] = adapted, overridden
     try:
         return Spec.model_validate(raw)
     except ValidationError as err:
         raise SpecError(format_validation_error(err, source)) from None
+
+
+ADAPTATION_KEYS = ("quick", "before", "dsn", "min_version", "why", "drop")
+
+
+def version_text(version: tuple[int, ...]) -> str:
+    return ".".join(str(v) for v in version)
+
+
+def _parse_version(text: str, where: str, source: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(p) for p in str(text).split("."))
+    except ValueError:
+        raise SpecError(f"{source}: {where}: {text!r} is not a version like 17 or 10.6") from None
+
+
+def _adapt(raw: dict[str, Any], variant: dict[str, Any], where: str, source: str, version: tuple[int, ...] | None,
+           dsn: bool, quick: bool) -> list[str]:
+    """Apply the variant's adaptations to this server; their `why` lines."""
+    if version is None:
+        return []
+    if "min_version" in variant:
+        oldest = _parse_version(variant["min_version"], f"{where}.min_version", source)
+        if version < oldest:
+            raise SpecError(f"{source}: needs version {version_text(oldest)} or later of the engine; this server is "
+                            f"{version_text(version)} ({where}.min_version)")
+    sections: list[tuple[str, dict[str, Any]]] = []
+    if dsn and isinstance(variant.get("dsn"), dict):
+        sections.append((f"{where}.dsn", variant["dsn"]))
+    before = variant.get("before", {})
+    if not isinstance(before, dict):
+        raise SpecError(f"{source}: {where}.before: must be a table of versions ([{where}.before.17])")
+    ordered = sorted(((_parse_version(v, f"{where}.before.{v}", source), v, t) for v, t in before.items()), reverse=True)
+    sections += [(f"{where}.before.{v}", t) for parsed, v, t in ordered if version < parsed]
+    why = []
+    for name, table in sections:
+        if not isinstance(table, dict):
+            raise SpecError(f"{source}: {name}: must be a table")
+        for dotted in table.get("drop", []):
+            _drop_dotted(raw, str(dotted))
+        _merge_dotted(raw, {k: v for k, v in table.items() if k not in ADAPTATION_KEYS}, source, name)
+        if quick and isinstance(table.get("quick"), dict):
+            _merge_dotted(raw, table["quick"], source, f"{name}.quick")
+        if table.get("why"):
+            why.append(str(table["why"]))
+    return why
+
+
+def _drop_dotted(raw: dict[str, Any], dotted: str) -> None:
+    for section in ("knobs.", "engine.settings."):
+        if dotted.startswith(section):
+            node = raw.get("knobs", {}) if section == "knobs." else raw.get("engine", {}).get("settings", {})
+            node.pop(dotted[len(section):], None)
+            return
+    node = raw
+    keys = dotted.split(".")
+    for key in keys[:-1]:
+        node = node.get(key, {})
+    if isinstance(node, dict):
+        node.pop(keys[-1], None)
+
+
+def _override_fixed(raw: dict[str, Any], overrides: dict[str, Any]) -> list[str]:
+    """--set KNOB=V on a knob the file holds fixed ([engine.settings]) replaces the fixed
+    value (one value) or sweeps it (several); what was replaced, for the plan."""
+    fixed = raw.get("engine", {}).get("settings", {})
+    out = []
+    for dotted in [k for k in overrides if k.startswith("knobs.")]:
+        name = dotted[len("knobs."):]
+        if name not in fixed:
+            continue
+        values = overrides[dotted]
+        was = fixed.pop(name)
+        if isinstance(values, list) and len(values) == 1:
+            fixed[name] = values[0]
+            del overrides[dotted]
+            out.append(f"{name} = {values[0]!r} (the experiment holds it at {was!r})")
+        else:
+            out.append(f"{name} swept over {values!r} (the experiment holds it at {was!r})")
+    return out
 
 
 def _check_tables(raw: dict[str, Any], source: str) -> None:
@@ -179,7 +282,7 @@ def _check_tables(raw: dict[str, Any], source: str) -> None:
 
 def _merge_dotted(raw: dict[str, Any], updates: dict[str, Any], source: str, what: str) -> None:
     for dotted, value in updates.items():
-        if dotted == "quick":
+        if dotted in ADAPTATION_KEYS:
             continue
         if isinstance(value, dict) and "." not in dotted and dotted in ("engine", "dataset", "workload", "measure"):
             for key, sub in value.items():

@@ -350,6 +350,9 @@ class Engine(Protocol):
     def info(self) -> EngineInfo:
         """Version, mode, data directory and the full parameter set."""
 
+    def version_tuple(self) -> tuple[int, ...]:
+        """The server's version as numbers, (15, 20) or (10, 11, 19): what recipes adapt to."""
+
     # sessions -------------------------------------------------------------
     def connect(self, *, session: bool = True) -> Session:
         """A new session; with `session`, the session-class knobs applied."""

@@ -475,6 +475,12 @@ class MariadbEngine(InstanceMixin, KnobsMixin, EngineBase):
     def version(self) -> str:
         return self._version
 
+    def version_tuple(self) -> tuple[int, ...]:
+        import re
+
+        self.start()
+        return tuple(int(p) for p in re.findall(r"\d+", self._version.split("-")[0])[:3])
+
     def block_size(self) -> int:
         self.start()
         return int(self.query("SELECT @@innodb_page_size")[0][0])

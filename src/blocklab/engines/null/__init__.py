@@ -92,6 +92,9 @@ class NullEngine(EngineBase):
         self.applied_history.append(dict(settings))
         return {k: str(v) for k, v in settings.items()}
 
+    def version_tuple(self) -> tuple[int, ...]:
+        return (0,)
+
     def info(self) -> EngineInfo:
         return EngineInfo(engine="null", version="0", mode="null", data_dir=None, settings={})
 

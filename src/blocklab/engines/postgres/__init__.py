@@ -373,6 +373,12 @@ class PostgresEngine(EngineBase):
     def major(self) -> int:
         return self._major
 
+    def version_tuple(self) -> tuple[int, ...]:
+        if not self._catalog:
+            self.start()
+        number = int(self._catalog.get("server_version_num", {}).get("setting", self._major * 10000))
+        return (number // 10000, number % 10000)
+
     def block_size(self) -> int:
         if not self._catalog:
             self.start()

@@ -396,6 +396,9 @@ class SqliteEngine(EngineBase):
         conn.execute(f'CREATE TABLE IF NOT EXISTS "{META_TABLE}" (name TEXT PRIMARY KEY, fingerprint TEXT)')
         conn.execute(f'INSERT OR REPLACE INTO "{META_TABLE}" VALUES (?, ?)', (table, fingerprint))
 
+    def version_tuple(self) -> tuple[int, ...]:
+        return tuple(int(p) for p in apsw.sqlite_lib_version().split("."))
+
     def relation_files(self, relation: str) -> list[Path]:
         return [p for p in (self.db_path, Path(f"{self.db_path}-wal")) if p.exists()]  # every table is in the one file
 
