@@ -186,7 +186,7 @@ def test_adaptive_repeats_add_blocks_until_max_and_name_noisy(tmp_path):
     run_dir = RunDir(tmp_path / "run")
     run(exp, run_dir, reporter)
     assert len(run_dir.rows()) == 2 * 5
-    assert any("stayed noisy after 5 repeats" in line and "null.level=" in line for line in reporter.lines)
+    assert any("stayed unsettled after 5 repeats" in line and "null.level=" in line for line in reporter.lines)
     plan = json.loads(run_dir.file("plan.json").read_text())
     assert len(plan["cells"]) == 10
 

@@ -48,28 +48,30 @@ class ResultRow:
     started: str = ""
     notes: dict[str, Any] = field(default_factory=dict)
     format: int = FORMAT
+    # A point that runs for a duration may record its metrics second by second:
+    # {"t": [seconds...], "<metric>": [value per second...]} (analysis/series.py).
+    series: dict[str, list[float]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "format": self.format,
-                "cell": self.cell,
-                "cell_id": self.cell_id,
-                "block": self.block,
-                "settings": self.settings,
-                "applied": self.applied,
-                "metrics": self.metrics,
-                "status": self.status,
-                "started": self.started,
-                "notes": self.notes,
-            },
-            sort_keys=False,
-            default=str,
-        )
+        data = {
+            "format": self.format,
+            "cell": self.cell,
+            "cell_id": self.cell_id,
+            "block": self.block,
+            "settings": self.settings,
+            "applied": self.applied,
+            "metrics": self.metrics,
+            "status": self.status,
+            "started": self.started,
+            "notes": self.notes,
+        }
+        if self.series:  # only points that record one: other rows stay as they were
+            data["series"] = self.series
+        return json.dumps(data, sort_keys=False, default=str)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "ResultRow":
@@ -86,7 +88,17 @@ class ResultRow:
             cell_id=str(d.get("cell_id", "")),
             started=str(d.get("started", "")),
             notes=dict(d.get("notes", {})),
+            series=_series(d.get("series"), d.get("cell_id") or d.get("cell")),
         )
+
+
+def _series(raw: Any, cell: Any) -> dict[str, list[float]]:
+    if not raw:
+        return {}
+    try:
+        return {str(k): [float(x) for x in v] for k, v in dict(raw).items()}
+    except (TypeError, ValueError) as err:
+        raise ResultsError(f"result row {cell}: 'series' must map names to lists of numbers ({err})") from None
 
 
 class RunDir:
