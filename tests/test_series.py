@@ -9,7 +9,11 @@ import math
 import numpy as np
 import pytest
 
-from blocklab.analysis.series import batch_means_interval, mser_truncation, row_series_interval
+from blocklab.analysis.series import (
+    batch_means_interval,
+    mser_truncation,
+    row_series_interval,
+)
 from blocklab.analysis.summary import summarise
 from blocklab.results import ResultRow, ResultsError
 

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from . import __version__, recipes
+from .cli_analyse import analyse_command
 from .console import ConsoleReporter, make_console, settings_table
 from .engines.base import EngineError
 from .lab import Overrides, load_experiment, load_saved_experiment, plan_text
@@ -510,6 +511,8 @@ def calibrate_command(directory: Path | None, quick: bool, out: Path | None) -> 
         console.print(f"{len(cal.failures)} point(s) failed: see {run_dir.file('results.jsonl')}", style="red", markup=False)
     console.print(f"saved: {run_dir.path}", markup=False, highlight=False)
 
+
+main.add_command(analyse_command)
 
 if __name__ == "__main__":
     main()

@@ -37,11 +37,11 @@ so the drift stays in their variance.
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Hashable, Iterable, Mapping, Sequence
 
 import numpy as np
-from scipy import stats as _scipy_stats
+from scipy import stats as _scipy_stats  # type: ignore[import-untyped]
 
 from .stats import (
     CONFIDENCE,

@@ -26,11 +26,12 @@ seconds as independent covers about 75% at 0.6.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
-from scipy import stats as _scipy_stats
+from scipy import stats as _scipy_stats  # type: ignore[import-untyped]
 
 from .stats import CONFIDENCE
 
@@ -75,7 +76,7 @@ def mser_truncation(values: Sequence[float] | np.ndarray, batch: int = MSER_BATC
         return 0
     means = x[: m * batch].reshape(m, batch).mean(axis=1)
     best_d, best = 0, math.inf
-    for d in range(0, m // 2 + 1):
+    for d in range(m // 2 + 1):
         rest = means[d:]
         score = float(((rest - rest.mean()) ** 2).sum()) / (rest.size**2)
         if score < best:

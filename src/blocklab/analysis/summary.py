@@ -9,7 +9,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from typing import Any, Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import Any
 
 from ..results import ResultRow
 from .stats import Analysis
