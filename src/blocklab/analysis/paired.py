@@ -2,24 +2,29 @@
 
 A run measures every setting once per block, in a fresh random order, so that
 whatever drifts during the run (the VM's neighbours, the disk's cache, the
-time of day) hits all settings of a block alike. This module uses that: on the
-log scale each cell is
+time of day) hits all settings of a block alike. This module uses that.
 
-    log(value) = level(setting) + drift(block) + noise
+The ratio of two settings is computed from the blocks that hold both: in each
+such block the ratio of their two values (the block's drift cancels in it),
+and over the blocks the geometric mean of those per-block ratios with a
+Student t interval on the log scale (a paired t interval). A block that lost
+a cell (failed or invalid) still gives every other pair it holds.
 
-(a randomised complete block model, fitted by least squares, so a block that
-lost a cell still contributes every pair it does hold). The ratio of two
-settings is exp(level_a - level_b): with complete blocks exactly the geometric
-mean of their per-block ratios. The block drift cancels out of it, which is why
-these intervals are narrower than intervals of each setting on its own.
-
-Intervals are Student t intervals on the log scale with the model's pooled
-residual variance (all settings of the run share it; on this kind of VM the
-per-setting residual spread of cold scans was 0.067-0.090 on the log scale,
-alike for all eight mbrc settings). Why not a bootstrap over blocks: with the
+Why each pair's own spread and not one pooled over all settings: measured on
+this kind of VM (benchmarks/aa.py), cells stall now and then (a 30 ms scan took
+720 ms while a neighbour wrote), the stalls hit some settings more than others,
+and a pooled variance lends one setting's calm to another's stalls; in the
+real A/A runs a pooled interval called a setting 'faster' than itself on a
+single stall. The paired t interval is exact for log-normal noise and errs
+on the wide side for heavier tails. Why not a bootstrap over blocks: with the
 3-5 blocks of a usual run a percentile bootstrap of a median covers far less
-than 95% (a bootstrap of the median of 3 blocks is about [min, max], a 75%
-interval); benchmarks/aa.py measures that on simulated runs.
+than 95% (the bootstrap of the median of 3 blocks is about [min, max], a 75%
+interval); benchmarks/aa.py measures that too.
+
+A least-squares fit of log(value) = level(setting) + drift(block) + noise
+(missing cells allowed) gives what needs all settings at once: the best (the
+highest drift-adjusted level), each block's drift (the report's drift plot)
+and residuals to flag odd cells.
 
 Sequential stopping (measure.target_ci) looks at the data after every block.
 Each look is a chance of a false "faster", so the 5% is split evenly over the
@@ -101,25 +106,25 @@ class BlockModel:
     residual_sd: float  # pooled, log scale; NaN when df == 0
     df: int  # residual degrees of freedom
     residuals: Mapping[Hashable, tuple[float, ...]]  # per setting, in the order its cells were given
-    _cov: np.ndarray = field(repr=False, compare=False)  # (X'X)^+ for the setting columns
-    _component: Mapping[Hashable, int] = field(repr=False, compare=False)
     _logs: Mapping[Hashable, np.ndarray] = field(repr=False, compare=False)
-    _blocks_of: Mapping[Hashable, frozenset] = field(repr=False, compare=False)
+    _by_block: Mapping[Hashable, Mapping[int, float]] = field(repr=False, compare=False)  # mean log per block
 
     @property
     def blocks(self) -> tuple[int, ...]:
         return tuple(self.block_effects)
 
     def effect(self, a: Hashable, b: Hashable) -> Effect:
-        """log(a / b): from the block model when a and b are connected through
-        shared blocks, else unpaired (Welch)."""
-        shared = len(self._blocks_of[a] & self._blocks_of[b])
-        if self._component[a] == self._component[b]:
-            i, j = self.keys.index(a), self.keys.index(b)
-            var = self._cov[i, i] + self._cov[j, j] - 2.0 * self._cov[i, j]
-            se = self.residual_sd * math.sqrt(max(var, 0.0)) if self.df > 0 else math.nan
-            return Effect(self.levels[a] - self.levels[b], se, float(self.df), True, shared)
-        return _welch(self._logs[a], self._logs[b], shared)
+        """log(a / b) over the blocks holding both (paired t: the mean of the
+        per-block log ratios and its standard error); Welch's t on all their
+        cells when they share no block. One shared block: an estimate, no interval."""
+        in_a, in_b = self._by_block[a], self._by_block[b]
+        shared = sorted(set(in_a) & set(in_b))
+        if not shared:
+            return _welch(self._logs[a], self._logs[b], 0)
+        d = np.array([in_a[blk] - in_b[blk] for blk in shared])
+        if d.size < 2:
+            return Effect(float(d[0]), math.nan, 0.0, True, 1)
+        return Effect(float(d.mean()), float(d.std(ddof=1)) / math.sqrt(d.size), float(d.size - 1), True, d.size)
 
 
 def fit_blocks(cells: Iterable[BlockCell], order: Sequence[Hashable] = ()) -> BlockModel:
@@ -168,11 +173,11 @@ def fit_blocks(cells: Iterable[BlockCell], order: Sequence[Hashable] = ()) -> Bl
 
     residuals: dict[Hashable, list[float]] = {key: [] for key in keys}
     logs: dict[Hashable, list[float]] = {key: [] for key in keys}
-    blocks_of: dict[Hashable, set] = {key: set() for key in keys}
+    per_block: dict[Hashable, dict[int, list[float]]] = {key: {} for key in keys}
     for r, c in enumerate(cells):
         residuals[c.key].append(float(resid[r]))
         logs[c.key].append(float(y[r]))
-        blocks_of[c.key].add(c.block)
+        per_block[c.key].setdefault(c.block, []).append(float(y[r]))  # an imported run may repeat a cell
     return BlockModel(
         keys=tuple(keys),
         levels=levels,
@@ -180,16 +185,14 @@ def fit_blocks(cells: Iterable[BlockCell], order: Sequence[Hashable] = ()) -> Bl
         residual_sd=sd,
         df=df,
         residuals={key: tuple(v) for key, v in residuals.items()},
-        _cov=xtx_pinv[:k, :k],
-        _component={key: component[("setting", key)] for key in keys},
         _logs={key: np.asarray(v) for key, v in logs.items()},
-        _blocks_of={key: frozenset(v) for key, v in blocks_of.items()},
+        _by_block={key: {b: float(np.mean(v)) for b, v in blocks.items()} for key, blocks in per_block.items()},
     )
 
 
 def _components(cells: list[BlockCell]) -> dict[tuple[str, Hashable], int]:
     """Connected components of the graph settings -- blocks (a cell is an edge):
-    two settings can be compared within blocks only inside one component."""
+    the fitted levels of two settings are comparable only inside one component."""
     parent: dict[tuple[str, Hashable], tuple[str, Hashable]] = {}
 
     def find(node: tuple[str, Hashable]) -> tuple[str, Hashable]:
