@@ -196,6 +196,17 @@ def simulate(args: argparse.Namespace) -> None:
                 line.append(f"{rule}: {what} {rate(hits, len(used))}, blocks {statistics.mean(used):.1f} (stopped early {reached}/{len(used)})")
         print(f"twin x{factor:.2f}:\n  " + "\n  ".join(line))
 
+    print(f"\n== {len(levels)} identical settings (all at the best's level): runs whose verdict calls one of them slower than the best ==")
+    same = {k: 1.0 for k in levels}
+    for n in args.fixed:
+        hits = [0, 0]
+        for _ in range(args.power_runs):
+            cells = simulate_cells(rng, same, n, noise)
+            groups = {k: [c.value for c in cells if c.key == k] for k in same}
+            hits[0] += len(analyse(groups, resamples=R).indistinguishable) < len(same) - 1
+            hits[1] += len(analyse_blocks(cells, resamples=R).indistinguishable) < len(same) - 1
+        print(f"{n:2d} blocks: unpaired {rate(hits[0], args.power_runs)}; paired {rate(hits[1], args.power_runs)}")
+
     print(f"\n== cells to reach target_ci {args.target:.0%} on the mbrc sweep (8 settings, no twin), {args.power_runs} runs ==")
     for rule in ("unpaired", "paired"):
         used, reached = [], 0

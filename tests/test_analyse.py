@@ -161,3 +161,21 @@ def test_runs_without_measurements_or_with_broken_rows_exit_2(tmp_path):
 def test_help_has_an_example():
     result = CliRunner().invoke(main, ["analyse", "--help"])
     assert result.exit_code == 0 and "blocklab analyse results/" in result.output
+
+
+# ---------------------------------------------------------------------- the drift plot
+def test_the_drift_plot_shows_each_blocks_drift_and_needs_three_blocks(tmp_path):
+    from blocklab.report.drift_plot import drift_figure
+
+    factors = [1.0, 1.2, 0.9, 1.0]  # block 2 ran 20% fast, block 3 10% slow, all settings alike
+    cells = [BlockCell(b, k, 1e7 * level * f * (1.0 + 0.001 * ((b + i) % 3)))
+             for b, f in enumerate(factors) for i, (k, level) in enumerate({"A": 1.0, "B": 0.5, "C": 2.0}.items())]
+    path = write_run(tmp_path / "drift", cells, metric="rows_per_s", goal="max").path
+    fig, caption = drift_figure(load_run(path))
+    line = fig.axes[0].lines[1]  # the blocks' line (the dots come first)
+    drift = list(line.get_ydata())
+    mean = np.exp(np.mean(np.log(factors)))
+    assert drift == pytest.approx([(f / mean - 1) * 100 for f in factors], abs=0.5)
+    assert "-12% to +18% here" in caption  # 0.9 and 1.2 against the average block (1.019)
+    two = write_run(tmp_path / "two", [c for c in cells if c.block < 2], metric="rows_per_s", goal="max").path
+    assert drift_figure(load_run(two)) is None

@@ -103,7 +103,7 @@ class BlockModel:
     keys: tuple  # settings with at least one cell, in the given order
     levels: Mapping[Hashable, float]  # log level of each setting, adjusted to its component's average block
     block_effects: Mapping[int, float]  # log drift of each block, relative to the mean block
-    residual_sd: float  # pooled, log scale; NaN when df == 0
+    residual_sd: float  # of the least-squares fit, log scale (the drift plot); NaN when df == 0
     df: int  # residual degrees of freedom
     residuals: Mapping[Hashable, tuple[float, ...]]  # per setting, in the order its cells were given
     _logs: Mapping[Hashable, np.ndarray] = field(repr=False, compare=False)
@@ -186,7 +186,7 @@ def fit_blocks(cells: Iterable[BlockCell], order: Sequence[Hashable] = ()) -> Bl
         df=df,
         residuals={key: tuple(v) for key, v in residuals.items()},
         _logs={key: np.asarray(v) for key, v in logs.items()},
-        _by_block={key: {b: float(np.mean(v)) for b, v in blocks.items()} for key, blocks in per_block.items()},
+        _by_block={key: {b: float(np.mean(v)) for b, v in mine.items()} for key, mine in per_block.items()},
     )
 
 
@@ -246,10 +246,10 @@ def analyse_blocks(
     metric: str = "",
 ) -> Analysis:
     """Per-setting medians (each on its own, as measured) and ratios to the best
-    and to the baseline from the block model, with 95% intervals split over
-    `looks` looks.
+    and to the baseline from the per-block ratios of each pair (BlockModel.effect),
+    with 95% intervals split over `looks` looks.
 
-    The best is the setting with the best model level (its drift-adjusted
+    The best is the setting with the best fitted level (its drift-adjusted
     geometric mean). A setting is indistinguishable from it when the interval
     of its ratio to the best contains 1, or the ratio is within `practical`."""
     goal = _check_goal(goal)
