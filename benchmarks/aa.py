@@ -67,7 +67,7 @@ NOOP, NOOP_VALUES = "pg.random_page_cost", (4.0, 5.0)  # a knob a sequential sca
 
 # ---------------------------------------------------------------------- verdict rules
 def paired_model(cells: list[BlockCell], a: str, b: str, looks: int = 1) -> tuple[float, float, float]:
-    """b / a by the block model (blocklab today)."""
+    """b / a from the per-block ratios, paired t (blocklab today)."""
     return fit_blocks(cells).effect(b, a).interval(per_look_alpha(looks))
 
 
@@ -157,7 +157,7 @@ def simulate(args: argparse.Namespace) -> None:
         return {**levels, TWIN: levels[best] * factor}
 
     print("\n== fixed repeats: false 'X is faster' for two labels of one setting (A/A) ==")
-    print("blocks | unpaired (before)            | paired, bootstrap of median (issue's proposal) | paired block model (today)")
+    print("blocks | unpaired (before)            | paired, bootstrap of median (issue's proposal) | paired t on per-block ratios (today)")
     for n in args.fixed:
         counts = [0, 0, 0]
         for _ in range(args.runs):
@@ -326,9 +326,21 @@ def stopping(args: argparse.Namespace) -> None:
                 status = f"settled after {stop.blocks} blocks = {stop.blocks * k} cells" if stop.reached else f"not reached in {stop.blocks} blocks ({stop.blocks * k} cells)"
                 same = ", ".join(str(s).split("=")[1] for s in a.indistinguishable) or "none"
                 print(f"  {rule:8s}: {status}; best {str(a.best).split('=')[1]}, indistinguishable from it: {same}")
+                if not stop.reached:
+                    left = noisy_settings(a, args.target) if rule == "unpaired" else unsettled(a, args.target)
+                    print(f"            still open at the end: {', '.join(_open(a, key, rule) for key in left)}")
             shutil.rmtree(run_dir.path)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _open(a: Any, key: Any, rule: str) -> str:
+    """'8 (ratio 0.83 [0.78, 0.89])' for paired, '8 (median +-6.1%)' for unpaired."""
+    s = a.settings[key]
+    name = str(key).split("=")[1]
+    if rule == "unpaired":
+        return f"{name} (median +-{s.half_width / s.median:.1%})"
+    return f"{name} (ratio {s.ratio_to_best:.3f} [{s.ratio_to_best_ci_low:.3f}, {s.ratio_to_best_ci_high:.3f}])"
 
 
 # ---------------------------------------------------------------------- generated run directories

@@ -59,9 +59,8 @@ def analyse_rows(
     ]
     if not cells:
         return None
-    order = [*setting_labels, *dict.fromkeys(c.key for c in cells)]
-    order = list(dict.fromkeys(order))
-    measured = {k for k in (c.key for c in cells)}
+    order = list(dict.fromkeys([*setting_labels, *(c.key for c in cells)]))
+    measured = {c.key for c in cells}
     base = baseline if baseline in measured else next(k for k in order if k in measured)
     if all(c.value > 0 for c in cells):
         return analyse_blocks(cells, order=order, goal=goal, baseline=base, practical=practical, looks=looks, seed=seed, metric=metric)
