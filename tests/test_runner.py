@@ -200,5 +200,8 @@ def test_adaptive_repeats_stop_when_precise(tmp_path):
     }
     exp = prepare(spec_from_dict(raw, "t", {}), "", "t")
     run_dir = RunDir(tmp_path / "run")
-    run(exp, run_dir, SilentReporter())
+    reporter = SilentReporter()
+    summary = run(exp, run_dir, reporter)
     assert len(run_dir.rows()) == 6
+    assert "target_ci 3%: settled after 3 blocks (1 separated from the best)" in reporter.lines
+    assert summary["analysis"]["looks"] == 8 - 3 + 1  # the intervals account for every look the run could take
