@@ -41,7 +41,7 @@ def test_batch_means_cover_the_true_mean_of_correlated_seconds_and_naive_seconds
         se = x.std(ddof=1) / math.sqrt(x.size)  # as if the seconds were independent
         naive_covered += abs(x.mean() - 10_000.0) <= 1.98 * se
     # nominal 95%: 285 of 300; the per-second interval, blind to the
-    # correlation, covers about three quarters
+    # correlation, covers about two thirds
     assert covered >= 270, covered
     assert naive_covered < 250, naive_covered
 
