@@ -108,6 +108,9 @@ class MemoryEngine(EngineBase):
     def info(self) -> EngineInfo:
         return EngineInfo(engine="memory", version="1", mode=self.mode, data_dir=None)
 
+    def version_tuple(self) -> tuple[int, ...]:
+        return (1,)
+
     def connect(self, *, session: bool = True) -> MemorySession:
         return MemorySession()
 

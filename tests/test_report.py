@@ -252,7 +252,7 @@ def test_every_sweep_has_a_picture(tmp_path, knobs):
     data = load_run(path)
     plots = make_plots(data)
     assert plots[0].id == "demo-elapsed-s"  # the generic picture first; recipe pictures may follow
-    assert {p.id for p in plots[1:]} <= {"checksum-overhead"}
+    assert {p.id for p in plots[1:]} <= {"checksum-overhead", "block-drift"}
     assert plots[0].png.startswith(PNG_MAGIC)
     ET.fromstring(plots[0].svg)
     html = render_html(data, plots).decode()

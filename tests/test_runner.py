@@ -186,7 +186,7 @@ def test_adaptive_repeats_add_blocks_until_max_and_name_noisy(tmp_path):
     run_dir = RunDir(tmp_path / "run")
     run(exp, run_dir, reporter)
     assert len(run_dir.rows()) == 2 * 5
-    assert any("stayed noisy after 5 repeats" in line and "null.level=" in line for line in reporter.lines)
+    assert any("stayed unsettled after 5 repeats" in line and "null.level=" in line for line in reporter.lines)
     plan = json.loads(run_dir.file("plan.json").read_text())
     assert len(plan["cells"]) == 10
 
@@ -200,5 +200,8 @@ def test_adaptive_repeats_stop_when_precise(tmp_path):
     }
     exp = prepare(spec_from_dict(raw, "t", {}), "", "t")
     run_dir = RunDir(tmp_path / "run")
-    run(exp, run_dir, SilentReporter())
+    reporter = SilentReporter()
+    summary = run(exp, run_dir, reporter)
     assert len(run_dir.rows()) == 6
+    assert "target_ci 3%: settled after 3 blocks (1 separated from the best)" in reporter.lines
+    assert summary["analysis"]["looks"] == 8 - 3 + 1  # the intervals account for every look the run could take

@@ -10,6 +10,7 @@ import click
 
 from . import __version__, recipes
 from .cli_import import import_group
+from .cli_analyse import analyse_command
 from .console import ConsoleReporter, make_console, settings_table
 from .engines import available as available_engines
 from .engines.base import EngineError
@@ -586,6 +587,7 @@ def restore_command(run_dir: Path) -> None:
     for line in done:
         console.print(f"restored {line}", markup=False, highlight=False)
 
+main.add_command(analyse_command)
 
 if __name__ == "__main__":
     main()

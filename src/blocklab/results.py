@@ -64,6 +64,9 @@ class ResultRow:
     notes: dict[str, Any] = field(default_factory=dict)
     format: int = FORMAT
     source: str = ""  # "" for a cell blocklab measured; "import" for a row read from another tool's output
+    # A point that runs for a duration may record its metrics second by second:
+    # {"t": [seconds...], "<metric>": [value per second...]} (analysis/series.py).
+    series: dict[str, list[float]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -99,6 +102,8 @@ class ResultRow:
         }
         if self.source:  # only imported rows say where they came from; measured rows stay as they were
             d["source"] = self.source
+        if self.series:  # only points that record one: other rows stay as they were
+            d["series"] = self.series
         return json.dumps(d, sort_keys=False, default=str)
 
     @classmethod
@@ -120,7 +125,17 @@ class ResultRow:
             started=str(d.get("started", "")),
             notes=dict(d.get("notes", {})),
             source=str(d.get("source", "")),
+            series=_series(d.get("series"), d.get("cell_id") or d.get("cell")),
         )
+
+
+def _series(raw: Any, cell: Any) -> dict[str, list[float]]:
+    if not raw:
+        return {}
+    try:
+        return {str(k): [float(x) for x in v] for k, v in dict(raw).items()}
+    except (TypeError, ValueError) as err:
+        raise ResultsError(f"result row {cell}: 'series' must map names to lists of numbers ({err})") from None
 
 
 class RunDir:

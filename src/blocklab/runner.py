@@ -37,7 +37,7 @@ from .results import (
     ResultRow,
     RunDir,
 )
-from .search import check_refinable, coarse_values, next_cells
+from .search import check_refinable, coarse_values, next_cells, sequential_looks
 from .spec import WORKLOAD_AXIS, Spec, SpecError, spec_from_dict
 from .workloads import make_workload
 from .workloads.base import Workload
@@ -547,6 +547,7 @@ def write_summary(exp: Experiment, run_dir: RunDir, plan: Plan) -> dict[str, Any
         describe_setting=exp.describe_setting,
         knob_label=exp.knob_label(),
         unit=_unit_of(exp.metric),
+        looks=sequential_looks(exp.spec.measure),
     )
     summary["experiment"] = exp.spec.name
     summary["cells_planned"] = len(plan.cells)

@@ -17,9 +17,14 @@ REFINE_SCAN_SHARE of the scans the full grid over the range would cost;
 confirmation runs only with what the rest of the bisection is expected to need
 left over, so noise cannot stop the search half-way.
 
-Adaptive repeats (measure.target_ci): while some setting's interval is wider
-than target_ci x its median, another randomised block of every setting is
-added, up to measure.max_repeats blocks.
+Adaptive repeats (measure.target_ci): after every block, the run stops when
+each setting is settled against the best: its ratio's interval excludes 1
+(separated), lies within `practical` of 1, or is no wider than +-target_ci;
+otherwise another randomised block of every setting is added, up to
+measure.max_repeats blocks. The ratios are within-block (analysis/paired.py)
+and their intervals split the 5% error over every look the run may take
+(sequential_looks), so looking after each block does not inflate false
+"faster" verdicts.
 """
 
 from __future__ import annotations
@@ -28,8 +33,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from .analysis.stats import Analysis, analyse, noisy_settings
-from .analysis.summary import group_samples
+from .analysis.paired import unsettled
+from .analysis.stats import Analysis, analyse
+from .analysis.summary import analyse_rows, group_samples
 from .plan import Cell, Plan, Setting, make_plan
 from .results import ResultRow
 from .spec import SpecError
@@ -153,6 +159,23 @@ def refine_step(
     return RefineStep(mids, repeats, f"refine: adding {knob} = {', '.join(map(str, mids))}")
 
 
+# ---------------------------------------------------------------- looks
+def sequential_looks(measure: Any) -> int:
+    """How many times a run may look at its data before its last block: every
+    block after the first `repeats` follows a look. The verdict's intervals
+    split their 5% over these looks; fixed before the run, so the split cannot
+    depend on what the data show. `measure` is a MeasureSpec or its dict."""
+    get = measure.get if isinstance(measure, Mapping) else (lambda name, default=None: getattr(measure, name, default))
+    repeats = int(get("repeats", 3) or 3)
+    max_repeats = max(int(get("max_repeats", 20) or 20), repeats)
+    looks = 1
+    if get("search", "grid") == "refine":
+        looks += max(0, min(max_repeats, CONFIRM_FACTOR * repeats) - repeats)
+    if get("target_ci", None):
+        looks += max_repeats - repeats
+    return looks
+
+
 # ---------------------------------------------------------------- the plan grows
 def next_cells(exp: Any, plan: Plan, rows: list[ResultRow]) -> tuple[list[Cell], list[Setting], str]:
     """More cells to run, the settings they add, and a line saying why ('' when done)."""
@@ -166,7 +189,7 @@ def next_cells(exp: Any, plan: Plan, rows: list[ResultRow]) -> tuple[list[Cell],
         if step.why:
             return [], [], step.why
     if measure.target_ci:
-        return _adaptive_repeats(exp, plan, samples)
+        return _adaptive_repeats(exp, plan, rows, samples)
     return [], [], ""
 
 
@@ -198,12 +221,17 @@ def _next_block(plan: Plan) -> int:
     return max((c.block for c in plan.cells), default=-1) + 1
 
 
-def _adaptive_repeats(exp: Any, plan: Plan, samples: dict[str, list[float]]) -> tuple[list[Cell], list[Setting], str]:
+def _adaptive_repeats(
+    exp: Any, plan: Plan, rows: list[ResultRow], samples: dict[str, list[float]]
+) -> tuple[list[Cell], list[Setting], str]:
     measure = exp.spec.measure
     measured = {k: v for k, v in samples.items() if v}
-    if not measured:
+    labels = [s.label for s in plan.settings]
+    analysis = analyse_rows(rows, exp.metric, labels, goal=exp.goal, practical=measure.practical,
+                            looks=sequential_looks(measure), seed=exp.seed)
+    if analysis is None:
         return [], [], ""
-    noisy = noisy_settings(analyse(measured, goal=exp.goal, seed=exp.seed), measure.target_ci)
+    noisy = [str(k) for k in unsettled(analysis, measure.target_ci)]
     blocks_per_setting = min((len(v) for v in measured.values()), default=0)
     if noisy and blocks_per_setting < measure.max_repeats:
         next_block, next_index = _next_block(plan), len(plan.cells)
@@ -213,10 +241,33 @@ def _adaptive_repeats(exp: Any, plan: Plan, samples: dict[str, list[float]]) -> 
                           first_block=next_block, first_index=next_index)
         keep = [c for c in extra.cells if c.setting.label in settings_now]
         cells = [Cell(next_index + i, c.block, c.setting) for i, c in enumerate(keep)]
-        return cells, [], f"target_ci {measure.target_ci:.0%}: adding block {next_block + 1}; noisy: {', '.join(map(str, noisy))}"
+        return cells, [], f"target_ci {measure.target_ci:.0%}: adding block {next_block + 1}; not yet settled against the best: {', '.join(noisy)}"
     if noisy:
-        return [], [], f"stayed noisy after {blocks_per_setting} repeats (max_repeats): {', '.join(map(str, noisy))}"
-    return [], [], ""
+        return [], [], f"stayed unsettled after {blocks_per_setting} repeats (max_repeats): {', '.join(noisy)}"
+    return [], [], f"target_ci {measure.target_ci:.0%}: settled after {blocks_per_setting} blocks ({_settled_how(analysis, measure.target_ci)})"
+
+
+def _settled_how(analysis: Analysis, target: float) -> str:
+    """How each setting settled, for the line the runner prints when it stops."""
+    if sum(1 for s in analysis.settings.values() if s.n > 0) == 1:
+        return f"the one setting's median known to +-{target:.0%}"
+    separated = precise = close = 0
+    for k, s in analysis.settings.items():
+        if k == analysis.best or s.n == 0:
+            continue
+        lo, hi = s.ratio_to_best_ci_low, s.ratio_to_best_ci_high
+        if lo > 1.0 or hi < 1.0:
+            separated += 1
+        elif analysis.practical > 0 and lo >= 1 - analysis.practical and hi <= 1 + analysis.practical:
+            close += 1
+        else:
+            precise += 1
+    parts = [f"{separated} separated from the best"]
+    if close:
+        parts.append(f"{close} within practical of it")
+    if precise:
+        parts.append(f"{precise} known to +-{target:.0%}")
+    return ", ".join(parts)
 
 
 def _knobs_of(settings: list[Setting]) -> dict[str, list[Any]]:

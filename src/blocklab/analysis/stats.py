@@ -24,7 +24,7 @@ Conventions
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Hashable, Mapping, Sequence
 
 import numpy as np
@@ -86,11 +86,15 @@ class SettingStats:
     ratio_to_best_ci_low: float
     ratio_to_best_ci_high: float
     outlier_indices: tuple[int, ...] = ()
+    # "series": a single run whose interval comes from its own per-second
+    # series (analysis/series.py); "" for the bootstrap over runs.
+    interval_source: str = ""
 
     @property
     def has_interval(self) -> bool:
-        """False when n < 2: the interval is then only the median itself."""
-        return self.n >= 2
+        """False when n < 2 (the interval is then only the median itself), unless
+        a single run's own series gave it one."""
+        return self.n >= 2 or self.interval_source == "series"
 
     @property
     def half_width(self) -> float:
@@ -113,6 +117,19 @@ class Analysis:
     resamples: int
     seed: int
     practical: float
+    # How the ratios were computed: "unpaired" (each setting's bootstrap median
+    # on its own) or "paired" (within blocks, analysis/paired.py).
+    method: str = "unpaired"
+    looks: int = 1  # the 95% is split over this many looks (sequential stopping)
+    blocks: int = 0
+    residual_sd: float = math.nan  # paired: the block model's residual spread (log scale)
+    df: int = 0
+    drift: Mapping[int, float] = field(default_factory=dict)  # paired: block -> log drift
+    unpaired: tuple = ()  # paired: settings compared with the best without a shared block
+
+    @property
+    def confidence_per_look(self) -> float:
+        return 1.0 - (1.0 - CONFIDENCE) / self.looks
 
     def distinguishable(self) -> tuple:
         """Measured settings other than the best that are demonstrably worse."""
@@ -135,6 +152,15 @@ class Analysis:
             "seed": self.seed,
             "practical": _jsonable(self.practical),
             "confidence": CONFIDENCE,
+            "method": self.method,
+            "looks": self.looks,
+            "confidence_per_look": self.confidence_per_look,
+            "blocks": self.blocks,
+            "residual_sd": _jsonable(self.residual_sd),
+            "df": self.df,
+            # a list, not an object: JSON keys would be strings
+            "drift": [[int(b), _jsonable(v)] for b, v in self.drift.items()],
+            "unpaired": _jsonable(list(self.unpaired)),
         }
 
 

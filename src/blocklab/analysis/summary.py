@@ -1,14 +1,23 @@
 """Result rows -> summary.json: per-setting figures, the best setting, the verdict.
 
-The statistics themselves live in stats.py; this module groups rows by setting
-and shapes what the console, the report and `compare` read."""
+The statistics themselves live in stats.py (per setting), paired.py (within
+blocks) and series.py (a single run's own series); this module picks them for
+a run's rows and shapes what the console, the report and `compare` read."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import statistics
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import Any
 
 from ..results import ResultRow
+from .stats import Analysis
+
+# Written into summary.json: a summary without it, or with an older number, was
+# computed by older statistics (`blocklab analyse RUN_DIR` recomputes it).
+STATISTICS_VERSION = 2
 
 
 def group_samples(rows: Iterable[ResultRow], metric: str, setting_labels: list[str]) -> dict[str, list[float]]:
@@ -26,6 +35,39 @@ def label_of(settings: dict[str, Any]) -> str:
     return ", ".join(f"{k}={_fmt(v)}" for k, v in settings.items()) or "(defaults)"
 
 
+def analyse_rows(
+    rows: Iterable[ResultRow],
+    metric: str,
+    setting_labels: list[str],
+    *,
+    goal: str,
+    baseline: str | None = None,
+    practical: float = 0.0,
+    looks: int = 1,
+    seed: int = 0,
+) -> Analysis | None:
+    """The analysis of a run's ok rows: within blocks (paired.py) when every
+    value is positive, else each setting on its own (stats.analyse; the block
+    model works on logarithms). None when nothing is measured yet."""
+    from .paired import BlockCell, analyse_blocks
+    from .stats import analyse
+
+    cells = [
+        BlockCell(r.block, label_of(r.settings), float(r.metrics[metric]))
+        for r in rows
+        if r.ok and metric in r.metrics and math.isfinite(r.metrics[metric])
+    ]
+    if not cells:
+        return None
+    order = list(dict.fromkeys([*setting_labels, *(c.key for c in cells)]))
+    measured = {c.key for c in cells}
+    base = baseline if baseline in measured else next(k for k in order if k in measured)
+    if all(c.value > 0 for c in cells):
+        return analyse_blocks(cells, order=order, goal=goal, baseline=base, practical=practical, looks=looks, seed=seed, metric=metric)
+    groups: dict[Hashable, list[float]] = {k: [c.value for c in cells if c.key == k] for k in order if k in measured}
+    return analyse(groups, goal=goal, baseline=base, practical=practical, seed=seed, metric=metric)
+
+
 def summarise(
     rows: list[ResultRow],
     *,
@@ -39,17 +81,18 @@ def summarise(
     describe_setting: Callable[[str], str] = lambda s: s,
     knob_label: str = "setting",
     unit: str = "",
+    looks: int = 1,
 ) -> dict[str, Any]:
-    """The analysis of a (possibly partial) run, as a JSON-able dict."""
-    from .stats import analyse
+    """The analysis of a (possibly partial) run, as a JSON-able dict. `looks`:
+    how many times a sequential run may look at its data (search.sequential_looks)."""
     from .verdict import verdict_text
 
     groups = group_samples(rows, metric, setting_labels)
-    measured = {k: v for k, v in groups.items() if v}
     failed = [r.cell_id for r in rows if not r.ok]
     summary: dict[str, Any] = {
         "metric": metric,
         "goal": goal,
+        "statistics_version": STATISTICS_VERSION,
         "cells_ok": sum(1 for r in rows if r.ok),
         "cells_failed": len(failed),
         "failed_cells": failed,
@@ -58,24 +101,69 @@ def summarise(
         "best": None,
         "verdict": "no measurement yet",
     }
-    if not measured:
+    analysis = analyse_rows(rows, metric, setting_labels, goal=goal, baseline=baseline, practical=practical, looks=looks, seed=seed)
+    if analysis is None:
         return summary
-    base = baseline if baseline in measured else next(iter(measured))
-    analysis = analyse(measured, goal=goal, baseline=base, practical=practical, seed=seed)
+    analysis, series_intervals = _with_series_intervals(analysis, rows, metric)
     summary["analysis"] = analysis.to_dict()
     for label, values in groups.items():
         stats = analysis.settings.get(label)
         entry: dict[str, Any] = {"settings": settings_by_label.get(label, {}), "n": len(values)}
-        if stats is not None:
+        if stats is not None and stats.n > 0:
             entry.update(stats.to_dict())
             entry["mean"] = statistics.fmean(values)
+            if label in series_intervals:
+                entry["series_interval"] = series_intervals[label]
             summary["medians"][label] = stats.median
         summary["settings"][label] = entry
-    summary["best"] = settings_by_label.get(analysis.best, {})
-    summary["best_label"] = analysis.best
-    summary["baseline"] = base
+    best = str(analysis.best)
+    summary["best"] = settings_by_label.get(best, {})
+    summary["best_label"] = best
+    summary["baseline"] = analysis.baseline
     summary["indistinguishable"] = list(analysis.indistinguishable)
     summary["verdict"] = verdict_text(
-        analysis, knob_label=knob_label, describe=describe_setting, metric=metric, unit=unit
+        analysis, knob_label=knob_label, describe=lambda k: describe_setting(str(k)), metric=metric, unit=unit
     )
     return summary
+
+
+def _with_series_intervals(analysis: Analysis, rows: list[ResultRow], metric: str) -> tuple[Analysis, dict[str, Any]]:
+    """A setting measured by exactly one ok row that carries a per-second series
+    of the metric gets its interval from that series (batch means after the
+    warm-up) instead of none. Its median stays the row's value."""
+    from .series import row_series_interval
+
+    by_label: dict[str, list[ResultRow]] = {}
+    for r in rows:
+        if r.ok and metric in r.metrics:
+            by_label.setdefault(label_of(r.settings), []).append(r)
+    settings = dict(analysis.settings)
+    found: dict[str, Any] = {}
+    for label, own in by_label.items():
+        if len(own) != 1 or label not in settings:
+            continue
+        interval = row_series_interval(own[0].series, metric)
+        if interval is None:
+            continue
+        settings[label] = dataclasses.replace(
+            settings[label], ci_low=interval.ci_low, ci_high=interval.ci_high, interval_source="series"
+        )
+        found[label] = interval.to_dict()
+    if not found:
+        return analysis, {}
+    return dataclasses.replace(analysis, settings=settings), found
+
+
+def block_drift(summary: Mapping[str, Any]) -> list[tuple[int, float]]:
+    """(block, drift factor) from a summary's paired analysis: 1.10 = that block
+    ran 10% above the run's average block, every setting alike."""
+    analysis = summary.get("analysis") or {}
+    out = []
+    for item in analysis.get("drift") or []:
+        try:
+            block, log_drift = int(item[0]), float(item[1])
+        except (TypeError, ValueError, IndexError):
+            continue
+        if math.isfinite(log_drift):
+            out.append((block, math.exp(log_drift)))
+    return out

@@ -163,6 +163,11 @@ def verdict_text(
     what = f"median {metric}" if metric else "median"
     if best.n >= 2:
         figure = f"{format_with_interval(best.median, best.ci_low, best.ci_high, unit)} ({what}, 95% CI, n={best.n})"
+    elif best.has_interval:
+        figure = (
+            f"{format_with_interval(best.median, best.ci_low, best.ci_high, unit)} "
+            f"({metric or 'value'} of a single run; 95% CI of its steady state from its per-second series)"
+        )
     else:
         figure = f"{format_value(best.median, unit)} ({what}, a single sample: no interval)"
 
@@ -198,8 +203,8 @@ def verdict_text(
             parts = []
             for k in listed:
                 f, lo, hi = slowdown(settings[k], goal)
-                if settings[k].n < 2 or best.n < 2:  # one sample against one: no interval to show
-                    lo = hi = math.nan
+                if analysis.method == "unpaired" and (settings[k].n < 2 or best.n < 2):
+                    lo = hi = math.nan  # one sample against one: the bootstrap interval is the point itself
                 parts.append(f"{d(k)} is {format_factor(f, lo, hi, 'slower')}")
             if not same:
                 lead = "Every other setting is slower: " if len(worse) > 1 else ""
@@ -227,7 +232,31 @@ def verdict_text(
         sentences.append(f"Outliers flagged and kept in the statistics: {'; '.join(notes)}.")
     if empty:
         sentences.append(f"No measurements for {_listing([d(k) for k in empty])}.")
+    if others:
+        sentences.extend(_method_sentences(analysis, d))
     return " ".join(sentences)
+
+
+def _method_sentences(analysis: Analysis, d: Callable[[Hashable], str]) -> list[str]:
+    """How the ratios were judged, when it is not the plain per-setting way: a
+    reader of a pasted verdict should not have to guess what the intervals mean."""
+    if analysis.method != "paired" or analysis.blocks < 2:
+        return []
+    out = []
+    drift = [math.exp(v) for v in analysis.drift.values() if math.isfinite(v)]
+    text = f"Ratios compare the settings within each of the {analysis.blocks} blocks"
+    if drift:
+        text += f", so the drift between blocks ({min(drift) - 1:+.0%} to {max(drift) - 1:+.0%} around the average block) cancels"
+    if analysis.looks > 1:
+        text += (
+            f"; sequential stopping could look at the data {analysis.looks} times, so each interval is a "
+            f"{analysis.confidence_per_look:.2%} interval and the 5% error is shared by all looks"
+        )
+    out.append(text + ".")
+    if analysis.unpaired:
+        names = _listing([d(k) for k in analysis.unpaired])
+        out.append(f"{names} shared no block with the best and {'was' if len(analysis.unpaired) == 1 else 'were'} compared unpaired.")
+    return out
 
 
 def _sort_factor(f: float) -> float:

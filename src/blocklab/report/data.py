@@ -481,6 +481,7 @@ def load_run(path: Path | str) -> RunData:
         )
     if _summary_stale(summary, rows):
         _recompute_summary(data)
+    _older_statistics_note(data)
     return data
 
 
@@ -504,33 +505,31 @@ def _summary_stale(summary: dict[str, Any], rows: list[ResultRow]) -> bool:
 
 
 def _recompute_summary(data: RunData) -> None:
-    from ..analysis.summary import summarise
+    from ..analysis.reanalyse import recompute_summary
 
     old = data.summary
-    measure = data.spec.get("measure") or {}
     try:
-        summary = summarise(
-            data.rows,
-            metric=data.metric,
-            goal=data.goal,
-            setting_labels=data.labels,
-            settings_by_label=data.settings_by_label,
-            baseline=old.get("baseline"),
-            practical=float(measure.get("practical") or 0.0),
-            seed=int(data.seed or 0),
-            describe_setting=data.describe_label,
-            knob_label=", ".join(data.knobs) or "setting",
-            unit=data.unit,
-        )
+        summary = recompute_summary(data)
     except Exception as err:  # the report still shows the rows
         data.notes.append(f"the summary could not be recomputed from {RESULTS_FILE}: {type(err).__name__}: {err}")
         return
-    for key in ("experiment", "cells_planned", "seed"):
-        if key in old:
-            summary[key] = old[key]
-    summary.setdefault("experiment", data.name)
-    summary.setdefault("cells_planned", data.cells_planned)
     data.summary = summary
     data.summary_recomputed = True
     if old:
         data.notes.append(f"{SUMMARY_FILE} was older than {RESULTS_FILE}; the summary here is recomputed from the rows")
+
+
+def _older_statistics_note(data: RunData) -> None:
+    """A summary written by an older blocklab keeps its older verdict until
+    `blocklab analyse` recomputes it; the reader should know which one they see."""
+    from ..analysis.summary import STATISTICS_VERSION
+
+    summary = data.summary
+    if not summary or data.summary_recomputed or not summary.get("settings"):
+        return
+    version = summary.get("statistics_version", 1)
+    if isinstance(version, int) and version < STATISTICS_VERSION:
+        data.notes.append(
+            f"{SUMMARY_FILE} was computed by an older blocklab (each setting on its own, drift between blocks not "
+            f"cancelled); `blocklab analyse {data.path}` recomputes it with within-block ratios"
+        )

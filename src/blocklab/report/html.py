@@ -54,6 +54,8 @@ def context(data: RunData, plots: list[Plot], *, generated: str | None = None) -
         "metric_text": f"{metric_title(metric)} ({unit})" if unit else metric_title(metric),
         "goal_text": "higher is better" if data.goal == "max" else "lower is better",
         "settings_table": _settings_table(data),
+        "settings_caption": _settings_caption(data),
+        "ratio_heading": "ratio to best [CI]" if _paired(data) else "ratio to best [95% CI]",
         "other_metrics": _other_metrics(data),
         "plots": [_plot_context(p) for p in plots],
         "failed": [_failed(data, r) for r in data.failed_rows],
@@ -122,7 +124,7 @@ def _settings_table(data: RunData) -> list[dict[str, Any]]:
                 "raw_label": label,
                 "n": int(s.get("n") or 0),
                 "median": human(s.get("median"), unit) if has else "–",
-                "ci": _interval(s.get("ci_low"), s.get("ci_high"), int(s.get("n") or 0)) if has else "–",
+                "ci": _interval(s.get("ci_low"), s.get("ci_high"), int(s.get("n") or 0), s.get("interval_source") == "series") if has else "–",
                 "min": human(s.get("minimum")) if has else "–",
                 "max": human(s.get("maximum")) if has else "–",
                 "ratio": _ratio(ratio, s.get("ratio_to_best_ci_low"), s.get("ratio_to_best_ci_high")) if has else "–",
@@ -136,8 +138,36 @@ def _settings_table(data: RunData) -> list[dict[str, Any]]:
     return out
 
 
-def _interval(lo: Any, hi: Any, n: int) -> str:
-    if n < 2:
+def _paired(data: RunData) -> bool:
+    return (data.summary.get("analysis") or {}).get("method") == "paired"
+
+
+def _settings_caption(data: RunData) -> str:
+    """What the table's columns mean, for the statistics the summary was made with."""
+    outliers = "Outliers (more than 3.5 robust standard deviations out) are flagged and kept in the statistics."
+    if not _paired(data):
+        return (
+            "Median of the runs at each setting with its 95% bootstrap interval. Ratio to best is this setting's "
+            "median over the best one's; a setting whose ratio interval contains 1 is indistinguishable from the best. "
+            + outliers
+        )
+    analysis = data.summary.get("analysis") or {}
+    looks = int(analysis.get("looks") or 1)
+    level = "95%" if looks == 1 else (
+        f"{float(analysis.get('confidence_per_look') or 0.95):.2%} (the 5% error split over the {looks} looks "
+        "sequential stopping could take)"
+    )
+    return (
+        "Median of the runs at each setting, with its 95% bootstrap interval: each setting on its own, so the drift "
+        "between blocks widens it. Ratio to best compares the setting with the best within the same blocks (the "
+        f"geometric mean of the per-block ratios, block drift cancelled), with its {level} interval; a setting "
+        "whose ratio interval contains 1 is indistinguishable from the best. A single run whose row carries a "
+        "per-second series gets the interval of its steady state instead (batch means). " + outliers
+    )
+
+
+def _interval(lo: Any, hi: Any, n: int, series: bool = False) -> str:
+    if n < 2 and not series:
         return "one run: no interval"
     if not _finite(lo) or not _finite(hi):
         return "–"

@@ -176,8 +176,15 @@ _PETAL_CAPTION = (
     "right edge when they lie far beyond the data."
 )
 
+def _block_drift(data: RunData, limits: dict[str, float]) -> tuple[str, str, str, Figure] | None:
+    from .drift_plot import drift_plot
+
+    return drift_plot(data, limits)
+
+
 # Recipe-specific pictures: each takes the run and returns (id, title, caption, figure) or None.
 EXTRA_FIGURES = [
+    _block_drift,
     _time_profile,
     _checksum_overhead,
     _slob_petal(0, "slob-latency-iops", "Read latency against IOPS", _PETAL_CAPTION),
