@@ -9,8 +9,8 @@ from typing import Any, NoReturn
 import click
 
 from . import __version__, recipes
-from .cli_import import import_group
 from .cli_analyse import analyse_command
+from .cli_import import import_group
 from .console import ConsoleReporter, make_console, settings_table
 from .engines import available as available_engines
 from .engines.base import EngineError
@@ -562,6 +562,36 @@ def calibrate_command(directory: Path | None, quick: bool, out: Path | None) -> 
 
 
 main.add_command(import_group)  # `blocklab import ...`: results measured on Oracle (cli_import.py)
+
+
+@main.command("clean")
+@click.option("--engine", "engine_kind", default="postgres", show_default=True, help=f"the server's engine ({', '.join(available_engines())})")
+@click.option("--dsn", required=True, help="the server (password from the environment or the engine's own password file)")
+@click.option("--dry-run", is_flag=True, help="list what would be removed, remove nothing")
+def clean_command(engine_kind: str, dsn: str, dry_run: bool) -> None:
+    """Remove what blocklab made on a server given by --dsn: its tables and procedures
+    (PostgreSQL: blocklab_* and the tables carrying a blocklab data-set comment, in the
+    DSN's database), or its own `blocklab` database (MariaDB).
+
+    \b
+    Examples:
+      blocklab clean --dsn "host=db1 dbname=lab user=me" --dry-run
+      blocklab clean --engine mariadb --dsn mysql://me@db1/blocklab
+    """
+    from .lab import clean_server
+
+    console = make_console()
+    try:
+        done = clean_server(engine_kind, dsn, dry_run=dry_run)
+    except SpecError as err:
+        _fail(console, str(err), EXIT_BAD_INPUT)
+    except EngineError as err:
+        _fail(console, str(err), EXIT_BAD_INPUT if "cannot use" in str(err) else EXIT_FAILED)
+    verb = "would remove" if dry_run else "removed"
+    for line in done:
+        console.print(f"{verb} {line}", markup=False, highlight=False)
+    if not done:
+        console.print("nothing of blocklab's on this server", markup=False)
 
 
 @main.command("restore")

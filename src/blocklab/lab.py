@@ -99,6 +99,10 @@ def plan_text(exp: Experiment) -> list[str]:
         f"= {len(plan.cells)} cells, seed {plan.seed}, cache {exp.spec.measure.cache}",
         f"engine {exp.spec.engine.kind}" + (f" at {exp.spec.engine.dsn}" if exp.spec.engine.dsn else " (embedded)"),
     ]
+    for why in exp.spec.adapted:
+        lines.append(f"adapted {why}")
+    for what in exp.spec.overridden:
+        lines.append(f"override {what}")
     for name, value in exp.fixed.items():
         info = exp.knob_infos[name]
         lines.append(f"fixed   {name} = {info.describe_value(value)}  [{info.apply.label}]")
@@ -143,3 +147,22 @@ def restore_server(run_path: Path) -> list[str]:
         engine.stop()
     run_dir.remove(RESTORE_FILE)
     return done
+
+
+def clean_server(kind: str, dsn: str, *, dry_run: bool = False) -> list[str]:
+    """Remove what blocklab made on a server given by DSN (its tables and procedures,
+    or its own database); what was (or, dry_run, would be) removed."""
+    from .engines import make_engine
+    from .engines.base import KnobError
+
+    if not dsn:
+        raise SpecError("clean works on a server given by --dsn (blocklab's own engines keep their data in its cache directory)")
+    try:
+        engine = make_engine(kind, dsn=dsn)
+    except KnobError as err:
+        raise SpecError(f"--engine {kind}: {err}") from None
+    engine.start()
+    try:
+        return engine.created_objects() if dry_run else engine.drop_created()
+    finally:
+        engine.stop()

@@ -228,7 +228,8 @@ def _prepare(spec: Spec, spec_text: str, source: str, engine: Engine) -> Experim
             engine.check_settings({**fixed, **point})  # combinations too (a value above a fixed ceiling)
     except (KnobError, EngineError) as err:
         engine.stop()
-        raise SpecError(f"{source}: {err}") from None
+        adapted = "".join(f"\n  (adapted to this server: {why})" for why in spec.adapted)
+        raise SpecError(f"{source}: {err}{adapted}") from None
     except BaseException:
         engine.stop()
         raise
@@ -320,6 +321,10 @@ def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = 
     previous_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         with _engine_stopped_at_exit(exp.engine, run_dir):
+            for why in exp.spec.adapted:  # said before anything is measured: the numbers are of this adaptation
+                reporter.phase(f"adapted: {why}")
+            for what in exp.spec.overridden:
+                reporter.phase(f"override: {what}")
             reporter.phase(f"engine {exp.spec.engine.kind}: applying the fixed settings, checking the data set")
             exp.engine.apply(exp.fixed)  # so environment.json records the parameters the run measures under
             keep_owed_restore(exp.engine, run_dir)
@@ -343,6 +348,7 @@ def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = 
                     break
                 plan.extend(cells, settings)
                 run_dir.write_json(PLAN_FILE, plan.to_dict())
+            list_created(exp, reporter)
     except KeyboardInterrupt:
         refresh_report(run_dir, force=True)
         raise Interrupted(f"interrupted; {len(run_dir.rows())} of {len(plan.cells)} cells are saved") from None
@@ -352,6 +358,14 @@ def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = 
     refresh_report(run_dir, force=True)
     reporter.finished(summary)
     return summary
+
+
+def list_created(exp: Experiment, reporter: Reporter) -> None:
+    """On someone else's server: what blocklab made there, and how to remove it."""
+    made = exp.engine.created_objects()
+    if made:
+        reporter.phase(f"on this server blocklab made: {', '.join(made)}; they are kept for the next run: remove them "
+                       f"with blocklab clean --engine {exp.spec.engine.kind} --dsn ...")
 
 
 def retryable_cells(rows: list[ResultRow]) -> set[str]:

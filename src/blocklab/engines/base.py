@@ -39,6 +39,7 @@ GENERIC_KNOBS: dict[str, str] = {
     "io_slaves": "read I/O helper threads",
     "direct_io": "bypass the OS page cache for data files",
     "buffer_cache": "engine buffer cache size",
+    "read_ahead": "the OS read-ahead window of the data's disk, in kB (the multiblock read of an engine that has none)",
 }
 
 
@@ -420,6 +421,13 @@ class Engine(Protocol):
     def log_tail(self, lines: int = 15) -> str:
         """The engine's log file and its last lines, for a message ('' if it has none)."""
 
+    def created_objects(self) -> list[str]:
+        """What blocklab made on this server (tables, procedures, its database), to list
+        after a run on someone else's server and to remove with `blocklab clean`."""
+
+    def drop_created(self) -> list[str]:
+        """Remove what created_objects() lists; what was removed."""
+
     def owed_restore(self) -> dict[str, Any]:
         """What stop() still has to put back on a server given by DSN: {"engine",
         "dsn" (without its password), "server", "settings": {native: original}};
@@ -498,6 +506,12 @@ class EngineBase:
 
     def log_tail(self, lines: int = 15) -> str:
         return ""
+
+    def created_objects(self) -> list[str]:
+        return []  # an engine of blocklab's own: everything in it is blocklab's
+
+    def drop_created(self) -> list[str]:
+        return []
 
     def owed_restore(self) -> dict[str, Any]:
         return {}  # an engine of blocklab's own owes nobody a restore

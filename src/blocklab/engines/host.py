@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from .base import EngineError
+from .base import ApplyClass, EngineError, KnobInfo
 
 
 class _LockWait:
@@ -85,6 +85,68 @@ class DirectoryLock:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+class ReadAhead:
+    """The `read_ahead` knob: the kernel's read-ahead window of the disk that holds
+    an engine's data (/sys/block/<disk>/queue/read_ahead_kb). For an engine that
+    reads one block per call (PostgreSQL before 17), it is the multiblock read of
+    a sequential scan. It is the machine's, not the engine's: it needs the disk on
+    this host and root, is put back at stop(), and on someone's server needs
+    --allow-server-changes."""
+
+    NATIVE = "read_ahead_kb"
+
+    def __init__(self, data_dir: Callable[[], str | None]):
+        self._data_dir = data_dir
+        self.original: int | None = None
+
+    def path(self) -> Path | None:
+        from ..probes.os_stats import device_of, whole_disk
+
+        data_dir = self._data_dir()
+        if data_dir is None:
+            return None
+        disk = whole_disk(device_of(data_dir).name)
+        path = Path(f"/sys/block/{disk}/queue/read_ahead_kb")
+        return path if disk and path.exists() else None
+
+    def info(self, generic: str | None) -> KnobInfo:
+        path = self.path()
+        current = int(path.read_text()) if path else None
+        return KnobInfo(self.NATIVE, generic, "integer", ApplyClass.RELOAD, minimum=0, maximum=65536, unit="kB", default=current,
+                        description=f"read-ahead of {path.parent.parent.name if path else 'the data disk'} (sysfs), kB")
+
+    def problem(self, dsn: bool, allow_server_changes: bool) -> str | None:
+        path = self.path()
+        if path is None:
+            return "the data's disk is not on this host, so its read-ahead cannot be set"
+        if os.geteuid() != 0:
+            return f"writing {path} needs root (run blocklab as root, or set it yourself and leave read_ahead out)"
+        if dsn and not allow_server_changes:
+            return f"it changes {path} for the whole machine: pass --allow-server-changes (it is put back at the end)"
+        return None
+
+    def read(self) -> int:
+        path = self.path()
+        if path is None:
+            raise EngineError("the data's disk is not on this host")
+        return int(path.read_text())
+
+    def set(self, kb: int) -> None:
+        path = self.path()
+        if path is None:
+            raise EngineError("the data's disk is not on this host")
+        if self.original is None:
+            self.original = int(path.read_text())
+        path.write_text(f"{int(kb)}\n")
+
+    def restore(self) -> None:
+        if self.original is not None:
+            path = self.path()
+            if path is not None:
+                path.write_text(f"{self.original}\n")
+            self.original = None
 
 
 def _command_line(pid: int) -> str:

@@ -38,7 +38,7 @@ def device_of(path: str | Path) -> Device:
     major, minor = os.major(st.st_dev), os.minor(st.st_dev)
     name = _sysfs_name(major, minor)
     mount_point, fs_type = _mount_of(path)
-    disk = _whole_disk(name)
+    disk = whole_disk(name)
     return Device(
         name=name,
         major=major,
@@ -58,7 +58,7 @@ def _sysfs_name(major: int, minor: int) -> str:
         return f"{major}:{minor}"
 
 
-def _whole_disk(name: str) -> str:
+def whole_disk(name: str) -> str:
     """The disk a partition belongs to (queue/ and device/ live there)."""
     if Path(f"/sys/block/{name}").exists():
         return name

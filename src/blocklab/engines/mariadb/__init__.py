@@ -227,6 +227,22 @@ class MariadbEngine(InstanceMixin, KnobsMixin, EngineBase):
         except pymysql.err.MySQLError as err:
             raise EngineError(f"cannot use MariaDB at {self._dsn.where}: {err}") from None
 
+    def created_objects(self) -> list[str]:
+        """On a server given by DSN blocklab works in its own database only: that is what it made."""
+        if self.mode == "embedded":
+            return []
+        rows = self.query("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s", (DATABASE,))
+        exists = self.query("SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s", (DATABASE,))[0][0]
+        return [f"database {DATABASE} ({rows[0][0]} tables)"] if exists else []
+
+    def drop_created(self) -> list[str]:
+        done = self.created_objects()
+        if done:
+            with self._admin() as conn, conn.cursor() as cur:
+                cur.execute(f"DROP DATABASE IF EXISTS `{DATABASE}`")
+        self._started = False  # the next start makes the database again
+        return done
+
     def owed_restore(self) -> dict[str, Any]:
         if not self._dsn_originals or self._dsn is None:
             return {}

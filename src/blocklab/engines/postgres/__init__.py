@@ -23,8 +23,8 @@ from typing import Any, ClassVar
 import psycopg
 from psycopg import sql
 
-from ..base import ApplyClass, EngineBase, EngineError, EngineInfo, KnobInfo, wait_until_answers
-from ..host import drop_os_cache_files, stop_at_exit, stopped
+from ..base import ApplyClass, EngineBase, EngineError, EngineInfo, KnobError, KnobInfo, wait_until_answers
+from ..host import ReadAhead, drop_os_cache_files, stop_at_exit, stopped
 from . import knobs
 from .counters import StatIoWindow, read_counters, relation_totals
 from .instance import EmbeddedCluster
@@ -79,6 +79,7 @@ class PostgresEngine(EngineBase):
         self._control_lock = threading.Lock()
         self._buffercache_ready = False
         self._readback_raw: dict[str, str] = {}  # pg_settings of the last read_back's session (check_applied)
+        self.read_ahead = ReadAhead(self.data_dir)
 
     @classmethod
     def native_name(cls, knob: str) -> str:
@@ -104,6 +105,7 @@ class PostgresEngine(EngineBase):
 
     def stop(self) -> None:
         self._close_control()
+        self.read_ahead.restore()  # the disk's read-ahead, if a cell changed it
         if not self._started:
             return
         try:
@@ -218,6 +220,8 @@ class PostgresEngine(EngineBase):
     def knob(self, name: str) -> KnobInfo:
         if not self._catalog:
             self.start()
+        if name == "read_ahead":  # the disk's, not PostgreSQL's (engines/host.py)
+            return self.read_ahead.info(name)
         return knobs.resolve(name, self._catalog, self._version)
 
     def check_settings(self, settings: dict[str, Any], *, partial: bool = False) -> dict[str, Any]:
@@ -228,7 +232,10 @@ class PostgresEngine(EngineBase):
             canonical = info.normalise(value, ENGINE_NAME, name)
             if info.native == "block_size":
                 canonical = int(canonical)
-            if self.mode == "dsn":
+            if info.native == ReadAhead.NATIVE:
+                if problem := self.read_ahead.problem(self.mode == "dsn", self.allow_server_changes):
+                    raise KnobError(f"knob {name!r} ({ReadAhead.NATIVE}): {problem}")
+            elif self.mode == "dsn":
                 knobs.check_dsn_allowed(name, info, self.allow_server_changes)
             out[name] = canonical
         knobs.check_combine_ceiling(out, self._catalog)
@@ -246,7 +253,9 @@ class PostgresEngine(EngineBase):
             info = self.knob(name)
             native = info.native
             conf = knobs.conf_value(info, value)
-            if native == "data_checksums":
+            if native == ReadAhead.NATIVE:
+                self.read_ahead.set(int(value))
+            elif native == "data_checksums":
                 checksums = bool(value)
             elif native == "block_size":
                 continue  # validated: only the compiled size is accepted
@@ -286,8 +295,10 @@ class PostgresEngine(EngineBase):
         (as people read it, recorded as `applied`) and pg_settings' raw setting
         (kept for check_applied, in the units blocklab asked in)."""
         out: dict[str, str] = {}
-        names = list(settings)
+        names = [n for n in settings if n != "read_ahead"]
         natives = [knobs.native_name(n) for n in names]
+        if len(names) != len(list(settings)):
+            out["read_ahead"] = str(self.read_ahead.read())  # sysfs: the kernel's own value
         with self.pg_connect() as conn:
             for name, native in zip(names, natives):
                 row = conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(native))).fetchone()
@@ -309,6 +320,30 @@ class PostgresEngine(EngineBase):
             self._dsn_originals[native] = rows[0][0] if rows else None
         with self.pg_connect(session=False) as conn:
             conn.execute(sql.SQL("ALTER SYSTEM SET {} = {}").format(sql.Identifier(native), sql.Literal(conf)))
+
+    # what blocklab makes on a server: tables named blocklab_* or carrying a workload's
+    # fingerprint comment, and the blocklab_* procedures, in the DSN's database
+    _CREATED = (
+        "SELECT 'table ' || c.relname FROM pg_class c WHERE c.relkind = 'r' AND c.relnamespace = 'public'::regnamespace "
+        "AND (c.relname LIKE 'blocklab\\_%%' OR obj_description(c.oid, 'pg_class') LIKE '{\"blocklab\\_dataset\"%%') "
+        "UNION ALL SELECT 'procedure ' || p.proname FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace "
+        "AND p.proname LIKE 'blocklab\\_%%' ORDER BY 1"
+    )
+
+    def created_objects(self) -> list[str]:
+        if self.mode == "embedded":
+            return []
+        return [str(r[0]) for r in self.query(self._CREATED)]
+
+    def drop_created(self) -> list[str]:
+        done = []
+        for entry in self.created_objects():
+            kind, name = entry.split(" ", 1)
+            statement = "DROP TABLE IF EXISTS {}" if kind == "table" else "DROP PROCEDURE IF EXISTS {}"
+            with self.pg_connect(session=False) as conn:
+                conn.execute(sql.SQL(statement).format(sql.Identifier(name)))
+            done.append(entry)
+        return done
 
     def owed_restore(self) -> dict[str, Any]:
         if not self._dsn_originals:
@@ -478,7 +513,7 @@ class PostgresEngine(EngineBase):
     def check_applied(self, settings: dict[str, Any]) -> list[str]:
         """pg_settings in a new measuring session (raw units), the effective
         io_combine_limit being capped by io_max_combine_limit."""
-        natives = {name: self.knob(name).native for name in settings}
+        natives = {name: self.knob(name).native for name in settings if name != "read_ahead"}
         current = self._readback_raw  # apply()'s own read-back session, when it covered every knob
         if not all(native in current for native in natives.values()):
             wanted = list({*natives.values(), "io_combine_limit", "io_max_combine_limit"})
@@ -486,6 +521,8 @@ class PostgresEngine(EngineBase):
                 rows = conn.execute("SELECT name, setting FROM pg_settings WHERE name = ANY(%s)", (wanted,)).fetchall()
             current = {str(k): str(v) for k, v in rows}
         problems = []
+        if "read_ahead" in settings:  # the kernel's value, read from sysfs again
+            current = {**current, ReadAhead.NATIVE: str(self.read_ahead.read())}
         for name, value in settings.items():
             info = self.knob(name)
             got = current.get(info.native)

@@ -111,9 +111,10 @@ def build_slob_table(engine: PostgresEngine, table: str, rows: int, fingerprint:
     with engine.pg_connect(session=False, autocommit=False) as conn:
         conn.execute(f"DROP TABLE IF EXISTS {q}")
         conn.execute(
-            f"CREATE TABLE {q} (id integer NOT NULL, val integer NOT NULL, filler text STORAGE PLAIN) "
+            f"CREATE TABLE {q} (id integer NOT NULL, val integer NOT NULL, filler text) "
             f"WITH (fillfactor = {FILLFACTOR}, autovacuum_enabled = false)"
         )
+        conn.execute(f"ALTER TABLE {q} ALTER COLUMN filler SET STORAGE PLAIN")  # (STORAGE in CREATE TABLE: 16+)
         conn.execute(
             f"INSERT INTO {q} SELECT i, 0, repeat('x', {FILLER_BYTES}) FROM generate_series(1, %s) AS i ORDER BY random()",
             (rows,),
