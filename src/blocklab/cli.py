@@ -564,6 +564,61 @@ def calibrate_command(directory: Path | None, quick: bool, out: Path | None) -> 
 main.add_command(import_group)  # `blocklab import ...`: results measured on Oracle (cli_import.py)
 
 
+@main.command("doctor")
+@click.option("--engine", "engine_kind", default="postgres", show_default=True, help=f"the engine ({', '.join(available_engines())})")
+@click.option("--dsn", default=None, help="someone else's server (default: blocklab's own engine)")
+@click.option("--allow-server-changes", is_flag=True, help="as run would be given it: server-wide knobs may be changed")
+@click.option("--versions", "versions_only", is_flag=True, help="print only the table of every recipe on every kind of server (markdown), from the recipes; no server needed")
+def doctor_command(engine_kind: str, dsn: str | None, allow_server_changes: bool, versions_only: bool) -> None:
+    """What runs here and why not: every recipe (runs / runs adapted, how / refused, why
+    and what would make it run), every generic knob, and the privileges blocklab has.
+    Nothing is changed on the server.
+
+    \b
+    Examples:
+      blocklab doctor
+      blocklab doctor --dsn "host=db1 dbname=lab user=me"
+      blocklab doctor --engine mariadb --dsn mysql://me@db1/blocklab --allow-server-changes
+      blocklab doctor --versions > what-runs-where.md
+    """
+    from rich import box
+    from rich.markup import escape
+    from rich.table import Table
+
+    from .doctor import diagnose, version_table_markdown
+
+    console = make_console()
+    if versions_only:
+        click.echo(version_table_markdown(), nl=False)
+        return
+    try:
+        found = diagnose(engine_kind, dsn, allow_server_changes=allow_server_changes)
+    except SpecError as err:
+        _fail(console, str(err), EXIT_BAD_INPUT)
+    except EngineError as err:
+        _fail(console, str(err), EXIT_FAILED)
+    console.print(f"{found.engine} {found.version} ({found.mode}): {found.server}", markup=False, highlight=False)
+    table = Table(title="recipes (--quick) on this server", box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False)
+    for column in ("recipe", "here", "why / how"):
+        table.add_column(column, overflow="fold")
+    for name, _by_recipe, outcome in found.recipes:
+        style = {"runs": "green", "runs adapted": "yellow", "refused": "red"}[outcome.status]
+        table.add_row(name, outcome.status, escape("\n".join(outcome.why) or "-"), style=style)
+    console.print(table)
+    knobs = Table(title="generic knobs", box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False)
+    for column in ("knob", "native [how applied]", "here"):
+        knobs.add_column(column, overflow="fold")
+    for row in found.knobs:
+        knobs.add_row(*(escape(cell) for cell in row))
+    console.print(knobs)
+    rights = Table(title="privileges and features", box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False)
+    rights.add_column("what")
+    rights.add_column("here", overflow="fold")
+    for what, here in found.privileges:
+        rights.add_row(escape(what), escape(here))
+    console.print(rights)
+
+
 @main.command("clean")
 @click.option("--engine", "engine_kind", default="postgres", show_default=True, help=f"the server's engine ({', '.join(available_engines())})")
 @click.option("--dsn", required=True, help="the server (password from the environment or the engine's own password file)")

@@ -188,7 +188,7 @@ def spec_from_dict(
         raise SpecError(format_validation_error(err, source)) from None
 
 
-ADAPTATION_KEYS = ("quick", "before", "dsn", "min_version", "why", "drop")
+ADAPTATION_KEYS = ("quick", "before", "dsn", "min_version", "why", "drop", "refuse")
 
 
 def version_text(version: tuple[int, ...]) -> str:
@@ -210,8 +210,8 @@ def _adapt(raw: dict[str, Any], variant: dict[str, Any], where: str, source: str
     if "min_version" in variant:
         oldest = _parse_version(variant["min_version"], f"{where}.min_version", source)
         if version < oldest:
-            raise SpecError(f"{source}: needs version {version_text(oldest)} or later of the engine; this server is "
-                            f"{version_text(version)} ({where}.min_version)")
+            raise SpecError(f"{source}: does not run on this server: it needs version {version_text(oldest)} or later "
+                            f"of the engine; this server is {version_text(version)} ({where}.min_version)")
     sections: list[tuple[str, dict[str, Any]]] = []
     if dsn and isinstance(variant.get("dsn"), dict):
         sections.append((f"{where}.dsn", variant["dsn"]))
@@ -224,6 +224,8 @@ def _adapt(raw: dict[str, Any], variant: dict[str, Any], where: str, source: str
     for name, table in sections:
         if not isinstance(table, dict):
             raise SpecError(f"{source}: {name}: must be a table")
+        if table.get("refuse"):  # the recipe cannot be adapted here: it says why and what would make it run
+            raise SpecError(f"{source}: does not run on this server: {table['refuse']} ({name})")
         for dotted in table.get("drop", []):
             _drop_dotted(raw, str(dotted))
         _merge_dotted(raw, {k: v for k, v in table.items() if k not in ADAPTATION_KEYS}, source, name)

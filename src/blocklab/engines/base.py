@@ -421,6 +421,9 @@ class Engine(Protocol):
     def log_tail(self, lines: int = 15) -> str:
         """The engine's log file and its last lines, for a message ('' if it has none)."""
 
+    def privileges(self) -> list[tuple[str, str]]:
+        """What blocklab may do here, as (what, yes/no and why): for `blocklab doctor`."""
+
     def created_objects(self) -> list[str]:
         """What blocklab made on this server (tables, procedures, its database), to list
         after a run on someone else's server and to remove with `blocklab clean`."""
@@ -506,6 +509,9 @@ class EngineBase:
 
     def log_tail(self, lines: int = 15) -> str:
         return ""
+
+    def privileges(self) -> list[tuple[str, str]]:
+        return [("everything", "yes: blocklab's own engine")]
 
     def created_objects(self) -> list[str]:
         return []  # an engine of blocklab's own: everything in it is blocklab's

@@ -227,6 +227,22 @@ class MariadbEngine(InstanceMixin, KnobsMixin, EngineBase):
         except pymysql.err.MySQLError as err:
             raise EngineError(f"cannot use MariaDB at {self._dsn.where}: {err}") from None
 
+    def privileges(self) -> list[tuple[str, str]]:
+        if self.mode == "embedded":
+            return [("everything", "yes: blocklab's own private instance")]
+        grants = {str(r[0]).upper() for r in self.query(
+            "SELECT PRIVILEGE_TYPE FROM information_schema.USER_PRIVILEGES WHERE GRANTEE = CONCAT(\"'\", "
+            "SUBSTRING_INDEX(CURRENT_USER(), '@', 1), \"'@'\", SUBSTRING_INDEX(CURRENT_USER(), '@', -1), \"'\")")}
+        admin = bool(grants & {"SUPER", "SYSTEM VARIABLES ADMIN"})
+        pfs = int(self.query("SELECT @@performance_schema")[0][0])
+        return [
+            ("SET GLOBAL", "yes" if admin else "no: server-wide knobs and the wait for purge need SUPER or SYSTEM VARIABLES ADMIN"),
+            ("performance_schema", "on" if pfs else "off: no time profile and no data-file timings"),
+            ("data directory on this host", self.data_dir() or "no: device figures are out of reach"),
+            ("cold cache", "no: InnoDB's buffer pool empties only with a restart"),
+            ("server settings", "may be changed (restored at the end)" if self.allow_server_changes else "no: pass --allow-server-changes"),
+        ]
+
     def created_objects(self) -> list[str]:
         """On a server given by DSN blocklab works in its own database only: that is what it made."""
         if self.mode == "embedded":

@@ -330,6 +330,30 @@ class PostgresEngine(EngineBase):
         "AND p.proname LIKE 'blocklab\\_%%' ORDER BY 1"
     )
 
+    def privileges(self) -> list[tuple[str, str]]:
+        """The role's rights and the server's features that recipes lean on."""
+        su = bool(self.query("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")[0][0])
+        out = [("superuser", "yes" if su else "no: some session settings (track_io_timing) and ALTER SYSTEM need it")]
+        if self._major >= 15 and not su:
+            alter = bool(self.query("SELECT has_parameter_privilege(current_user, 'work_mem', 'ALTER SYSTEM')")[0][0])
+            out.append(("ALTER SYSTEM", "granted" if alter else "no: server-wide knobs cannot be changed"))
+        ext = self.query("SELECT installed_version IS NOT NULL, true FROM pg_available_extensions WHERE name = 'pg_buffercache'")
+        out.append(("pg_buffercache", "installed" if ext and ext[0][0] else "available, not installed" if ext else
+                    "no: a cold cache cannot be checked or made"))
+        out.append(("pg_stat_io", "yes" if self._major >= 16 else f"no (PostgreSQL {self._major}): pg_statio_* and pg_stat_database instead"))
+        # from the version, not by creating the extension: doctor changes nothing
+        if not ext:
+            out.append(("evict shared buffers", "no: without pg_buffercache"))
+        else:
+            out.append(("evict shared buffers", "per relation (pg_buffercache_evict_relation)" if self._major >= 18 else
+                        "per buffer (pg_buffercache_evict)" if self._major == 17 else
+                        f"no (PostgreSQL {self._major}, before 17): a cold cell holds only for a table a scan does not keep"))
+        out.append(("data directory on this host", self.data_dir() or "no: device figures, read_ahead and cold caches of the OS are out of reach"))
+        out.append(("read_ahead", self.read_ahead.problem(self.mode == "dsn", self.allow_server_changes) or "may be set"))
+        out.append(("server settings", "may be changed (restored at the end)" if self.mode == "embedded" or self.allow_server_changes
+                    else "no: pass --allow-server-changes"))
+        return out
+
     def created_objects(self) -> list[str]:
         if self.mode == "embedded":
             return []

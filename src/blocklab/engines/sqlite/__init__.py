@@ -396,6 +396,9 @@ class SqliteEngine(EngineBase):
         conn.execute(f'CREATE TABLE IF NOT EXISTS "{META_TABLE}" (name TEXT PRIMARY KEY, fingerprint TEXT)')
         conn.execute(f'INSERT OR REPLACE INTO "{META_TABLE}" VALUES (?, ?)', (table, fingerprint))
 
+    def privileges(self) -> list[tuple[str, str]]:
+        return [("database file", f"{self.db_path}: blocklab's own")]
+
     def version_tuple(self) -> tuple[int, ...]:
         return tuple(int(p) for p in apsw.sqlite_lib_version().split("."))
 
