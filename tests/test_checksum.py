@@ -31,6 +31,10 @@ from conftest import blocklab_bin
 
 # ---------------------------------------------------------------------- the recipe through the CLI
 def _run_cli(cli_env, *args) -> list[dict]:
+    return _run_cli_output(cli_env, *args)[0]
+
+
+def _run_cli_output(cli_env, *args) -> tuple[list[dict], str, Path]:
     out = subprocess.run(
         [blocklab_bin(), "run", "checksum", "--quick", *args],
         env=cli_env, capture_output=True, text=True, timeout=120,
@@ -39,7 +43,7 @@ def _run_cli(cli_env, *args) -> list[dict]:
     assert "FAILED" not in out.stdout, out.stdout
     results = list(Path(cli_env["BLOCKLAB_RESULTS"]).glob("*/results.jsonl"))
     assert len(results) == 1, results
-    return [json.loads(line) for line in results[0].read_text().splitlines()]
+    return [json.loads(line) for line in results[0].read_text().splitlines()], out.stdout, results[0].parent
 
 
 def test_quick_run_postgres_applies_checksums(cli_env):
@@ -54,7 +58,7 @@ def test_quick_run_postgres_applies_checksums(cli_env):
 
 
 def test_quick_run_sqlite_applies_page_size_checksum_cell_size_check(cli_env):
-    rows = _run_cli(cli_env, "--engine", "sqlite", "--repeats", "1")
+    rows, stdout, run_dir = _run_cli_output(cli_env, "--engine", "sqlite", "--repeats", "1")
     assert len(rows) == 16  # 2 page sizes x checksum x block checking x index
     for r in rows:
         s, a = r["settings"], r["applied"]
@@ -63,6 +67,14 @@ def test_quick_run_sqlite_applies_page_size_checksum_cell_size_check(cli_env):
         assert a["checksum"] == ("on" if s["checksum"] else "off")  # PRAGMA checksum_verification + 8 reserve bytes
         assert a["block_checking"] == ("on" if s["block_checking"] else "off")  # PRAGMA cell_size_check
     assert {r["settings"]["block_size"] for r in rows} == {1024, 65536}
+    # sizes as people write them, in the console, the plan and the report; the ids stay exact
+    assert "block_size=64 kB" in stdout and "block_size=1 kB" in stdout, stdout
+    assert "65536" not in stdout, stdout
+    plan = json.loads((run_dir / "plan.json").read_text())
+    assert plan["value_bytes"]["block_size"] == {"1024": 1024, "65536": 65536}
+    assert any(c["cell_id"].startswith("b0:block_size=65536") for c in plan["cells"])
+    html = (run_dir / "report.html").read_text()
+    assert "block_size=64 kB, checksum=on" in html
 
 
 # ---------------------------------------------------------------------- workloads directly

@@ -151,10 +151,8 @@ def _owed_hint(console: Any, run_dir: RunDir) -> None:
 
 
 def _cell_text(exp: Any, cell: Any) -> str:
-    if len(exp.knobs) == 1:
-        knob, value = next(iter(cell.setting.as_dict().items()))
-        return f"{knob} = {exp.knob_infos[knob].describe_value(value) if isinstance(value, int) and not isinstance(value, bool) else value}"
-    return cell.setting.label
+    """The setting a cell measures, sizes as people write them ('block_size = 16 kB')."""
+    return str(exp.setting_text(cell.setting.label))
 
 
 def _print_summary(console: Any, exp: Any, summary: dict[str, Any], run_dir: RunDir) -> None:

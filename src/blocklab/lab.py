@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from . import recipes
+from .plan import _fmt
 from .results import PLAN_FILE, SPEC_FILE, RunDir
 from .runner import Experiment, prepare, text_digest
 from .spec import Spec, SpecError, load_spec, parse_set_option
@@ -109,7 +110,8 @@ def plan_text(exp: Experiment) -> list[str]:
     for name, values in exp.knobs.items():
         info = exp.knob_infos[name]
         where = "workload option" if name.startswith("workload.") else f"{exp.spec.engine.kind} {info.native}"
-        lines.append(f"sweep   {name} ({where}) = {values}  [{info.apply.label}]")
+        shown = ", ".join(_fmt(v) if info.kind == "workload" else info.describe_value(v) for v in values)
+        lines.append(f"sweep   {name} ({where}) = {shown}  [{info.apply.label}]")
     total = 0.0
     for cell in plan.cells:
         note = ""
@@ -117,7 +119,7 @@ def plan_text(exp: Experiment) -> list[str]:
             cls, knobs = costly[cell.index]
             note = f"   <- {cls.label}: {', '.join(knobs)}"
             total += exp.engine.change_cost(cls, knobs)  # the engine knows what a restart or reinit costs it
-        lines.append(f"  {cell.index + 1:4d}  block {cell.block + 1}  {cell.setting.label}{note}")
+        lines.append(f"  {cell.index + 1:4d}  block {cell.block + 1}  {exp.setting_text(cell.setting.label)}{note}")
         total += exp.workload_for(cell.setting.as_dict()).estimate_seconds()  # swept options change it
     lines.append(f"{len(costly)} restart/reinit step(s); estimated time {total:.0f} s (plus building the data set once)")
     return lines

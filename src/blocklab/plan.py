@@ -48,12 +48,15 @@ class Plan:
     seed: int
     settings: list[Setting]
     apply_class: dict[str, ApplyClass] = field(default_factory=dict)
+    # knob -> value as labelled -> bytes, for knobs that are sizes (the report's '16 kB')
+    value_bytes: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "seed": self.seed,
             "settings": [s.as_dict() for s in self.settings],
             "apply_class": {k: v.label for k, v in self.apply_class.items()},
+            "value_bytes": self.value_bytes,
             "cells": [
                 {"index": c.index, "block": c.block, "cell_id": c.cell_id, "settings": c.setting.as_dict()}
                 for c in self.cells
@@ -61,10 +64,11 @@ class Plan:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], apply_class: dict[str, ApplyClass]) -> "Plan":
+    def from_dict(cls, data: dict[str, Any], apply_class: dict[str, ApplyClass]) -> Plan:
         settings = [Setting(tuple(s.items())) for s in data["settings"]]
         cells = [Cell(c["index"], c["block"], Setting(tuple(c["settings"].items()))) for c in data["cells"]]
-        return cls(cells=cells, seed=int(data["seed"]), settings=settings, apply_class=apply_class)
+        value_bytes = {k: {str(v): int(b) for v, b in sizes.items()} for k, sizes in (data.get("value_bytes") or {}).items()}
+        return cls(cells=cells, seed=int(data["seed"]), settings=settings, apply_class=apply_class, value_bytes=value_bytes)
 
     def extend(self, cells: list[Cell], settings: list[Setting]) -> None:
         self.cells.extend(cells)

@@ -25,7 +25,7 @@ from .analysis.summary import label_of, summarise
 from .engines import make_engine
 from .engines.base import ApplyClass, Engine, EngineError, KnobError, KnobInfo
 from .environment import collect as collect_environment
-from .plan import Cell, Plan, make_plan
+from .plan import Cell, Plan, _fmt, grid, make_plan
 from .report.writer import refresh_report
 from .results import (
     ENVIRONMENT_FILE,
@@ -100,16 +100,49 @@ class Experiment:
 
     def plan(self) -> Plan:
         apply = {k: info.apply for k, info in self.knob_infos.items() if k in self.knobs}
-        return make_plan(self.knobs, self.spec.measure.repeats, self.seed, apply)
+        plan = make_plan(self.knobs, self.spec.measure.repeats, self.seed, apply)
+        plan.value_bytes = self.value_bytes()
+        return plan
 
     def describe_setting(self, label: str) -> str:
-        """'multiblock_read=16' -> '16 (128 kB)' when there is one knob."""
+        """A setting as people write it: 'multiblock_read=16' -> '16 (128 kB)' with one
+        knob, 'block_size=16384, checksum=on' -> 'block_size=16 kB, checksum=on' with several."""
+        settings = self._settings_by_label().get(label) or _parse_label(label, self.knobs)
+        if settings is None:
+            return label
+        described = {k: self._describe_value(k, v) for k, v in settings.items()}
+        if len(described) == 1:
+            return next(iter(described.values()))
+        return ", ".join(f"{k}={v}" for k, v in described.items())
+
+    def setting_text(self, label: str) -> str:
+        """A setting on a line of its own: 'multiblock_read = 16 (128 kB)', or the
+        knobs' list when there are several."""
         if len(self.knobs) == 1:
-            knob = next(iter(self.knobs))
-            value = label.split("=", 1)[1]
-            info = self.knob_infos[knob]
-            return info.describe_value(int(value)) if value.lstrip("-").isdigit() and info.kind != "workload" else value
-        return label
+            return f"{next(iter(self.knobs))} = {self.describe_setting(label)}"
+        return self.describe_setting(label)
+
+    def _describe_value(self, knob: str, value: Any) -> str:
+        info = self.knob_infos.get(knob)
+        if info is None or info.kind == "workload":
+            return str(value) if not isinstance(value, bool) else ("on" if value else "off")
+        return info.describe_value(value)
+
+    def _settings_by_label(self) -> dict[str, dict[str, Any]]:
+        return {s.label: s.as_dict() for s in grid(self.knobs)}
+
+    def value_bytes(self) -> dict[str, dict[str, int]]:
+        """For knobs that are sizes: the bytes each swept value stands for, kept in
+        plan.json so a report drawn later (or elsewhere) prints '16 kB', not 16384."""
+        out: dict[str, dict[str, int]] = {}
+        for knob, values in self.knobs.items():
+            info = self.knob_infos.get(knob)
+            if info is None or info.kind == "workload":
+                continue
+            sizes = {_fmt(v): size for v in values if (size := info.size_bytes(v)) is not None}
+            if sizes:
+                out[knob] = sizes
+        return out
 
     def knob_label(self) -> str:
         return ", ".join(self.knobs) if self.knobs else "setting"
@@ -605,3 +638,15 @@ def new_run_dir(root: Path, name: str) -> RunDir:
 
 Callback = Callable[..., None]
 __all__ = ["Experiment", "Interrupted", "prepare", "run", "run_cell", "new_run_dir", "SilentReporter", "ApplyClass"]
+
+
+def _parse_label(label: str, knobs: dict[str, list[Any]]) -> dict[str, Any] | None:
+    """A label a refine step added (not in the first grid) back into its settings;
+    None when it is not 'knob=value, ...' over the experiment's knobs."""
+    out: dict[str, Any] = {}
+    for part in label.split(", "):
+        knob, sep, text = part.partition("=")
+        if not sep or knob not in knobs:
+            return None
+        out[knob] = int(text) if text.lstrip("-").isdigit() else text
+    return out

@@ -33,15 +33,17 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
+from ..engines.base import fmt_bytes
 from ..results import ResultRow
 from .stats import compare_samples
 
 LEVEL_KNOBS = ("checksum", "block_checking")  # what a "level" is made of, in this order
 BLOCK_KNOB = "block_size"
-_OFF = {False, 0, "0", "off", "false", "no", "none", "disabled"}
+_OFF = {False, "0", "off", "false", "no", "none", "disabled"}
 
 
 @dataclass(frozen=True)
@@ -123,12 +125,19 @@ def _fmt_value(value: Any) -> str:
     return str(value)
 
 
+def _fmt_setting(knob: str, value: Any) -> str:
+    """block_size is in bytes on every engine: 16384 -> '16 kB', as people write it."""
+    if knob == "block_size" and not isinstance(value, bool) and str(value).isdigit():
+        return fmt_bytes(int(value))
+    return _fmt_value(value)
+
+
 def level_label(level: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={_fmt_value(v)}" for k, v in level.items()) or "(no level)"
+    return ", ".join(f"{k}={_fmt_setting(k, v)}" for k, v in level.items()) or "(no level)"
 
 
 def context_label(context: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={_fmt_value(v)}" for k, v in context.items()) or "all"
+    return ", ".join(f"{k}={_fmt_setting(k, v)}" for k, v in context.items()) or "all"
 
 
 def is_checksum_sweep(rows: Iterable[ResultRow]) -> bool:
@@ -353,7 +362,7 @@ def overhead_tables(rows: Iterable[ResultRow], metric: str = "elapsed_s", *, see
             t.add_column("setting")
         t.add_column("level")
         for b in blocks:
-            t.add_column("normalised" if b is None else f"block {b}", justify="right")
+            t.add_column("normalised" if b is None else f"block {_fmt_setting(BLOCK_KNOB, b)}", justify="right")
         grouped: dict[tuple, dict[Any, Normalised]] = {}
         for n in norm:
             grouped.setdefault((_key(n.context), _key(n.level)), {})[n.block_size] = n
@@ -409,8 +418,8 @@ def overhead_figure(rows: Iterable[ResultRow], metric: str = "elapsed_s", *, see
             ax.set_xscale("log", base=2)
             ticks = sorted(blocks)
             ax.set_xticks(ticks)
-            ax.set_xticklabels([f"{b // 1024}k" if b >= 1024 else str(b) for b in ticks])
-            ax.set_xlabel("block size (bytes)")
+            ax.set_xticklabels([fmt_bytes(b) for b in ticks])
+            ax.set_xlabel("block size")
         else:
             series = [s[0] for s in by_level.values()]
             xs = list(range(len(series)))

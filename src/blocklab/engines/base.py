@@ -104,13 +104,24 @@ class KnobInfo:
             return number
         return value
 
+    def size_bytes(self, value: Any) -> int | None:
+        """The bytes a value stands for when this knob is a size (16384 for a
+        page size of 16384, 131072 for 16 blocks of 8 kB); None otherwise."""
+        if isinstance(value, bool):
+            return None
+        number = value if isinstance(value, int) else int(value) if str(value).isdigit() else None
+        if number is None:
+            return None
+        if self.unit_bytes:
+            return number * self.unit_bytes
+        return number if self.unit == "bytes" else None
+
     def describe_value(self, value: Any) -> str:
-        """Value as a person reads it: 16 -> '16 (128 kB)' for a block-counted size."""
+        """Value as a person writes it: a page size of 16384 -> '16 kB';
+        16 blocks of 8 kB -> '16 (128 kB)'; True -> 'on'."""
         if isinstance(value, bool):
             return "on" if value else "off"
-        if self.unit_bytes and isinstance(value, int):
-            return f"{value} ({fmt_bytes(value * self.unit_bytes)})"
-        return str(value)
+        return describe_size(value, self.size_bytes(value))
 
 
 def parse_bool(value: Any, where: str) -> bool:
@@ -153,11 +164,25 @@ def parse_int(value: Any, where: str, info: KnobInfo | None = None) -> int:
 
 
 def fmt_bytes(n: float) -> str:
-    for unit, size in (("GB", 1024**3), ("MB", 1024**2), ("kB", 1024)):
+    """1048576 -> '1 MB', 131072 -> '128 kB' (binary units, as engines print them)."""
+    for unit, size in (("TB", 1024**4), ("GB", 1024**3), ("MB", 1024**2), ("kB", 1024)):
         if n >= size:
             v = n / size
             return f"{v:.0f} {unit}" if v == int(v) else f"{v:.1f} {unit}"
     return f"{n:.0f} B"
+
+
+def describe_size(value: Any, size: int | None) -> str:
+    """A knob value next to the bytes it stands for: the size alone when the value
+    is already in bytes (16384 -> '16 kB'), both when it counts blocks
+    (16 -> '16 (128 kB)'), the value as it is when it is not a size."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if size is None:
+        return str(value)
+    if str(size) == str(value):
+        return fmt_bytes(size)
+    return f"{value} ({fmt_bytes(size)})"
 
 
 def fmt_number(x: float) -> str:

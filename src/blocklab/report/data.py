@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..engines.base import describe_size, fmt_bytes
 from ..results import (
     ENVIRONMENT_FILE,
     EXPERIMENT_FILE,
@@ -27,7 +28,6 @@ from ..results import (
     ResultsError,
     RunDir,
 )
-
 
 # metric -> (unit, what it is). Metrics not listed are shown by their own name.
 METRICS: dict[str, tuple[str, str]] = {
@@ -70,15 +70,6 @@ def unit_of(metric: str) -> str:
 
 def metric_title(metric: str) -> str:
     return METRICS.get(metric, ("", metric.replace("_", " ")))[1]
-
-
-def fmt_bytes(n: float) -> str:
-    """1048576 -> '1 MB', 131072 -> '128 kB' (binary units, as engines print them)."""
-    for unit, size in (("TB", 1024**4), ("GB", 1024**3), ("MB", 1024**2), ("kB", 1024)):
-        if n >= size:
-            v = n / size
-            return f"{v:.0f} {unit}" if v == int(v) else f"{v:.1f} {unit}"
-    return f"{n:.0f} B"
 
 
 def human(x: float | None, unit: str = "") -> str:
@@ -267,7 +258,9 @@ class RunData:
     @property
     def engine_line(self) -> str:
         """'PostgreSQL 18.6 (embedded)'."""
-        text = f"{self.engine} {self.engine_version}".strip()
+        version = str(self.engine_version or "")
+        # some engines' version strings name the engine already ('SQLite 3.54.1, apsw ...')
+        text = version if version.lower().startswith(self.engine.lower()) else f"{self.engine} {version}".strip()
         mode = self.environment.get("engine_mode")
         return f"{text} ({mode})" if mode else text
 
@@ -275,7 +268,7 @@ class RunData:
     def block_size(self) -> int | None:
         extra = self.environment.get("engine_extra") or {}
         try:
-            return int(extra.get("block_size")) if extra.get("block_size") else None
+            return int(extra["block_size"]) if extra.get("block_size") else None
         except (TypeError, ValueError):
             return None
 
@@ -327,12 +320,16 @@ class RunData:
 
     # ------------------------------------------------------------------ how things read
     def describe_value(self, knob: str, value: Any) -> str:
-        """16 -> '16 (128 kB)' when the engine reported the value as a size."""
+        """As people write it: a page size of 16384 -> '16 kB', 16 blocks -> '16 (128 kB)'
+        (from the plan's sizes, else from the size the engine read back)."""
         if isinstance(value, bool):
             return "on" if value else "off"
+        planned = (self.plan.get("value_bytes") or {}).get(knob, {}).get(str(value))
+        if planned is not None:
+            return describe_size(value, int(planned))
         size = self._applied_size(knob, value)
         if size is not None and isinstance(value, (int, float)) and parse_size(str(value)) is None:
-            return f"{value} ({fmt_bytes(size)})"
+            return describe_size(value, size)
         return str(value)
 
     def value_parts(self, knob: str, value: Any) -> tuple[str, str]:
@@ -358,12 +355,15 @@ class RunData:
         return native if native != knob else None
 
     def describe_label(self, label: str) -> str:
-        """'multiblock_read=16' -> '16 (128 kB)' with one knob; labels of several knobs as they are."""
+        """'multiblock_read=16' -> '16 (128 kB)' with one knob;
+        'block_size=16384, checksum=on' -> 'block_size=16 kB, checksum=on' with several."""
         settings = self.settings_by_label.get(label)
-        if settings is None or len(settings) != 1:
+        if not settings:
             return label
-        knob, value = next(iter(settings.items()))
-        return self.describe_value(knob, value)
+        if len(settings) == 1:
+            knob, value = next(iter(settings.items()))
+            return self.describe_value(knob, value)
+        return ", ".join(f"{k}={self.describe_value(k, v)}" for k, v in settings.items())
 
     def _applied_size(self, knob: str, value: Any) -> int | None:
         for row in self.rows:

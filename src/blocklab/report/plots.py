@@ -414,7 +414,8 @@ def _generic(data: RunData, metric: str, limits: dict[str, float]) -> tuple[str,
         handles = _bars(ax, data, figs, best, close, unit)
         legend = handles
         labels = [h.get_label() for h in handles]
-        ax.set_xlabel(knob_text)
+        several = len(data.knobs) > 1
+        ax.set_xlabel(f"{knob_text} (top to bottom)" if several else knob_text)
     limit_handle = _limit_line(ax, metric, limits)
     if limit_handle:
         legend.append(limit_handle)
@@ -423,7 +424,8 @@ def _generic(data: RunData, metric: str, limits: dict[str, float]) -> tuple[str,
         ax.set_ylim(bottom=0, top=_top(figs, limits, metric))
     ax.yaxis.set_major_formatter(ScaledFormatter())
     ax.set_ylabel(f"{metric_title(metric)} ({unit})  [{better}]" if unit else f"{metric}  [{better}]")
-    fig.legend(legend, labels, loc="outside lower center", ncol=3, frameon=False)
+    longest_label = max((len(text) for text in labels), default=0)
+    fig.legend(legend, labels, loc="outside lower center", ncol=3 if longest_label <= 40 else 1, frameon=False)
     plot_id = f"{data.name}-{metric}".replace("_", "-")
     caption = (
         f"{metric_title(metric).capitalize()} ({metric}) per setting: every dot is one run; "
@@ -446,7 +448,7 @@ def _bars(ax: Any, data: RunData, figs: list[SettingFigures], best: str | None, 
         for i, v in enumerate(sorted(f.values))
     ]
     ax.plot([d[0] for d in dots], [d[1] for d in dots], "o", ls="none", color=BLUE, ms=4, alpha=0.75, zorder=4)
-    names = [_wrap(data.describe_label(f.label)) for f in figs]
+    names = [_tick_label(data, f.label) for f in figs]
     ax.set_xticks(positions, names)
     ax.grid(axis="x", visible=False)
     longest = max((len(line) for n in names for line in n.split("\n")), default=0)
@@ -467,8 +469,13 @@ def _bars(ax: Any, data: RunData, figs: list[SettingFigures], best: str | None, 
     return handles
 
 
-def _wrap(label: str) -> str:
-    return label.replace(", ", "\n")
+def _tick_label(data: RunData, label: str) -> str:
+    """One line per knob: with several knobs just the values, stacked in the order
+    the axis label names the knobs ('64 kB / on / off'), so 16 settings fit side by side."""
+    settings = data.settings_by_label.get(label)
+    if not settings or len(settings) == 1:
+        return data.describe_label(label).replace(", ", "\n")
+    return "\n".join(data.describe_value(k, v) for k, v in settings.items())
 
 
 # ====================================================================== shared
