@@ -105,7 +105,8 @@ class SysstatsDialect(Protocol):
     """What system statistics need from an engine: cold reads it can time."""
 
     def read_settings(self) -> dict[str, str]:
-        """io_combine_limit, io_method, effective_io_concurrency: what the reads run under."""
+        """io_combine_limit, io_method, effective_io_concurrency: what the reads run under;
+        read_time_source: where the engine's read times come from."""
 
     def single_block_reads(self, table: str, blocks: Sequence[int], warmup_block: int, disk: DeviceReads) -> Reading:
         """Evict, then read these heap blocks one at a time, in this order, one read in flight."""
@@ -233,6 +234,7 @@ def gather(
     io_combine_limit = int(current.get("io_combine_limit", 1))
     io_method = current.get("io_method", "sync")
     effective_io_concurrency = int(current.get("effective_io_concurrency", 0))
+    read_time_source = current.get("read_time_source", "the engine's read time / reads")
     direct = engine.direct_io_active()
     disk = DeviceReads(engine.data_dir())
     rng = random.Random(seed)
@@ -340,6 +342,7 @@ def gather(
         dstop=_now(),
         phases=phases,
         notes=tuple(notes),
+        read_time_source=read_time_source,
     )
 
 

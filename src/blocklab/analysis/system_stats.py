@@ -84,6 +84,7 @@ class SystemStats:
     dstop: str
     phases: tuple[Phase, ...]
     notes: tuple[str, ...] = ()
+    read_time_source: str = "pg_stat_io read_time / reads"  # the engine's counters the read times come from
 
     @property
     def random_page_cost(self) -> float:
@@ -125,7 +126,7 @@ class SystemStats:
             f"MAXTHR {_mb(self.maxthr_bytes_per_s)} with {self.maxthr_sessions} session{plural} scanning at once "
             f"({', '.join(f'{k}: {_mb(v)}' for k, v in self.throughput_by_sessions.items())}); "
             f"SLAVETHR {_mb(self.slavethr_bytes_per_s)} per session",
-            "SYSSTATS_MAIN SREADTIM and MREADTIM are pg_stat_io read_time / reads over exactly the measured reads; "
+            f"SYSSTATS_MAIN SREADTIM and MREADTIM are {self.read_time_source} over exactly the measured reads; "
             "SYSSTATS_WALL is the client's clock per read (it also holds CPU and round trips)",
             f"MREADTIM_AHEAD: what a scan with read-ahead (effective_io_concurrency {self.effective_io_concurrency}) "
             "still waits per read; MREADTIM is measured one read at a time, like Oracle's scattered reads",

@@ -114,7 +114,7 @@ class ReadAhead:
     def info(self, generic: str | None) -> KnobInfo:
         path = self.path()
         current = int(path.read_text()) if path else None
-        return KnobInfo(self.NATIVE, generic, "integer", ApplyClass.RELOAD, minimum=0, maximum=65536, unit="kB", default=current,
+        return KnobInfo(self.NATIVE, generic, "integer", ApplyClass.RELOAD, minimum=0, maximum=65536, unit="kB", unit_bytes=1024, default=current,
                         description=f"read-ahead of {path.parent.parent.name if path else 'the data disk'} (sysfs), kB")
 
     def problem(self, dsn: bool, allow_server_changes: bool) -> str | None:

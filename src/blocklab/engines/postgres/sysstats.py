@@ -107,11 +107,13 @@ class SysstatsReads:
             rows = s.conn.execute(
                 "SELECT name, setting FROM pg_settings WHERE name IN ('io_combine_limit', 'io_method', 'effective_io_concurrency')"
             ).fetchall()
-        return {"io_combine_limit": "1", "io_method": "sync", **{str(k): str(v) for k, v in rows}}
+        source = ("pg_stat_io read_time / reads" if self.engine.major >= 16 else
+                  "pg_stat_database blk_read_time / pg_statio_all_tables heap_blks_read")
+        return {"io_combine_limit": "1", "io_method": "sync", **{str(k): str(v) for k, v in rows}, "read_time_source": source}
 
     def evicts_blocks(self) -> bool:
         with _server_errors():
-            return self.engine._eviction() != "none"
+            return self.engine._eviction() in ("relation", "buffer", "rewrite")
 
     def cached_blocks(self, table: str) -> set[int]:
         with _server_errors():
