@@ -22,8 +22,11 @@ system:
 demo: system venv
 	$(BIN)/blocklab run mbrc
 
+# The suite, then the linters: ruff (style, bugs) and mypy (types) stay clean.
 test: system venv
 	$(BIN)/pytest -q
+	$(BIN)/ruff check src
+	$(BIN)/mypy src/blocklab
 
 clean:
 	rm -rf $(VENV) results .pytest_cache

@@ -39,7 +39,10 @@ def analyse_command(run_dir: Path, dry_run: bool) -> None:
     except AnalyseError as err:
         console.print(f"error: {err}", style="red", markup=False, highlight=False)
         sys.exit(EXIT_BAD_INPUT)
-    say = lambda text: console.print(text, markup=False, highlight=False)
+
+    def say(text: str) -> None:
+        console.print(text, markup=False, highlight=False)
+
     summary = result.summary
     if result.previous_verdict is not None and result.previous_verdict != summary["verdict"]:
         version = f"statistics version {result.previous_version}" if result.previous_version else "older statistics"

@@ -30,8 +30,9 @@ and their intervals split the 5% error over every look the run may take
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, cast
 
 from .analysis.paired import unsettled
 from .analysis.stats import Analysis, analyse
@@ -140,8 +141,8 @@ def refine_step(
     measured = {v: list(x) for v, x in samples.items() if x}
     if not measured:
         return RefineStep([], 0, f"refine: no successful run of {knob} to refine around")
-    analysis = analyse(measured, goal=goal, seed=seed)
-    best = analysis.best
+    analysis = analyse(cast(Mapping[Hashable, Sequence[float]], measured), goal=goal, seed=seed)
+    best = cast(int, analysis.best)  # the swept values are integers (check_refinable)
     neighbours = neighbours_of(best, list(measured))
     cap = min(max_repeats, CONFIRM_FACTOR * repeats)
     unseparated = unseparated_neighbours(analysis, best, neighbours)

@@ -188,7 +188,7 @@ def _reference_key(levels: dict[tuple, dict[str, Any]]) -> tuple | None:
 
 def reference_label(rows: Iterable[ResultRow]) -> str:
     """'checksum off', or the reference level when the engine has no off ('checksum=crc32')."""
-    levels = {}
+    levels: dict[tuple, dict[str, Any]] = {}
     for row in rows:
         _, level = _split(row.settings)
         levels.setdefault(_key(level), level)
@@ -288,6 +288,7 @@ def normalised(
     out: list[Normalised] = []
     for ck in _context_order(contexts):
         context = contexts[ck]
+        ref_ck: tuple | None
         if reference_block_size is None or BLOCK_KNOB not in context:
             ref_ck = ck
         else:
@@ -370,13 +371,13 @@ def overhead_tables(rows: Iterable[ResultRow], metric: str = "elapsed_s", *, see
             first = next(iter(by_block.values()))
             cells = []
             for b in blocks:
-                n = by_block.get(b)
-                if n is None or not math.isfinite(n.value):
+                found = by_block.get(b)
+                if found is None or not math.isfinite(found.value):
                     cells.append("-")
-                elif n.n < 2 or (n.ci_low == n.ci_high == n.value):
-                    cells.append(f"{n.value:.3f}")
+                elif found.n < 2 or (found.ci_low == found.ci_high == found.value):
+                    cells.append(f"{found.value:.3f}")
                 else:
-                    cells.append(f"{n.value:.3f} [{n.ci_low:.3f}, {n.ci_high:.3f}]")
+                    cells.append(f"{found.value:.3f} [{found.ci_low:.3f}, {found.ci_high:.3f}]")
             t.add_row(*([context_label(first.context)] if has_context else []), first.level_label, *cells)
         tables.append(t)
     return tables

@@ -46,7 +46,7 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats as _scipy_stats  # type: ignore[import-untyped]
+from scipy import stats as _scipy_stats
 
 from .stats import (
     CONFIDENCE,

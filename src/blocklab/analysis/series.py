@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats as _scipy_stats  # type: ignore[import-untyped]
+from scipy import stats as _scipy_stats
 
 from .stats import CONFIDENCE
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 RISE = 1.05  # saturated: within 5 % of the series' highest read IOPS
 LIMIT_SPAN = 3.0  # a device limit further than this many times the busiest point is written, not drawn
@@ -73,6 +74,11 @@ def _metrics(row: Any) -> dict[str, Any] | None:
     return None
 
 
+def _median_of(metrics: list[dict[str, Any]], name: str) -> float:
+    values = [float(m[name]) for m in metrics if m.get(name) is not None]
+    return statistics.median(values) if values else math.nan  # not measured (e.g. CPU in awr_info output)
+
+
 def points(rows: Iterable[Any]) -> dict[tuple[float, int | None], list[SlobPoint]]:
     """Series key (update_pct, block_size or None) -> its points in session order (repeats: median)."""
     groups: dict[tuple[float, int, int | None], list[dict[str, Any]]] = {}
@@ -87,13 +93,9 @@ def points(rows: Iterable[Any]) -> dict[tuple[float, int | None], list[SlobPoint
     keep_bs = len(block_sizes) > 1
     out: dict[tuple[float, int | None], list[SlobPoint]] = {}
     for (pct, sessions, bs), ms in groups.items():
-        def med(name: str) -> float:
-            values = [float(m[name]) for m in ms if m.get(name) is not None]
-            return statistics.median(values) if values else math.nan  # not measured (e.g. CPU in awr_info output)
-
         p = SlobPoint(
-            sessions, pct, bs, med("read_iops"), med("mb_per_s"), med("read_latency_ms"), med("ops_per_s"),
-            med("cpu_busy_pct"), len(ms),
+            sessions, pct, bs, _median_of(ms, "read_iops"), _median_of(ms, "mb_per_s"), _median_of(ms, "read_latency_ms"),
+            _median_of(ms, "ops_per_s"), _median_of(ms, "cpu_busy_pct"), len(ms),
         )
         out.setdefault((pct, bs if keep_bs else None), []).append(p)
     return {k: sorted(v, key=lambda p: p.sessions) for k, v in sorted(out.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0))}
@@ -147,7 +149,7 @@ def petal_figures(rows: Iterable[Any], limits: dict[str, Any] | None = None) -> 
         for i, (key, pts) in enumerate(series.items()):
             pct, bs = key
             if block_sizes:
-                color, marker = f"C{block_sizes.index(bs) % 10}", _MARKERS[pcts.index(pct) % len(_MARKERS)]
+                color, marker = f"C{block_sizes.index(bs) % 10 if bs in block_sizes else 0}", _MARKERS[pcts.index(pct) % len(_MARKERS)]
             else:
                 color, marker = f"C{i % 10}", "o"
             xs = [getattr(p, x_name) for p in pts]

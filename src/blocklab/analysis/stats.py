@@ -24,8 +24,9 @@ Conventions
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, Hashable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from scipy import stats as _scipy_stats
@@ -381,7 +382,7 @@ def analyse(
             lo, hi = _percentile_interval(draws[k])
         else:
             lo = hi = med
-        out_idx, out_val = flag_outliers(x)
+        out_idx, out_val = flag_outliers(x.tolist())
         rb, rb_lo, rb_hi = ratio_to(k, baseline)
         rt, rt_lo, rt_hi = ratio_to(k, best)
         settings[k] = SettingStats(
@@ -431,9 +432,7 @@ def noisy_settings(analysis: Analysis, target: float) -> list[Hashable]:
         raise ValueError(f"target must be a positive fraction, not {target!r}")
     noisy = []
     for k, s in analysis.settings.items():
-        if s.n < 2 or not math.isfinite(s.half_width):
-            noisy.append(k)
-        elif s.half_width > target * abs(s.median):
+        if s.n < 2 or not math.isfinite(s.half_width) or s.half_width > target * abs(s.median):
             noisy.append(k)
     return noisy
 

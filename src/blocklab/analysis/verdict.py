@@ -11,7 +11,7 @@ is "max", a larger elapsed time when it is "min".
 from __future__ import annotations
 
 import math
-from typing import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 
 from .stats import Analysis, SettingStats
 
@@ -134,7 +134,7 @@ def _listing(names: list[str]) -> str:
     return ", ".join(names)
 
 
-def _are(names: list[str]) -> str:
+def _are(names: Sequence[object]) -> str:
     return "is" if len(names) == 1 else "are"
 
 

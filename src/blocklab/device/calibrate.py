@@ -21,10 +21,11 @@ import secrets
 import shutil
 import signal
 import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 from ..environment import collect as collect_environment
 from ..probes.os_stats import device_of
@@ -140,7 +141,7 @@ def make_plan(
         "ramp_s": ramp_s,
         "file_size": file_size,
     }
-    v = {k: PRESETS[preset][k] if value is None else value for k, value in given.items()}
+    v: dict[str, Any] = {k: PRESETS[preset][k] if value is None else value for k, value in given.items()}
     points = _points("rand", _block_sizes(v["block_sizes"], "block_sizes"), _iodepths(v["iodepths"], "iodepths"))
     points += _points(
         "seq", _block_sizes(v["seq_block_sizes"], "seq_block_sizes"), _iodepths(v["seq_iodepths"], "seq_iodepths")
@@ -220,7 +221,7 @@ class Limit:
         return dict(self.__dict__)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any] | None) -> "Limit | None":
+    def from_dict(cls, d: dict[str, Any] | None) -> Limit | None:
         if d is None:
             return None
         return cls(float(d["value"]), str(d["unit"]), str(d["pattern"]), int(d["block_size"]), int(d["iodepth"]))
@@ -246,7 +247,7 @@ class Summary:
         return {k: (v.to_dict() if v else None) for k, v in self.__dict__.items()}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Summary":
+    def from_dict(cls, d: dict[str, Any]) -> Summary:
         keys = ("max_small_iops", "max_large_mb_per_s", "min_small_latency_ms")
         return cls(*(Limit.from_dict(d.get(k)) for k in keys))
 
@@ -362,8 +363,9 @@ def _measure(
             # the timeout only catches a hung fio; a point normally takes runtime + ramp
             timeout = plan.runtime_s + plan.ramp_s + 60
             data = run_fio(fio, point_args(test_file, plan, planned, cal.ioengine), timeout=timeout)
-            result: Point | str = parse_read(data, planned.pattern)
-            points.append(result)
+            point = parse_read(data, planned.pattern)
+            points.append(point)
+            result: Point | str = point
         except FioError as err:
             result = str(err)
             failures.append({**planned.settings(), "error": result})
@@ -608,7 +610,7 @@ def find_latest_calibration(results_root: str | Path, device_name: str) -> Path 
 
 # ---------------------------------------------------------------------- helpers
 def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def _replace(cal: Calibration, **changes: Any) -> Calibration:

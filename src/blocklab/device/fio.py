@@ -14,8 +14,9 @@ import json
 import re
 import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any
 
 INSTALL_HINT = "install the 'fio' package: apt-get install fio"
 
@@ -56,7 +57,7 @@ class Point:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Point":
+    def from_dict(cls, d: dict[str, Any]) -> Point:
         return cls(
             pattern=str(d["pattern"]),
             block_size=int(d["block_size"]),

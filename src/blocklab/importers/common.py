@@ -246,10 +246,7 @@ def _heading_block(lines: list[Line], i: int) -> tuple[list[tuple[str, list[tupl
 
 def _fits(text: str, cols: list[tuple[int, int]]) -> bool:
     """Every word of the line lies inside some column."""
-    for m in re.finditer(r"\S+", text):
-        if not any(s <= m.start() < e for s, e in cols):
-            return False
-    return True
+    return all(any(s <= m.start() < e for s, e in cols) for m in re.finditer(r"\S+", text))
 
 
 MIB = 1024 * 1024  # Oracle's tools count MB as 2^20 bytes (awr_info divides byte counts by 2^20)

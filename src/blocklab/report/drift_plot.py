@@ -51,7 +51,10 @@ def drift_figure(data: RunData) -> tuple[Figure, str] | None:
     FigureCanvasAgg(fig)
     fig.suptitle("Drift between blocks", x=0.01, ha="left")
     ax = fig.add_subplot()
-    pct = lambda logs: (np.exp(logs) - 1.0) * 100.0
+
+    def pct(logs: Any) -> Any:
+        return (np.exp(logs) - 1.0) * 100.0
+
     # each cell divided by its setting's level: what is left is its block's drift and its own noise
     xs, ys = [], []
     position = {b: i + 1 for i, b in enumerate(blocks)}

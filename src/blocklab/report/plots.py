@@ -24,6 +24,7 @@ import matplotlib
 from matplotlib import ticker
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
@@ -86,7 +87,7 @@ class Plot:
 def make_plots(data: RunData, limits: dict[str, float] | None = None) -> list[Plot]:
     """Every picture this run has (none before its first measured cell)."""
     out: list[Plot] = []
-    with matplotlib.rc_context(STYLE):
+    with matplotlib.rc_context(STYLE):  # type: ignore[arg-type]  # matplotlib types the keys as literals
         for plot_id, title, caption, fig in _figures(data, limits or {}):
             png, svg = render(fig)
             out.append(Plot(plot_id, title, caption, png, svg))
@@ -495,7 +496,7 @@ class ScaledFormatter(ticker.Formatter):
 def _new_figure(data: RunData, title: str) -> tuple[Figure, Any]:
     fig = Figure(figsize=SIZE, dpi=100, layout="constrained")
     FigureCanvasAgg(fig)
-    fig.get_layout_engine().set(h_pad=0.12, w_pad=0.12)
+    fig.set_layout_engine(ConstrainedLayoutEngine(h_pad=0.12, w_pad=0.12))
     fig.suptitle(title, x=0.01, ha="left")
     ax = fig.add_subplot()
     ax.set_title(_subtitle(data), loc="left", color=GREY, pad=10)

@@ -14,8 +14,9 @@ moment leaves the previous complete report or the new one, never half a file.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..results import ResultsError, RunDir, write_atomic
 from .data import RunData, load_run
