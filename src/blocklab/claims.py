@@ -135,3 +135,19 @@ def check_metrics(metrics: dict[str, float], cold: bool, checks: CellChecks) -> 
         unaccounted = metrics.get("profile.slowest.unaccounted_s", coverage - parts)
         if abs(unaccounted) > PROFILE_AGREEMENT * coverage:
             checks.flags.append(f"time profile: {unaccounted / coverage:.0%} of the slowest session's time unaccounted")
+
+
+def check_steady(series: dict[str, list[float]], key: str, checks: CellChecks) -> dict[str, Any] | None:
+    """A timed point's steadiness (analysis/series.py drift()): its warm-up and
+    whether `key` is still drifting after it; a drifting point is flagged (it
+    counts, and the report says so). None when the series is too short to judge."""
+    from .analysis.series import drift
+
+    if "t" not in series or key not in series:
+        return None
+    found = drift(series["t"], series[key], key)
+    if found is None:
+        return None
+    if found.drifting:
+        checks.flags.append(found.describe())
+    return found.to_dict()

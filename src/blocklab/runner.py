@@ -40,7 +40,7 @@ from .results import (
 from .search import check_refinable, coarse_values, next_cells, sequential_looks
 from .spec import WORKLOAD_AXIS, Spec, SpecError, spec_from_dict
 from .workloads import make_workload
-from .workloads.base import Workload
+from .workloads.base import Workload, timed_series
 
 
 class Reporter(Protocol):
@@ -394,8 +394,15 @@ def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = 
 
 
 def list_created(exp: Experiment, reporter: Reporter) -> None:
-    """On someone else's server: what blocklab made there, and how to remove it."""
-    made = exp.engine.created_objects()
+    """On someone else's server: what blocklab made there, and how to remove it.
+    A server gone by now is not this list's failure: stopping the engine says so
+    (and keeps what is owed in restore.json)."""
+    try:
+        made = exp.engine.created_objects()
+    except Exception as err:  # the server's own error (psycopg, PyMySQL), whatever the engine
+        reporter.phase(f"what blocklab made on this server cannot be listed now ({str(err).splitlines()[0]}); "
+                       f"blocklab clean --engine {exp.spec.engine.kind} --dsn ... removes it later")
+        return
     if made:
         reporter.phase(f"on this server blocklab made: {', '.join(made)}; they are kept for the next run: remove them "
                        f"with blocklab clean --engine {exp.spec.engine.kind} --dsn ...")
@@ -517,6 +524,7 @@ def run_cell(exp: Experiment, cell: Cell, reporter: Reporter, attempt: int = 1) 
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     notes: dict[str, Any] = {"attempt": attempt} if attempt > 1 else {}
     checks = claims.CellChecks()
+    series: dict[str, list[float]] = {}  # a timed workload's, second by second
     cold = exp.spec.measure.cache == "cold"
     stage = "apply"  # a failure while applying the setting is the setting's own (unless the engine died)
     try:
@@ -535,12 +543,16 @@ def run_cell(exp: Experiment, cell: Cell, reporter: Reporter, attempt: int = 1) 
         if direct:
             claims.check_direct_io(engine, relations, cold, checks)
         claims.check_metrics(metrics, cold, checks)
+        if (timed := timed_series(workload)) is not None:
+            series, steady_key = timed
+            if (steady := claims.check_steady(series, steady_key, checks)) is not None:
+                notes["steady"] = steady
         status = checks.status
         notes.update(checks.to_notes())
     except (KeyboardInterrupt, Interrupted):
         raise
     except Exception as err:  # a failed cell is a result too; the run goes on
-        applied, metrics = {}, {}
+        applied, metrics, series = {}, {}, {}
         status = f"{'refused: ' if stage == 'apply' else ''}{type(err).__name__}: {err}"
     return ResultRow(
         cell=cell.index,
@@ -552,6 +564,7 @@ def run_cell(exp: Experiment, cell: Cell, reporter: Reporter, attempt: int = 1) 
         cell_id=cell.cell_id,
         started=started,
         notes={**notes, "fixed": {k: str(v) for k, v in exp.fixed.items()}},
+        series=series,
     )
 
 

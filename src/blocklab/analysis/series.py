@@ -101,9 +101,7 @@ def batch_means_interval(
         raise ValueError("series: non-finite values (NaN or inf)")
     if ts.size > 1 and np.any(np.diff(ts) <= 0):
         raise ValueError("series: 't' must increase")
-    drop = mser_truncation(x)
-    if drop and not _is_transient(x, drop):
-        drop = 0
+    drop = warmup_length(x)
     rest = x[drop:]
     warmup = float(ts[drop] - ts[0]) if drop else 0.0
     batches = min(BATCHES, rest.size // MIN_BATCH_SIZE)
@@ -122,6 +120,70 @@ def batch_means_interval(
     se = float(means.std(ddof=1)) / math.sqrt(means.size)
     tq = float(_scipy_stats.t.ppf(0.5 + confidence / 2.0, means.size - 1))
     return SeriesInterval(mean, mean - tq * se, mean + tq * se, warmup, int(used), int(means.size), int(size), lag1)
+
+
+def warmup_length(values: Sequence[float] | np.ndarray) -> int:
+    """Observations at the start that are a warm-up: MSER-5's truncation, kept
+    only when the dropped seconds differ from the rest by more than chance."""
+    x = np.asarray(values, dtype=np.float64).reshape(-1)
+    drop = mser_truncation(x)
+    return drop if drop and _is_transient(x, drop) else 0
+
+
+@dataclass(frozen=True)
+class Drift:
+    """Is a point's series still moving after its warm-up? The trend of the
+    steady part's batch means (a line through them), as the change it makes
+    over that part relative to its mean, with the trend's p-value (the batch
+    means are nearly independent, so a t test on the slope is honest enough).
+    `drifting` when the change exceeds DRIFT_LIMIT and the trend is real."""
+
+    series: str
+    warmup_s: float
+    seconds: float  # the steady part's length
+    mean: float
+    change: float  # fitted value at the end / at the start of the steady part, - 1
+    p_value: float
+    drifting: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        from .stats import _jsonable
+
+        return {k: _jsonable(v) for k, v in self.__dict__.items()}
+
+    def describe(self) -> str:
+        name = self.series.replace("_", " ")
+        text = f"{name} {self.change:+.0%} over the last {self.seconds:.0f} s (trend p = {self.p_value:.2g})"
+        return ("still drifting: " if self.drifting else "steady: ") + text + (
+            f", after a {self.warmup_s:.0f} s warm-up" if self.warmup_s else "")
+
+
+DRIFT_LIMIT = 0.10  # like fio's ss=iops_slope, a limit on the trend relative to the mean
+DRIFT_P = 0.05
+MIN_DRIFT_SECONDS = 10  # shorter steady parts are not judged (too few batches for a trend)
+
+
+def drift(t: Sequence[float], values: Sequence[float], name: str) -> Drift | None:
+    """The drift of one series after its warm-up; None when the steady part is
+    shorter than MIN_DRIFT_SECONDS or the series is flat at zero."""
+    ts = np.asarray(t, dtype=np.float64).reshape(-1)
+    x = np.asarray(values, dtype=np.float64).reshape(-1)
+    if ts.size != x.size or not (np.all(np.isfinite(x)) and np.all(np.isfinite(ts))):
+        return None
+    drop = warmup_length(x)
+    rest, rest_t = x[drop:], ts[drop:]
+    if rest.size < MIN_DRIFT_SECONDS or float(rest.mean()) <= 0:
+        return None
+    batches = max(MIN_BATCHES, min(BATCHES, rest.size // MIN_BATCH_SIZE))
+    means, size = _batch(rest, batches)
+    centres, _ = _batch(rest_t, batches)
+    fit = _scipy_stats.linregress(centres, means)
+    span = float(rest_t[-1] - rest_t[0]) + (float(rest_t[1] - rest_t[0]) if rest_t.size > 1 else 0.0)
+    mean = float(rest.mean())
+    change = float(fit.slope) * span / mean
+    p = float(fit.pvalue) if math.isfinite(float(fit.pvalue)) else 1.0
+    warmup = float(ts[drop] - ts[0]) if drop else 0.0
+    return Drift(name, warmup, span, mean, change, p, abs(change) > DRIFT_LIMIT and p < DRIFT_P)
 
 
 def _is_transient(x: np.ndarray, drop: int) -> bool:

@@ -20,13 +20,14 @@ from typing import Any
 from ..engines.base import Engine, IoWindow, Session
 from .os_stats import DiskCounters, device_of, disk_counters, process_cpu_seconds, system_cpu_times
 from .page_cache import process_read_bytes
+from .seconds import PerSecond
 
 
 class HostWindow:
     """The data device's I/O, the server processes' CPU seconds and all CPUs'
     busy share over a window (on this host only)."""
 
-    def __init__(self, engine: Engine):
+    def __init__(self, engine: Engine, *, per_second: bool = False):
         data_dir = engine.data_dir()
         self.device = device_of(data_dir).name if data_dir else None
         self.pids = engine.server_pids()
@@ -34,8 +35,12 @@ class HostWindow:
         self.proc_read_bytes: float | None = None  # the server processes' own storage reads
         self.server_cpu_s = 0.0
         self.cpu_busy_pct = 0.0
+        # a timed run's device I/O and CPU second by second (probes/seconds.py)
+        self.seconds = PerSecond(self.device) if per_second else None
 
     def __enter__(self) -> HostWindow:
+        if self.seconds is not None:
+            self.seconds.__enter__()
         self._disk0 = disk_counters(self.device) if self.device else None
         self._proc0 = process_read_bytes(self.pids)
         self._cpu0 = process_cpu_seconds(self.pids)
@@ -43,6 +48,8 @@ class HostWindow:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        if self.seconds is not None:
+            self.seconds.__exit__(*exc)
         sys1 = system_cpu_times()
         self.server_cpu_s = process_cpu_seconds(self.pids) - self._cpu0
         proc1 = process_read_bytes(self.pids)
@@ -53,6 +60,10 @@ class HostWindow:
             self.disk = disk1.minus(self._disk0)
         busy, total = sys1[0] - self._sys0[0], sys1[1] - self._sys0[1]
         self.cpu_busy_pct = 100.0 * busy / total if total > 0 else 0.0
+
+    def series(self) -> dict[str, list[float]]:
+        """The per-second series of a window opened with per_second=True, else {}."""
+        return self.seconds.series() if self.seconds is not None else {}
 
     def deltas(self) -> dict[str, float]:
         out = {"server_cpu_s": self.server_cpu_s}
@@ -78,9 +89,10 @@ class RunProbe:
     """The engine's I/O window and the host window around one run."""
 
     def __init__(
-        self, engine: Engine, session: Session | None = None, *, settle: bool = False, sessions: Sequence[Session] = ()
+        self, engine: Engine, session: Session | None = None, *, settle: bool = False, sessions: Sequence[Session] = (),
+        per_second: bool = False,
     ):
-        self.host = HostWindow(engine)
+        self.host = HostWindow(engine, per_second=per_second)
         self.io: IoWindow = engine.io_window(session, settle=settle, sessions=sessions)
         self.deltas: dict[str, float] = {}
 

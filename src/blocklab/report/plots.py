@@ -183,9 +183,21 @@ def _block_drift(data: RunData, limits: dict[str, float]) -> tuple[str, str, str
     return drift_plot(data, limits)
 
 
+def _per_second(data: RunData, limits: dict[str, float]) -> tuple[str, str, str, Figure] | None:
+    """A timed run's points second by second, with their warm-up and drift."""
+    from .series_plot import series_figure
+
+    made = series_figure(data)
+    if made is None:
+        return None
+    fig, caption = made
+    return "per-second", "Second by second: did each point settle?", caption, fig
+
+
 # Recipe-specific pictures: each takes the run and returns (id, title, caption, figure) or None.
 EXTRA_FIGURES = [
     _block_drift,
+    _per_second,
     _time_profile,
     _checksum_overhead,
     _slob_petal(0, "slob-latency-iops", "Read latency against IOPS", _PETAL_CAPTION),

@@ -53,6 +53,18 @@ class Workload(Protocol):
         (its dialect's bytes_per_row), checked against the free space before anything runs."""
 
 
+def timed_series(workload: Any) -> tuple[dict[str, list[float]], str] | None:
+    """A timed workload's per-second series of its last run and the name of the
+    series its steadiness is judged on (analysis/series.py drift()); None for a
+    workload that is not timed. Timed workloads say so with two attributes:
+    `steady_series` (a class attribute, e.g. 'device_read_iops') and `series`
+    (set by each run from its RunProbe(per_second=True))."""
+    key = getattr(workload, "steady_series", None)
+    if not key:
+        return None
+    return dict(getattr(workload, "series", None) or {}), str(key)
+
+
 def dialect_bytes_per_row(dialect_class: type, default: float) -> float:
     """What a row of this workload's tables takes on the engine (its dialect says; else `default`)."""
     return float(getattr(dialect_class, "bytes_per_row", default))

@@ -75,6 +75,7 @@ class Slob:
     name: ClassVar[str] = "slob"
     default_metric: ClassVar[str] = "read_iops"
     default_goal: ClassVar[str] = "max"
+    steady_series: ClassVar[str] = "device_read_iops"  # judged second by second (workloads/base.py timed_series)
     Dialect: ClassVar[type] = SlobDialect
     needs: ClassVar[str] = "SLOB's tables (one random page per key) and its server-side loop"
     Options = SlobOptions
@@ -83,6 +84,7 @@ class Slob:
     def __init__(self, options: SlobOptions, dataset: DatasetSpec):
         self.options = options
         self.dataset = dataset
+        self.series: dict[str, list[float]] = {}  # the last run's, second by second
         self.scale = options.scale or dataset.rows
         if options.work_unit > self.scale:
             raise SpecError(
@@ -124,6 +126,7 @@ class Slob:
         dialect = cast(SlobDialect, engine.dialect(self.name))
         tables = self.tables()
         sessions: list[Session] = []
+        self.series = {}
         try:
             for _ in range(o.sessions):  # one by one, inside the try: a refused connection leaks none
                 sessions.append(dialect.slob_session())
@@ -132,8 +135,9 @@ class Slob:
                 return dialect.slob_loop(sessions[i], tables[i], self.scale, o.work_unit, float(o.update_pct),
                                          float(o.run_time_s), float(o.think_time_ms))
 
-            with RunProbe(engine, settle=True, sessions=sessions) as probe:
+            with RunProbe(engine, settle=True, sessions=sessions, per_second=True) as probe:
                 points = run_sessions(len(sessions), call, cancel=lambda i: sessions[i].cancel())
+            self.series = probe.host.series()
         finally:
             for session in sessions:
                 session.close()

@@ -106,6 +106,7 @@ class Update:
     name: ClassVar[str] = "update"
     default_metric: ClassVar[str] = "elapsed_s"
     default_goal: ClassVar[str] = "min"
+    steady_series: ClassVar[str] = "device_mb_per_s"  # reads and writes, second by second (workloads/base.py timed_series)
     Dialect: ClassVar[type] = UpdateDialect
     needs: ClassVar[str] = "the keyed update table, a range update, a session profiler"
     Options = UpdateOptions
@@ -114,6 +115,7 @@ class Update:
     def __init__(self, options: UpdateOptions, dataset: DatasetSpec):
         self.options = options
         self.dataset = dataset
+        self.series: dict[str, list[float]] = {}  # the last run's, second by second
         per = options.rows_per_session or dataset.rows // options.sessions
         if per < 1:
             raise SpecError(
@@ -159,6 +161,7 @@ class Update:
         o = self.options
         dialect = cast(UpdateDialect, engine.dialect(self.name))
         sessions: list[Session] = []
+        self.series = {}
         profiler = dialect.profiler(o.sample_ms, o.sample_nice) if o.sample else None
         try:
             for _ in range(o.sessions):  # one by one inside the try: a failed connect closes the ones opened
@@ -169,9 +172,10 @@ class Update:
             with (
                 profiler if profiler is not None else nullcontext(),
                 dialect.table_window(self.table) as table,
-                RunProbe(engine, settle=True, sessions=sessions) as probe,
+                RunProbe(engine, settle=True, sessions=sessions, per_second=True) as probe,
             ):
                 timings = run_updates(dialect, sessions, self.table, self.ranges(), profiler)
+            self.series = probe.host.series()
         finally:
             for session in sessions:
                 session.close()
