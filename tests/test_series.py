@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 from blocklab.analysis.series import (
+    DRIFT_LIMIT,
     batch_means_interval,
+    drift,
     mser_truncation,
     row_series_interval,
 )
@@ -126,3 +128,44 @@ def test_summary_uses_the_series_for_a_setting_with_exactly_one_row():
     no_series = summarise([_row(0, 1, 10_000.0)], metric="iops", goal="max", setting_labels=["sessions=1"],
                           settings_by_label={}, unit="IOPS")
     assert no_series["settings"]["sessions=1"]["ci_low"] == 10_000.0  # no series: no interval, as before
+
+
+# ---------------------------------------------------------------------- drift of a timed point
+def test_a_steady_noisy_point_is_not_drifting_and_a_trend_is():
+    rng = np.random.default_rng(12)
+    t = np.arange(1, 61, dtype=float)
+    steady = drift(t, ar1(rng, 60, 10_000, 800, 0.5), "device_read_iops")
+    assert steady is not None and not steady.drifting, steady
+    assert abs(steady.change) < DRIFT_LIMIT
+    rising = drift(t, 10_000 * (1 + 0.5 * t / 60) + rng.normal(0, 300, 60), "device_read_iops")
+    assert rising is not None and rising.drifting and rising.change > 0.15, rising  # MSER takes half a ramp as warm-up: still +19% after it
+    assert rising.describe().startswith("still drifting: device read iops +")
+    falling = drift(t, 10_000 * (1 - 0.4 * t / 60) + rng.normal(0, 300, 60), "device_read_iops")
+    assert falling is not None and falling.drifting and falling.change < -0.15, falling
+
+
+def test_a_warm_up_is_left_out_before_the_drift_is_judged():
+    rng = np.random.default_rng(3)
+    t = np.arange(1, 41, dtype=float)
+    x = np.concatenate([np.linspace(2_000, 9_000, 8), 10_000 + rng.normal(0, 200, 32)])  # a ramp, then flat
+    found = drift(t, x, "device_read_iops")
+    assert found is not None and not found.drifting, found
+    assert 5 <= found.warmup_s <= 15
+
+
+def test_a_short_or_empty_series_is_not_judged():
+    assert drift([1, 2, 3, 4, 5], [5, 6, 7, 8, 9], "x") is None  # under 10 s
+    assert drift(np.arange(1, 31.0), np.zeros(30), "x") is None  # nothing read: no relative change
+    assert drift([1, 2, 3], [1, 2], "x") is None  # unequal lengths
+
+
+def test_a_drifting_point_is_flagged_but_counts():
+    from blocklab.claims import CellChecks, check_steady
+
+    t = list(range(1, 31))
+    checks = CellChecks()
+    steady = check_steady({"t": t, "device_read_iops": [1000 + 40 * i for i in t]}, "device_read_iops", checks)
+    assert steady is not None and steady["drifting"] and steady["judged"]
+    assert checks.status == "ok" and checks.flags and checks.flags[0].startswith("still drifting")
+    short = check_steady({"t": [1, 2, 3], "device_read_iops": [1, 2, 3]}, "device_read_iops", CellChecks())
+    assert short is not None and short["judged"] is False and "too short" in short["why"]

@@ -66,6 +66,12 @@ def test_observed_update_share_and_metrics(pg_engine):
     assert m["ops_per_s"] > 0
     assert 0 <= m["cpu_busy_pct"] <= 100
     assert w.describe(m).startswith("2 sessions, 20% updates: ")
+    # second by second (probes/seconds.py): about one entry a second of the 3 s loop, from the data's disk
+    t = w.series["t"]
+    assert 2 <= len(t) <= 5 and t == sorted(t), w.series
+    assert set(w.series) >= {"t", "device_read_iops", "device_mb_per_s", "device_read_latency_ms", "cpu_busy_pct"}
+    assert all(len(v) == len(t) for v in w.series.values())
+    assert sum(w.series["device_read_iops"]) > 0  # the loop's reads reach the disk (direct I/O off: cold enough)
     after = rows_per_page(pg_engine, w.tables()[0])
     assert after["pages"] == 400 and after["max_rows_per_page"] == 1  # HOT updates: still one row per page
 

@@ -84,6 +84,11 @@ def test_slob_quick_runs_adapted_on_postgresql_15(pg15, cli_env):
     assert rows and all(r["status"] == "ok" for r in rows), [r["status"] for r in rows]
     assert all(r["metrics"]["read_iops"] > 0 for r in rows)
     assert "blocklab clean --engine postgres --dsn" in text  # what it made is listed
+    # each point second by second, in the row and the report
+    assert all(len(r["series"]["t"]) >= 3 and r["notes"]["steady"]["series"] == "device_read_iops" for r in rows)
+    run_dir = next(Path(cli_env["BLOCKLAB_RESULTS"]).glob("*/results.jsonl")).parent
+    assert (run_dir / "plots" / "per-second.png").exists()
+    assert "Second by second" in (run_dir / "report.html").read_text()
 
 
 def test_writers_quick_runs_adapted_and_puts_the_server_back(pg15, cli_env):

@@ -141,13 +141,15 @@ def check_steady(series: dict[str, list[float]], key: str, checks: CellChecks) -
     """A timed point's steadiness (analysis/series.py drift()): its warm-up and
     whether `key` is still drifting after it; a drifting point is flagged (it
     counts, and the report says so). None when the series is too short to judge."""
-    from .analysis.series import drift
+    from .analysis.series import MIN_DRIFT_SECONDS, drift, warmup_length
 
-    if "t" not in series or key not in series:
+    if "t" not in series or key not in series or len(series[key]) < 2:
         return None
     found = drift(series["t"], series[key], key)
-    if found is None:
-        return None
+    if found is None:  # the warm-up is still worth drawing
+        drop = warmup_length(series[key])
+        return {"series": key, "warmup_s": series["t"][drop] - series["t"][0] if drop else 0.0, "judged": False,
+                "why": f"under {MIN_DRIFT_SECONDS} s of series after the warm-up: too short to judge its drift"}
     if found.drifting:
         checks.flags.append(found.describe())
     return found.to_dict()

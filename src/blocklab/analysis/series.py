@@ -149,7 +149,7 @@ class Drift:
     def to_dict(self) -> dict[str, Any]:
         from .stats import _jsonable
 
-        return {k: _jsonable(v) for k, v in self.__dict__.items()}
+        return {**{k: _jsonable(v) for k, v in self.__dict__.items()}, "judged": True}
 
     def describe(self) -> str:
         name = self.series.replace("_", " ")

@@ -36,6 +36,7 @@ def _key_of(row: Any) -> str | None:
 
 def series_figure(data: RunData) -> tuple[Figure, str] | None:
     """(figure, caption), or None when no measured cell carries a series of two seconds or more."""
+    from .plots import ScaledFormatter  # plots imports this module
     rows = [r for r in data.rows if (r.ok or r.status.startswith("invalid")) and len(r.series.get("t", [])) >= 2 and _key_of(r)]
     if not rows:
         return None
@@ -49,6 +50,7 @@ def series_figure(data: RunData) -> tuple[Figure, str] | None:
     keys = {k for r in shown if (k := _key_of(r))}
     fig.suptitle("Second by second: " + ", ".join(sorted(UNITS.get(k, k) for k in keys)), x=0.01, ha="left")
     drifting = 0
+    varying = [k for k in data.knobs if len({str(r.settings.get(k)) for r in shown}) > 1]
     for i, row in enumerate(shown):
         ax = fig.add_subplot(lines, columns, i + 1)
         key = _key_of(row)
@@ -63,9 +65,11 @@ def series_figure(data: RunData) -> tuple[Figure, str] | None:
         ax.tick_params(labelsize=7)
         is_drifting = bool(steady.get("drifting"))
         drifting += is_drifting
-        title = _short(data.describe_label(label_of(row.settings))) + f" · b{row.block + 1}"
+        title = _title(data, row.settings, varying) + f"\nblock {row.block + 1}" + (" · drifting" if is_drifting else "")
         ax.set_title(title, fontsize=7.5, color=RED if is_drifting else "black", loc="left")
+        ax.yaxis.set_major_formatter(ScaledFormatter())
         ax.grid(True, alpha=0.3)
+    fig.supxlabel("seconds into the point's timed run", fontsize=9)
     caption = (
         f"One panel per measured point (its setting and block), t in seconds from the start of its timed run; "
         f"grey: the warm-up left out (MSER-5); a red title: still drifting after it (trend over {_limit()} of the "
@@ -76,8 +80,16 @@ def series_figure(data: RunData) -> tuple[Figure, str] | None:
     return fig, caption
 
 
-def _short(label: str) -> str:
-    return label.replace("workload.", "").replace("update_pct", "upd%")
+def _title(data: RunData, settings: dict[str, Any], varying: list[str]) -> str:
+    """The knobs that differ between the panels, shortly: 'sessions=4, update_pct=30'."""
+    shown = {k: v for k, v in settings.items() if k in varying} or settings
+    if len(shown) == 1 and len(settings) == 1:
+        return _short(data.describe_label(label_of(settings)))
+    return ", ".join(f"{_short(k)}={data.describe_value(k, v)}" for k, v in shown.items())
+
+
+def _short(text: str) -> str:
+    return text.replace("workload.", "")
 
 
 def _limit() -> str:
