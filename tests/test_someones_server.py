@@ -217,3 +217,21 @@ def test_mariadb_checksum_by_dsn_needs_one_flag_named_at_once_then_runs(maria_se
     with pymysql.connect(unix_socket=str(maria_server.socket_path), user="root") as conn, conn.cursor() as cur:
         cur.execute("SELECT count(*) FROM information_schema.schemata WHERE schema_name = 'blocklab'")
         assert cur.fetchone() == (0,)
+
+
+def test_the_version_table_agrees_with_doctor_on_these_servers(pg15, maria_server, cache_dir):
+    """The README's table is the recipes' word; doctor validates each recipe against
+    a live server as run would. On the servers of these tests they must agree
+    (with --allow-server-changes, which the table assumes, and as root, which
+    mbrc's read-ahead sweep needs)."""
+    from blocklab.doctor import diagnose
+
+    servers = [("postgres", pg15.dsn), ("mariadb", f"mysql://root@localhost?socket={maria_server.socket_path}")]
+    for kind, dsn in servers:
+        found = diagnose(kind, dsn, allow_server_changes=True, cache_dir=cache_dir / f"doctor-{kind}")
+        assert {name for name, _, _ in found.recipes} >= {"checksum", "reload"}
+        for name, by_recipe, on_server in found.recipes:
+            if kind == "postgres" and name == "mbrc" and os.geteuid() != 0:
+                assert on_server.status == "refused" and "root" in " ".join(on_server.why)
+                continue
+            assert on_server.status == by_recipe.status, (kind, name, by_recipe, on_server)

@@ -152,14 +152,33 @@ def _knobs(engine: Engine) -> list[tuple[str, str, str]]:
         except KnobError as err:
             out.append((knob, "-", str(err).split(": ", 1)[-1]))
             continue
+        if len(info.choices) == 1 and str(info.choices[0]) == str(info.default):
+            out.append((knob, f"{info.native} [{info.apply.label}]", f"only its own value here: {info.describe_value(info.default)}"))
+            continue
         try:
-            engine.check_settings({knob: info.default} if info.default is not None else {}, partial=True)
+            engine.check_settings({knob: _another_value(info)} if info.default is not None else {}, partial=True)
             where = "" if engine.mode != "dsn" else " (may be changed here)"
         except KnobError as err:
             where = f" - {str(err).split(': ', 1)[-1]}"
         apply = info.apply.label if info.apply != ApplyClass.SESSION else "session"
         out.append((knob, f"{info.native} [{apply}]", where.strip(" -") or "available"))
     return out
+
+
+def _another_value(info: Any) -> Any:
+    """A value other than the knob's current one, when there is one: asking for the
+    value a server already has proves nothing about changing it."""
+    default = info.default
+    if isinstance(default, bool):
+        return not default
+    if info.kind == "bool":  # a default the engine reports in its own words ('' for debug_io_direct)
+        return True
+    others = [c for c in info.choices if str(c) != str(default)]
+    if others:
+        return others[0]
+    if isinstance(default, int) and info.minimum is not None and info.maximum is not None:
+        return int(info.minimum) if default != info.minimum else int(info.maximum)
+    return default
 
 
 def version_label(version: tuple[int, ...]) -> str:
