@@ -141,7 +141,10 @@ def test_dsn_server_by_connection_string(cache_dir, tmp_path, cli_env):
         rows = rows_of(tmp_path / "run")
         assert [r["status"] for r in rows] == ["ok", "ok"]
         assert other.query("SELECT 1") == [(1,)], "blocklab must not stop someone else's server"
-        refused = blocklab(["plan", "mbrc", "--dsn", dsn], cli_env)
+        adapted = blocklab(["plan", "mbrc", "--dsn", dsn], cli_env)  # the recipe keeps the server's restart settings
+        assert adapted.returncode == 0, adapted.stdout + adapted.stderr
+        assert "adapted on a server given by --dsn blocklab never restarts it" in adapted.stdout
+        refused = blocklab(["plan", "mbrc", "--dsn", dsn, "--set", "pg.io_max_combine_limit=64"], cli_env)
         assert refused.returncode == 2
         assert "needs a server restart; blocklab never restarts a server given by --dsn" in refused.stdout
         reload_knob = blocklab(["plan", str(exp), "--dsn", dsn, "--set", "writers=2"], cli_env)

@@ -53,7 +53,7 @@ def test_second_process_is_refused_at_once_naming_the_holder(cli_env, tmp_path):
 
 def test_wait_queues_behind_the_holder(cli_env, tmp_path):
     cache = Path(cli_env["BLOCKLAB_CACHE"])
-    holder = _holder(cache, 3)
+    holder = _holder(cache, 12)  # longer than the run takes to start on a loaded machine, or it never waits
     out = tmp_path / "run"
     result = subprocess.run([blocklab_bin(), "run", "checksum", "--engine", "sqlite", "--quick", "--repeats", "1",
                              "--set", "block_size=4096", "--wait", "120", "--out", str(out)],
