@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # System packages blocklab uses beyond Python: fio (device limits), MariaDB
-# (the InnoDB engine) and Chromium (the report's browser test).
+# (the InnoDB engine), rocksdb-tools (db_bench, ldb, sst_dump: the RocksDB
+# engine) and Chromium (the report's browser test).
 # As root it installs what is missing with apt-get; otherwise it prints the
 # exact command to run, and exits 0 so `make` can go on with what is there.
 set -euo pipefail
 
-wanted=(fio mariadb-server mariadb-client chromium)
+wanted=(fio mariadb-server mariadb-client rocksdb-tools chromium)
 missing=()
 for pkg in "${wanted[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
