@@ -147,11 +147,15 @@ def spec_from_dict(raw: dict[str, Any], source: str, overrides: dict[str, Any], 
     variants = raw.pop("variants", {})
     kind = overrides.get("engine.kind") or raw.get("engine", {}).get("kind", DEFAULT_ENGINE)
     engine_variant: dict[str, Any] | None = variants.get(kind)  # the recipe's [variants.<engine>]: per-engine knobs and sizes
+    base_workload = _workload_kind(raw)
     if engine_variant is not None:
         _merge_dotted(raw, engine_variant, source, f"variants.{kind}")
     if overrides.pop("quick", False):
         if quick is None:
             raise SpecError(f"{source}: --quick: this experiment has no [quick] section")
+        if _workload_kind(raw) != base_workload:
+            # the variant runs another workload: [quick]'s workload options were written for the base one
+            quick = {k: v for k, v in quick.items() if k != "workload" and not k.startswith("workload.")}
         _merge_dotted(raw, quick, source, "quick")
         if engine_variant is not None and isinstance(engine_variant.get("quick"), dict):
             _merge_dotted(raw, engine_variant["quick"], source, f"variants.{kind}.quick")
@@ -163,7 +167,18 @@ def spec_from_dict(raw: dict[str, Any], source: str, overrides: dict[str, Any], 
         raise SpecError(format_validation_error(err, source)) from None
 
 
+def _workload_kind(raw: dict[str, Any]) -> str:
+    return str(raw.get("workload", {}).get("kind", WorkloadSpec.model_fields["kind"].default))
+
+
 def _merge_dotted(raw: dict[str, Any], updates: dict[str, Any], source: str, what: str) -> None:
+    nested = updates.get("workload")
+    kind = updates.get("workload.kind") or (nested.get("kind") if isinstance(nested, dict) else None)
+    if kind and kind != _workload_kind(raw):
+        # a section that names another workload brings that workload's options: the
+        # ones it replaces mean nothing to it (a variant of a recipe for an engine
+        # that measures the question with another workload)
+        raw["workload"] = {}
     for dotted, value in updates.items():
         if dotted == "quick":
             continue
