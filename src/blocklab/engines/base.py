@@ -408,6 +408,11 @@ class Engine(Protocol):
         have published what they did during it (a multi-session point); `sessions`:
         the point's sessions, whose pending statistics are published at the end."""
 
+    def cell_notes(self) -> dict[str, Any]:
+        """What the engine keeps about the cell it just ran, for the result row's notes
+        (an engine driven by a tool: the exact commands, to re-run them by hand); {} for
+        most engines. Reset by apply()."""
+
 
 def table_is_current(engine: Engine, table: str, fingerprint: str) -> bool:
     """Is the table there, built for this fingerprint, under the current settings?"""
@@ -437,6 +442,9 @@ class EngineBase:
 
     def change_cost(self, apply_class: ApplyClass, knobs: list[str]) -> float:
         return float(self.change_seconds.get(apply_class, 0.0))
+
+    def cell_notes(self) -> dict[str, Any]:
+        return {}  # a server's statements are the workload's own: nothing to add
 
     @classmethod
     def native_name(cls, knob: str) -> str:
