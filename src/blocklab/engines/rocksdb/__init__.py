@@ -57,11 +57,13 @@ from .bench import BenchProcess, Outcome, command_line, run_tool
 from .counters import BenchWindow, session_counters
 from .dialects import DIALECTS
 from .flags import FlagTable, binary_path, flag_text, gflags_readback, load_flags
-from .output import Result
+from .output import Result, sst_reads
 from .readback import Readback, probe_binary
 
 ENGINE_NAME = "rocksdb"
 BUILD_BENCHMARKS = "fillseq,compact"
+USER_READS = ("readrandom", "readseq")  # benchmarks whose block reads follow --verify_checksum
+WITNESS_MIN_READS = 1000  # fewer block reads say nothing against the metadata blocks read at open
 
 
 class RocksDbSession(SessionBase):
@@ -379,7 +381,27 @@ class RocksDbEngine(EngineBase):
             self._note(session.process.command, session.process.outcome)
             files.prune_logs(db)
         assert outcome.result is not None
+        if benchmark in USER_READS:
+            self._witness_read_options(outcome.result)
         return outcome.result
+
+    def _witness_read_options(self, result: Result) -> None:
+        """--verify_checksum is a ReadOptions flag: RocksDB writes it nowhere (OPTIONS, LOG), so
+        its effect in the run's own statistics is the second source. Verified, every data block
+        read from a file has its checksum computed (a readahead read holds several); not
+        verified, only the few metadata blocks of opening the files are."""
+        reads, _ = sst_reads(result.counters)
+        computed = result.counters.get("rocksdb.block.checksum.compute.count", 0)
+        if reads < WITNESS_MIN_READS:
+            return
+        verify = self.flags.get("verify_checksum", self.defaults().get("verify_checksum")) == "true"
+        checksummed = self.flags.get("checksum_type", self.defaults().get("checksum_type")) != "0"
+        if verify and checksummed and computed < 0.5 * reads:
+            raise EngineError(f"--verify_checksum=true, but RocksDB computed {computed:,} checksums for {reads:,} "
+                              "block reads (rocksdb.block.checksum.compute.count): the reads were not verified")
+        if not verify and computed > 0.01 * reads + 100:
+            raise EngineError(f"--verify_checksum=false, but RocksDB computed {computed:,} checksums for {reads:,} "
+                              "block reads (rocksdb.block.checksum.compute.count): the reads were verified")
 
     def _note(self, command: str, outcome: Outcome | None) -> None:
         notes = self._notes.setdefault("db_bench", {"commands": []})
