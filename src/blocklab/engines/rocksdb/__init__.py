@@ -54,7 +54,7 @@ from ..base import (
 from ..host import DirectoryLock
 from . import files, knobs
 from .bench import BenchProcess, Outcome, command_line, run_tool
-from .counters import BenchWindow, session_counters
+from .counters import USER_READS, BenchWindow, session_counters
 from .dialects import DIALECTS
 from .flags import FlagTable, binary_path, flag_text, gflags_readback, load_flags
 from .output import Result, sst_reads
@@ -62,7 +62,6 @@ from .readback import Readback, probe_binary
 
 ENGINE_NAME = "rocksdb"
 BUILD_BENCHMARKS = "fillseq,compact"
-USER_READS = ("readrandom", "readseq")  # benchmarks whose block reads follow --verify_checksum
 WITNESS_MIN_READS = 1000  # fewer block reads say nothing against the metadata blocks read at open
 
 

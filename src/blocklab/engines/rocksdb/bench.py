@@ -104,6 +104,7 @@ class BenchProcess:
         finally:
             os.close(read_end)
         self.command = ""
+        self.benchmark = ""
         self.outcome: Outcome | None = None
         self._exited = False
         self._reaped = False
@@ -124,6 +125,7 @@ class BenchProcess:
         if self.command:
             raise EngineError("a db_bench session runs one benchmark; open another session")
         self.command = command_line(self.binary, args)
+        self.benchmark = benchmark
         t0 = time.perf_counter()
         with self._lock:
             os.write(self._gate, ("\n".join([self.binary, *args]) + "\n\n").encode())

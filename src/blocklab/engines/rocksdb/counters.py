@@ -29,6 +29,7 @@ from .output import series_metrics, sst_reads
 
 SYNC_HISTOGRAMS = ("rocksdb.table.sync.micros", "rocksdb.wal.file.sync.micros", "rocksdb.manifest.file.sync.micros",
                    "rocksdb.compaction.outfile.sync.micros")
+USER_READS = ("readrandom", "readseq")  # benchmarks whose block reads are the workload's own
 COLD_RATIO_MIN = 0.9  # physical bytes / bytes RocksDB read from SST files, for a cold (or direct) read
 
 
@@ -76,12 +77,15 @@ def session_counters(session: Any) -> dict[str, float]:
     return out
 
 
-def window_metrics(deltas: dict[str, float]) -> dict[str, float]:
-    """The figures of a window worth a result row beyond the counters' deltas."""
+def window_metrics(deltas: dict[str, float], user_reads: bool = True) -> dict[str, float]:
+    """The figures of a window worth a result row beyond the counters' deltas. `user_reads`:
+    the window's reads are the workload's own (readrandom, readseq), so the cold claim is
+    that each of them came from the device; a write workload's compactions read files it
+    has just written, from the page cache, whatever the cell's state at its start."""
     out: dict[str, float] = {}
     ssts = deltas.get("read_bytes", 0.0)
     physical = deltas.get("db_bench.proc_read_bytes")
-    if ssts > 0 and physical is not None:
+    if user_reads and ssts > 0 and physical is not None:
         # every block RocksDB read came from the device (direct I/O rounds reads out to
         # the logical block size, so a direct read reads a little more than asked)
         out["cold_ratio"] = round(physical / ssts, 4)
@@ -134,7 +138,8 @@ class BenchWindow(CounterWindow):
         self.sessions = sessions
 
     def metrics(self) -> dict[str, float]:
-        out = window_metrics(self.deltas)
+        user_reads = all(s.process.benchmark in USER_READS for s in self.sessions)
+        out = window_metrics(self.deltas, user_reads)
         if len(self.sessions) == 1:
             out.update(result_metrics(self.sessions[0]))
         return out
