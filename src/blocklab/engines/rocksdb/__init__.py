@@ -113,6 +113,7 @@ class RocksDbEngine(EngineBase):
         self._facts: dict[str, Any] = {}
         self._lock: DirectoryLock | None = None
         self._settings: dict[str, Any] = {}
+        self._infos: dict[str, KnobInfo] = {}
         self.flags: dict[str, str] = {}  # the current cell's db_bench flags (name -> text)
         self.build_flags: dict[str, str] = {}
         self._sessions: list[RocksDbSession] = []
@@ -205,6 +206,7 @@ class RocksDbEngine(EngineBase):
         canonical = self.check_settings({**self.fixed, **settings})
         infos = {name: self.knob(name) for name in canonical}
         self._settings = canonical
+        self._infos = infos
         self.flags = knobs.to_flags(canonical, infos, self.defaults())
         self.build_flags = {k: v for k, v in self.flags.items() if k not in knobs.RUNTIME}
         self.relation_dirs = {}
@@ -296,7 +298,7 @@ class RocksDbEngine(EngineBase):
         if entries != rows:
             raise EngineError(f"the data set {table} holds {entries:,} keys after its build, not {rows:,}; "
                               f"command: {command_line(self.binary, args)}")
-        problems = Readback(self, self.flags, {}, {}).sst_problems(db, self.build_flags)
+        problems = Readback(self, self.flags, self._infos, self._settings).sst_problems(db, self.build_flags)
         if problems:
             raise EngineError(f"the data set {table} was not built as asked: {'; '.join(problems)}")
         files.prune_logs(db)
