@@ -19,7 +19,7 @@ no compression:
   block cache (the checksum recipe's point: CPU-bound, most sensitive to
   anything else running).
 
-    BLOCKLAB_CACHE=/var/tmp/blocklab-bench-rocksdb python benchmarks/rocksdb_overhead.py --rounds 8
+    BLOCKLAB_CACHE=/var/tmp/blocklab-bench-rocksdb python benchmarks/rocksdb_overhead.py --rounds 12 [--points cpu]
 """
 
 from __future__ import annotations
@@ -84,10 +84,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--rows", type=int, default=500_000)
+    parser.add_argument("--points", default=",".join(POINTS), help=f"which of {', '.join(POINTS)} (comma-separated)")
     args = parser.parse_args()
     cache = Path(tempfile.mkdtemp(prefix="blocklab-bench-rocksdb-", dir="/var/tmp"))
     print(f"data sets under {cache}")
-    for name in POINTS:
+    for name in args.points.split(","):
         got = one_point(name, args.rows, args.rounds, cache)
         b, r = statistics.median(got["blocklab"]), statistics.median(got["bare"])
         pairs = [x / y for x, y in zip(got["blocklab"], got["bare"])]

@@ -351,3 +351,6 @@ def test_output_parser_on_db_benchs_own_output(engine):
     assert [s for s, _ in result.series][:2] == [1, 2] and all(q > 0 for _, q in result.series)
     assert result.assertions and result.version == "7.8.3"
     assert parse("no result here", "", "readrandom") is None
+    # each open leaves a LOG.old and an empty WAL: pruned once the process has closed the database
+    db = engine.table_dir("o")
+    assert len(list(db.glob("*.log"))) <= 1 and len(list(db.glob("LOG.old.*"))) <= 2

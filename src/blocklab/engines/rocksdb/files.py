@@ -218,8 +218,16 @@ def drop_db_cache(db: Path) -> tuple[int, bool]:
 
 
 def prune_logs(db: Path, keep: int = 2) -> None:
-    """Every open rotates the LOG to LOG.old.<micros>; RocksDB keeps 1000 of them."""
+    """After a db_bench process has closed the database: every open rotates the LOG to
+    LOG.old.<micros> (RocksDB keeps 1000 of them) and leaves a new, empty WAL behind
+    (7.8 keeps those too). Old LOGs beyond `keep` and empty WALs but the newest go:
+    an empty WAL holds nothing to recover."""
     old = sorted(db.glob("LOG.old.*"))
     for path in old[:-keep] if keep else old:
         with contextlib.suppress(OSError):
             path.unlink()
+    wals = sorted(db.glob("*.log"))
+    for path in wals[:-1]:
+        with contextlib.suppress(OSError):
+            if path.stat().st_size == 0:
+                path.unlink()
