@@ -202,6 +202,7 @@ class RocksDbEngine(EngineBase):
     def apply(self, settings: dict[str, Any]) -> dict[str, str]:
         """The cell's flags; what db_bench parses them as (gflags' own read-back) for each knob.
         Nothing is opened yet: the build flags pick the data sets' directory."""
+        self._notes = {}  # first: a cell whose apply fails must not carry the previous cell's commands
         self.start()
         canonical = self.check_settings({**self.fixed, **settings})
         infos = {name: self.knob(name) for name in canonical}
@@ -210,7 +211,6 @@ class RocksDbEngine(EngineBase):
         self.flags = knobs.to_flags(canonical, infos, self.defaults())
         self.build_flags = {k: v for k, v in self.flags.items() if k not in knobs.RUNTIME}
         self.relation_dirs = {}
-        self._notes = {}
         parsed = gflags_readback(self.binary, self.flag_args(self.flags))
         return {name: self._describe(name, infos[name], parsed) for name in canonical}
 
