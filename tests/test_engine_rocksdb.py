@@ -201,6 +201,10 @@ def test_slob_point_is_one_db_bench_process_with_a_thread_per_session(cache_dir,
         assert f"--threads={m['sessions']:.0f}" in r.notes["db_bench"]["commands"][0]
         assert abs(m["avg_sst_read_kb"] * 1024 - m["block_size"]) < 0.3 * m["block_size"]  # one block per read
         assert r.notes["latency_source"] == "rocksdb.sst.read.micros"
+        # db_bench's statistics against the kernel's: one block-cache miss, one SST read, one device read
+        misses = m["rocksdb.block.cache.data.miss"]
+        assert abs(m["reads"] - misses) <= 0.01 * misses + 20
+        assert m["device_read_iops"] >= 0.95 * m["read_iops"]  # others may add reads to the device, never remove ours
     by_block = {int(r.metrics["block_size"]): r.metrics for r in rows if r.metrics["sessions"] == 4}
     assert by_block[32768]["mb_per_s"] > by_block[4096]["mb_per_s"]  # bigger blocks: more bytes per read
     assert (tmp_path / "run" / "plots" / "slob-latency-iops.png").exists()

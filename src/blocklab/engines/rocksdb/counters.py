@@ -139,7 +139,9 @@ class BenchWindow(CounterWindow):
 
     def metrics(self) -> dict[str, float]:
         user_reads = all(s.process.benchmark in USER_READS for s in self.sessions)
-        out = window_metrics(self.deltas, user_reads)
+        # RocksDB's statistics counters (block cache misses, SST and WAL bytes, stalls ...), nonzero ones
+        out = {k: v for k, v in self.deltas.items() if k.startswith("rocksdb.") and v}
+        out.update(window_metrics(self.deltas, user_reads))
         if len(self.sessions) == 1:
             out.update(result_metrics(self.sessions[0]))
         return out
