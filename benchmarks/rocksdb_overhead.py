@@ -25,6 +25,7 @@ no compression:
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -87,7 +88,14 @@ def main() -> None:
     parser.add_argument("--points", default=",".join(POINTS), help=f"which of {', '.join(POINTS)} (comma-separated)")
     args = parser.parse_args()
     cache = Path(tempfile.mkdtemp(prefix="blocklab-bench-rocksdb-", dir="/var/tmp"))
-    print(f"data sets under {cache}")
+    print(f"data sets under {cache} (removed at the end)")
+    try:
+        _report(args, cache)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)  # ~400 MB of data sets
+
+
+def _report(args: argparse.Namespace, cache: Path) -> None:
     for name in args.points.split(","):
         got = one_point(name, args.rows, args.rounds, cache)
         b, r = statistics.median(got["blocklab"]), statistics.median(got["bare"])
