@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # System packages blocklab uses beyond Python: fio (device limits), MariaDB
-# (the InnoDB engine), Chromium (the report's browser test) and Debian's
-# PostgreSQL 15 (the tests' "someone else's server": a cluster of its own).
+# (the InnoDB engine), rocksdb-tools (db_bench, ldb, sst_dump: the RocksDB
+# engine), Chromium (the report's browser test) and Debian's PostgreSQL 15
+# (the tests' "someone else's server": a cluster of its own).
 # As root it installs what is missing with apt-get; otherwise it prints the
 # exact command to run, and exits 0 so `make` can go on with what is there.
 set -euo pipefail
 
-wanted=(fio mariadb-server mariadb-client chromium postgresql-15)
+wanted=(fio mariadb-server mariadb-client rocksdb-tools chromium postgresql-15)
 missing=()
 for pkg in "${wanted[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then

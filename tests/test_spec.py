@@ -137,3 +137,31 @@ def test_measure_fields_name_the_field_and_what_is_accepted(tmp_path, line, fiel
 def test_engine_option_names_the_engines():
     with pytest.raises(SpecError, match=r"engine.kind: 'oracle' is not accepted.*accepted: .*postgres"):
         load_spec(resolve("mbrc"), {"engine.kind": "oracle"})
+
+
+VARIANT_WITH_ANOTHER_WORKLOAD = """
+name = "x"
+[workload]
+kind = "row_insert"
+rows = 1000
+flush = true
+[knobs]
+"workload.index" = [false, true]
+[quick]
+"workload.rows" = 10
+"dataset.rows" = 7
+[variants.null]
+workload = { kind = "null", noise = 0.5 }
+knobs = { "null.level" = [1, 2] }
+[variants.null.quick]
+"workload.sleep_s" = 0.1
+"""
+
+
+def test_a_variant_naming_another_workload_brings_its_own_options(tmp_path):
+    spec, _ = load_spec(write(tmp_path, VARIANT_WITH_ANOTHER_WORKLOAD), {"engine.kind": "null", "quick": True})
+    assert spec.workload.kind == "null"
+    assert spec.workload.options() == {"noise": 0.5, "sleep_s": 0.1}  # row_insert's rows and flush left behind
+    assert spec.dataset.rows == 7  # [quick]'s other fields still apply
+    base, _ = load_spec(write(tmp_path, VARIANT_WITH_ANOTHER_WORKLOAD), {"quick": True})
+    assert base.workload.kind == "row_insert" and base.workload.options() == {"rows": 10, "flush": True}

@@ -66,6 +66,7 @@ TABLE_COLUMNS: list[tuple[str, str, tuple[int, ...], bool]] = [
     ("MariaDB 10.11, private", "mariadb", (10, 11), False),
     ("MariaDB 10.11, --dsn", "mariadb", (10, 11), True),
     ("SQLite", "sqlite", (3, 54), False),
+    ("RocksDB 7.8 (db_bench)", "rocksdb", (7, 8), False),
 ]
 
 

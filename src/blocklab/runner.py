@@ -554,6 +554,7 @@ def run_cell(exp: Experiment, cell: Cell, reporter: Reporter, attempt: int = 1) 
     except Exception as err:  # a failed cell is a result too; the run goes on
         applied, metrics, series = {}, {}, {}
         status = f"{'refused: ' if stage == 'apply' else ''}{type(err).__name__}: {err}"
+    notes.update(engine.cell_notes())  # e.g. the exact db_bench commands, failed cells too
     return ResultRow(
         cell=cell.index,
         block=cell.block,

@@ -168,12 +168,16 @@ def spec_from_dict(
     kind = overrides.get("engine.kind") or raw.get("engine", {}).get("kind", DEFAULT_ENGINE)
     # the recipe's [variants.<engine>]: per-engine knobs and sizes
     engine_variant: dict[str, Any] | None = variants.get(kind) if isinstance(kind, str) else None
+    base_workload = _workload_kind(raw)
     if engine_variant is not None:
         _merge_dotted(raw, engine_variant, source, f"variants.{kind}")
     use_quick = bool(overrides.pop("quick", False))
     if use_quick:
         if quick is None:
             raise SpecError(f"{source}: --quick: this experiment has no [quick] section")
+        if _workload_kind(raw) != base_workload:
+            # the variant runs another workload: [quick]'s workload options were written for the base one
+            quick = {k: v for k, v in quick.items() if k != "workload" and not k.startswith("workload.")}
         _merge_dotted(raw, quick, source, "quick")
         if engine_variant is not None and isinstance(engine_variant.get("quick"), dict):
             _merge_dotted(raw, engine_variant["quick"], source, f"variants.{kind}.quick")
@@ -280,9 +284,18 @@ def _check_tables(raw: dict[str, Any], source: str) -> None:
             raise SpecError(f"{source}: variants.{name}: {table!r} is not accepted: it must be a table ([variants.{name}])")
         if "quick" in table and not isinstance(table["quick"], dict):
             raise SpecError(f"{source}: variants.{name}.quick: it must be a table ([variants.{name}.quick])")
+def _workload_kind(raw: dict[str, Any]) -> str:
+    return str(raw.get("workload", {}).get("kind", WorkloadSpec.model_fields["kind"].default))
 
 
 def _merge_dotted(raw: dict[str, Any], updates: dict[str, Any], source: str, what: str) -> None:
+    nested = updates.get("workload")
+    kind = updates.get("workload.kind") or (nested.get("kind") if isinstance(nested, dict) else None)
+    if kind and kind != _workload_kind(raw):
+        # a section that names another workload brings that workload's options: the
+        # ones it replaces mean nothing to it (a variant of a recipe for an engine
+        # that measures the question with another workload)
+        raw["workload"] = {}
     for dotted, value in updates.items():
         if dotted in ADAPTATION_KEYS:
             continue

@@ -400,7 +400,8 @@ def overhead_figure(rows: Iterable[ResultRow], metric: str = "elapsed_s", *, see
         panels.setdefault(_key(n.context), []).append(n)
     blocks = {n.block_size for n in norm}
     several = len(blocks) > 1 and None not in blocks
-    fig = Figure(figsize=(5.2 * len(panels), 4.0), layout="constrained")
+    # at least 7.5 inches: one panel (no index axis, e.g. RocksDB's variants) must still hold the suptitle
+    fig = Figure(figsize=(max(7.5, 5.2 * len(panels)), 4.0), layout="constrained")
     axes = fig.subplots(1, len(panels), squeeze=False, sharey=True)[0]
     for ax, items in zip(axes, panels.values()):
         by_level: dict[tuple, list[Normalised]] = {}

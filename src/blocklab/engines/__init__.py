@@ -29,13 +29,18 @@ _discovered = False
 def register(cls: Any) -> Any:
     """Add an engine class (usable as a decorator). Its static capabilities are
     checked now, so a broken plug-in fails at load, not in the middle of a run."""
-    missing = [attr for attr in _REQUIRED if not hasattr(cls, attr)]
+    missing = [attr for attr in (*_REQUIRED, *_protocol_methods()) if not hasattr(cls, attr)]
     if missing:
         raise EngineError(f"engine class {cls.__qualname__} lacks {', '.join(missing)}: see engines/base.py Engine")
     if not cls.name or not cls.native_prefix.endswith("."):
         raise EngineError(f"engine class {cls.__qualname__}: name must be set and native_prefix end with '.'")
     _registered[cls.name] = cls
     return cls
+
+
+def _protocol_methods() -> list[str]:
+    """Every method the Engine protocol names: an engine without one would fail in a run."""
+    return [name for name, value in vars(Engine).items() if callable(value) and not name.startswith("_")]
 
 
 def _discover() -> None:

@@ -472,6 +472,11 @@ class Engine(Protocol):
         have published what they did during it (a multi-session point); `sessions`:
         the point's sessions, whose pending statistics are published at the end."""
 
+    def cell_notes(self) -> dict[str, Any]:
+        """What the engine keeps about the cell it just ran, for the result row's notes
+        (an engine driven by a tool: the exact commands, to re-run them by hand); {} for
+        most engines. Reset by apply()."""
+
 
 def wait_until_answers(check: Callable[[], str | None], what: str, timeout_s: float) -> None:
     """Poll `check` (None: it answers) every half second, at most `timeout_s`;
@@ -551,6 +556,8 @@ class EngineBase:
         if settings:
             raise EngineError(f"engine {self.name} changes no server of anyone's: nothing of {sorted(settings)} to restore")
         return []
+    def cell_notes(self) -> dict[str, Any]:
+        return {}  # a server's statements are the workload's own: nothing to add
 
     @classmethod
     def native_name(cls, knob: str) -> str:

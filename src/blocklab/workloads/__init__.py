@@ -92,13 +92,20 @@ def make_workload(
 
 def _refuse_unused_options(options: Any, dialect: type, engine_kind: str, source: str) -> None:
     """Options an engine's dialect has no use for (its `refused_options`: name ->
-    why), set to anything but their default, are refused before anything runs."""
+    why), set to anything but their default, are refused before anything runs;
+    so are options a dialect can honour at one value only (its `required_options`:
+    name -> (that value, why)), set to any other (their default included)."""
     refused: dict[str, str] = getattr(dialect, "refused_options", {})
+    required: dict[str, tuple[Any, str]] = getattr(dialect, "required_options", {})
     fields = type(options).model_fields
     problems = []
     for name, why in refused.items():
         value, default = getattr(options, name), fields[name].default
         if value != default:
             problems.append(f"workload.{name} = {value!r} is not accepted on engine {engine_kind!r} ({why}); accepted: leave it out")
+    for name, (only, why) in required.items():
+        value = getattr(options, name)
+        if value != only:
+            problems.append(f"workload.{name} = {value!r} is not accepted on engine {engine_kind!r} ({why}); accepted: {only!r}")
     if problems:
         raise SpecError(f"{source}: " + "; ".join(problems))

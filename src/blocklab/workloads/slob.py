@@ -52,13 +52,17 @@ class SlobDialect(Protocol):
     def prepare_slob(self) -> None:
         """The server-side loop (a stored procedure), created or replaced."""
 
-    def slob_session(self) -> Session:
-        """A session set up to read through the index one page at a time."""
+    def slob_sessions(self, count: int) -> list[Session]:
+        """The point's sessions, open and set up to read through the index one page at a
+        time: `count` of them on a server (one connection per SLOB session, see
+        open_sessions), or fewer where one session runs several SLOB sessions as threads
+        of one process (RocksDB: one db_bench process with `count` threads). Opened one by
+        one; if one fails, those already open are closed."""
 
     def slob_loop(self, session: Session, table: str, scale: int, work_unit: int, update_pct: float,
                   run_time_s: float, think_ms: float) -> tuple[int, int, float]:
         """One session's whole loop: (iterations, updates, elapsed seconds as the
-        server measured them)."""
+        server measured them), summed over its threads when it runs several."""
 
 
 class SlobOptions(Options):
@@ -128,8 +132,10 @@ class Slob:
         sessions: list[Session] = []
         self.series = {}
         try:
-            for _ in range(o.sessions):  # one by one, inside the try: a refused connection leaks none
-                sessions.append(dialect.slob_session())
+            sessions = dialect.slob_sessions(o.sessions)  # as many as the engine runs the point with
+            if len(sessions) != o.sessions and not o.shared_table:  # threads of one session share its table
+                raise RuntimeError(f"workload slob: {len(sessions)} sessions run {o.sessions} SLOB sessions, "
+                                   "but each SLOB session has its own table (shared_table = false)")
 
             def call(i: int) -> tuple[int, int, float]:
                 return dialect.slob_loop(sessions[i], tables[i], self.scale, o.work_unit, float(o.update_pct),
@@ -193,6 +199,20 @@ def point_metrics(o: SlobOptions, sessions: list[dict[str, float]], block: int, 
         "reads_per_iteration": reads / iterations if iterations else 0.0,
         **host.rates(secs),
     }
+
+
+def open_sessions(count: int, open_one: Callable[[], Session]) -> list[Session]:
+    """`count` sessions of `open_one()`, one by one; a failure closes those opened (a
+    server's slob_sessions: one connection per SLOB session)."""
+    sessions: list[Session] = []
+    try:
+        for _ in range(count):
+            sessions.append(open_one())
+    except BaseException:
+        for session in sessions:
+            session.close()
+        raise
+    return sessions
 
 
 def run_sessions(

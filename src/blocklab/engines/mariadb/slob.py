@@ -29,8 +29,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ...errors import SpecError
+from ...workloads.slob import open_sessions
 
 if TYPE_CHECKING:
+    from ..base import Session
     from . import MariadbEngine, MariadbSession
 
 FILLER_BYTES = 1000  # always full length, stored inline (it fits a 4 kB page three times)
@@ -52,6 +54,9 @@ class SlobTables:
     def prepare_slob(self) -> None:
         with self.engine.sql_connect(session=False) as conn, conn.cursor() as cur:
             cur.execute(_PROCEDURE_SQL)
+
+    def slob_sessions(self, count: int) -> list[Session]:
+        return open_sessions(count, self.slob_session)  # a connection per SLOB session
 
     def slob_session(self) -> MariadbSession:
         return self.engine.connect()

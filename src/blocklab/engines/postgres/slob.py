@@ -23,9 +23,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from psycopg import sql
 
 from ...errors import SpecError
+from ...workloads.slob import open_sessions
 from .session import PgSession
 
 if TYPE_CHECKING:
+    from ..base import Session
     from . import PostgresEngine
 
 FILLER_BYTES = 2000  # fillfactor 10 keeps the 2nd row out at load; 3 more versions fit for HOT updates
@@ -47,6 +49,9 @@ class SlobTables:
     def prepare_slob(self) -> None:
         with self.engine.pg_connect(session=False) as conn:
             conn.execute(_PROCEDURE_SQL)
+
+    def slob_sessions(self, count: int) -> list[Session]:
+        return open_sessions(count, self.slob_session)  # a connection per SLOB session
 
     def slob_session(self) -> PgSession:
         session = self.engine.connect()
