@@ -219,19 +219,38 @@ def test_mariadb_checksum_by_dsn_needs_one_flag_named_at_once_then_runs(maria_se
         assert cur.fetchone() == (0,)
 
 
-def test_the_version_table_agrees_with_doctor_on_these_servers(pg15, maria_server, cache_dir):
+def test_the_version_table_agrees_with_doctor_on_these_servers(pg15, maria_server, pg_engine, cache_dir):
     """The README's table is the recipes' word; doctor validates each recipe against
     a live server as run would. On the servers of these tests they must agree
     (with --allow-server-changes, which the table assumes, and as root, which
     mbrc's read-ahead sweep needs)."""
     from blocklab.doctor import diagnose
 
-    servers = [("postgres", pg15.dsn), ("mariadb", f"mysql://root@localhost?socket={maria_server.socket_path}")]
+    servers = [("postgres", pg15.dsn), ("postgres", pg_engine.conninfo()),  # 15, and an 18 reached by DSN
+               ("mariadb", f"mysql://root@localhost?socket={maria_server.socket_path}")]
     for kind, dsn in servers:
         found = diagnose(kind, dsn, allow_server_changes=True, cache_dir=cache_dir / f"doctor-{kind}")
+        assert found.mode == "dsn"
         assert {name for name, _, _ in found.recipes} >= {"checksum", "reload"}
         for name, by_recipe, on_server in found.recipes:
             if kind == "postgres" and name == "mbrc" and os.geteuid() != 0:
                 assert on_server.status == "refused" and "root" in " ".join(on_server.why)
                 continue
             assert on_server.status == by_recipe.status, (kind, name, by_recipe, on_server)
+
+
+def test_a_role_without_superuser_is_told_before_anything_runs(pg15, cli_env):
+    """What needs a superuser (a superuser-context setting, a cold cache's CHECKPOINT and
+    eviction) is refused at validation with what would make it run, not found in the first cell."""
+    pg15.psql("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'bench') THEN CREATE ROLE bench LOGIN; END IF; END $$")
+    pg15.psql("GRANT CREATE ON SCHEMA public TO bench")
+    dsn = pg15.dsn.replace("user=postgres", "user=bench")
+    slob = _blocklab(cli_env, "plan", "slob", "--quick", "--dsn", dsn)
+    text = _text(slob)
+    assert slob.returncode == 2 and "track_io_timing" in text and "set only by a superuser" in text, text
+    mbrc = _blocklab(cli_env, "plan", "mbrc", "--quick", "--dsn", dsn, "--allow-server-changes")
+    text = _text(mbrc)
+    assert mbrc.returncode == 2 and "a cold cache needs a superuser" in text, text
+    doctor = _blocklab(cli_env, "doctor", "--dsn", dsn)
+    text = _text(doctor)
+    assert doctor.returncode == 0 and "superuser" in text, text

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .engines.base import Engine
-from .probes.page_cache import opened_direct, resident_bytes
+from .probes.page_cache import opened_direct, resident_bytes, unreadable
 
 COLD_RESIDENT_MAX = 0.01  # share of the relation's files still cached after an eviction
 DIRECT_RESIDENT_MAX = 0.05  # ... after a direct-I/O run (a few pages of metadata read buffered)
@@ -75,6 +75,11 @@ def check_cold_start(engine: Engine, relations: list[str], evicted: dict[str, An
     An engine restarted by its eviction re-reads each file's head as it opens it (evict()
     says how much: `reread_head_bytes`); that much of each file is its header, not its data."""
     files = relation_files(engine, relations)
+    if blind := unreadable(files):
+        checks.problems.append(f"cold cache not proven: blocklab cannot read {len(blind)} of the relation's {len(files)} "
+                               f"files ({blind[0]}: permissions), so it can neither drop nor measure their page cache")
+    elif evicted.get("os_drop_possible") is False:
+        checks.problems.append("cold cache not proven: the relation's files could not be dropped from the OS page cache")
     head = int(evicted.get("reread_head_bytes", 0))
     resident, total = resident_bytes(files, skip_head=head)
     cached = engine.cached_bytes(relations)
@@ -109,6 +114,10 @@ def check_direct_io(engine: Engine, relations: list[str], cold: bool, checks: Ce
         proofs.append("mincore")
         if resident > DIRECT_RESIDENT_MAX * total:
             checks.problems.append(f"direct I/O claimed, but {resident / total:.0%} of the relation is in the OS page cache after the run")
+    elif total and not opened:  # warm, and the sessions that held the files are gone: the page cache still tells
+        proofs.append("mincore (warm)")
+        if resident > DIRECT_RESIDENT_MAX * total:  # not evicted first: the pages may predate the run, hence a flag
+            checks.flags.append(f"direct I/O not shown: {resident / total:.0%} of the relation is in the OS page cache after the run")
     checks.evidence["direct_io_proof"] = "+".join(proofs) or "none: files not open, cache not evicted"
 
 
@@ -148,8 +157,11 @@ def check_steady(series: dict[str, list[float]], key: str, checks: CellChecks) -
     found = drift(series["t"], series[key], key)
     if found is None:  # the warm-up is still worth drawing
         drop = warmup_length(series[key])
-        return {"series": key, "warmup_s": series["t"][drop] - series["t"][0] if drop else 0.0, "judged": False,
-                "why": f"under {MIN_DRIFT_SECONDS} s of series after the warm-up: too short to judge its drift"}
+        rest = series[key][drop:]
+        why = (f"no {key.replace('_', ' ')} to judge (zero throughout: the engine's cache answered)"
+               if len(rest) >= MIN_DRIFT_SECONDS and not any(v > 0 for v in rest) else
+               f"under {MIN_DRIFT_SECONDS} s of series after the warm-up: too short to judge its drift")
+        return {"series": key, "warmup_s": series["t"][drop] - series["t"][0] if drop else 0.0, "judged": False, "why": why}
     if found.drifting:
         checks.flags.append(found.describe())
     return found.to_dict()

@@ -168,7 +168,8 @@ def _print_summary(console: Any, exp: Any, summary: dict[str, Any], run_dir: Run
         console.print(f"{summary['cells_failed']} cell(s) failed: see {run_dir.file('results.jsonl')}", style="red")
     invalid = summary.get("invalid_cells") or []
     style = "red" if invalid else None
-    console.print(f"{len(invalid)} cell(s) invalid (a claim did not hold; left out of every figure above)", style=style, markup=False)
+    again = f"; {summary['invalid_remeasured']} of those cells measured again with every claim holding" if invalid and "invalid_remeasured" in summary else ""
+    console.print(f"{len(invalid)} cell(s) invalid (a claim did not hold; left out of every figure above){again}", style=style, markup=False)
     for entry in invalid[:10]:
         console.print(f"  {entry['cell_id']}: {entry['why']}", style="red", markup=False, highlight=False)
     if summary.get("cells_flagged"):

@@ -128,25 +128,16 @@ def plan_text(exp: Experiment) -> list[str]:
 def restore_server(run_path: Path) -> list[str]:
     """Put back what a run still owed a server given by DSN (its restore.json), then
     forget it; what was done, one line a setting."""
-    from .engines import make_engine
-    from .results import RESTORE_FILE, ResultsError
+    from .results import RESTORE_FILE
 
     run_dir = RunDir(run_path)
     if not run_dir.file(RESTORE_FILE).exists():
         if not run_dir.file(PLAN_FILE).exists():
             raise SpecError(f"{run_path}: not a blocklab results directory (no {PLAN_FILE})")
         raise SpecError(f"{run_path}: owes no server any setting (no {RESTORE_FILE}): nothing to restore")
-    owed = run_dir.read_json(RESTORE_FILE)
-    try:
-        kind, dsn, settings = owed["engine"], owed["dsn"], dict(owed["settings"])
-    except (KeyError, TypeError):
-        raise ResultsError(f"{run_dir.file(RESTORE_FILE)}: not what blocklab writes (engine, dsn, settings)") from None
-    engine = make_engine(kind, dsn=dsn, allow_server_changes=True)
-    engine.start()
-    try:
-        done = engine.restore_owed(settings)
-    finally:
-        engine.stop()
+    from .owed import put_back_owed
+
+    done = put_back_owed(run_dir.read_json(RESTORE_FILE), str(run_dir.file(RESTORE_FILE)))
     run_dir.remove(RESTORE_FILE)
     return done
 

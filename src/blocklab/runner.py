@@ -25,6 +25,7 @@ from .analysis.summary import label_of, summarise
 from .engines import make_engine
 from .engines.base import ApplyClass, Engine, EngineError, KnobError, KnobInfo
 from .environment import collect as collect_environment
+from .owed import keep_owed_restore, put_back_owed, restore_hint
 from .plan import Cell, Plan, _fmt, grid, make_plan
 from .report.writer import refresh_report
 from .results import (
@@ -86,6 +87,8 @@ class Experiment:
     seed: int
     options: dict[str, Any] = field(default_factory=dict)
     _workloads: dict[tuple, Workload] = field(default_factory=dict)
+    # called after every apply(): run() keeps what the engine now owes in restore.json
+    on_changed: Callable[[], None] | None = None
 
     def workload_for(self, settings: dict[str, Any]) -> Workload:
         """The workload with this cell's swept options (one instance per combination)."""
@@ -358,9 +361,21 @@ def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = 
                 reporter.phase(f"adapted: {why}")
             for what in exp.spec.overridden:
                 reporter.phase(f"override: {what}")
+            if resume and run_dir.file(RESTORE_FILE).exists():  # a run that ended badly left something changed
+                done = put_back_owed(run_dir.read_json(RESTORE_FILE), str(run_dir.file(RESTORE_FILE)))
+                run_dir.remove(RESTORE_FILE)
+                reporter.phase("put back what the interrupted run had changed: " + (", ".join(done) or "nothing"))
+            exp.on_changed = lambda: keep_owed_restore(exp.engine, run_dir)
             reporter.phase(f"engine {exp.spec.engine.kind}: applying the fixed settings, checking the data set")
-            exp.engine.apply(exp.fixed)  # so environment.json records the parameters the run measures under
-            keep_owed_restore(exp.engine, run_dir)
+            try:
+                exp.engine.apply(exp.fixed)  # so environment.json records the parameters the run measures under
+            except (EngineError, KnobError):
+                raise
+            except Exception as err:  # a server's own refusal (a privilege it does not grant): one line, no traceback
+                first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+                raise EngineError(f"the fixed settings could not be applied: {first}") from None
+            finally:
+                keep_owed_restore(exp.engine, run_dir)
             env = collect_environment(exp.engine.info(), exp.engine.data_dir(), {"dataset_rows": exp.spec.dataset.rows})
             if not resume or not run_dir.file(ENVIRONMENT_FILE).exists():
                 run_dir.write_json(ENVIRONMENT_FILE, env)
@@ -476,15 +491,6 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def keep_owed_restore(engine: Engine, run_dir: RunDir) -> None:
-    """What a server given by DSN is still owed (its original settings) is kept in
-    the run directory until stop() has put it back, so that a run that ends
-    badly leaves `blocklab restore DIR` able to finish the job."""
-    owed = engine.owed_restore()
-    if owed:
-        run_dir.write_json(RESTORE_FILE, owed)
-
-
 class _engine_stopped_at_exit:
     def __init__(self, engine: Engine, run_dir: RunDir):
         self.engine = engine
@@ -498,20 +504,15 @@ class _engine_stopped_at_exit:
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
             self.engine.stop()
-        except EngineError as err:
+        except Exception as err:  # EngineError, or a driver's own error from a server gone away
             if exc[0] is None:  # the run went well until here: this is the error to report
-                raise EngineError(f"{err}; {restore_hint(self.run_dir)}") from None
+                first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+                raise EngineError(f"{first}; {restore_hint(self.run_dir)}") from None
         else:
             if not self.engine.owed_restore():
                 self.run_dir.remove(RESTORE_FILE)  # put back: nothing owed any more
         finally:
             signal.signal(signal.SIGINT, previous)
-
-
-def restore_hint(run_dir: RunDir) -> str:
-    if run_dir.file(RESTORE_FILE).exists():
-        return f"the server's original settings are kept in {run_dir.file(RESTORE_FILE)}: run `blocklab restore {run_dir.path}` when it answers again"
-    return "no server setting is owed"
 
 
 def run_cell(exp: Experiment, cell: Cell, reporter: Reporter, attempt: int = 1) -> ResultRow:
@@ -529,7 +530,11 @@ def run_cell(exp: Experiment, cell: Cell, reporter: Reporter, attempt: int = 1) 
     stage = "apply"  # a failure while applying the setting is the setting's own (unless the engine died)
     try:
         t0 = time.perf_counter()
-        applied = engine.apply(settings)
+        try:
+            applied = engine.apply(settings)
+        finally:
+            if exp.on_changed is not None:  # restore.json from the first change, not after the cell
+                exp.on_changed()
         stage = "run"
         notes["apply_s"] = round(time.perf_counter() - t0, 3)
         claims.check_settings(engine, settings, checks)
@@ -621,11 +626,16 @@ def write_summary(exp: Experiment, run_dir: RunDir, plan: Plan) -> dict[str, Any
 def validity_counts(rows: list[ResultRow]) -> dict[str, Any]:
     """How many cells failed, were invalid (and why) or flagged: in summary.json for the console and the report."""
     invalid = [r for r in rows if r.invalid]
+    measured = {r.cell_id for r in rows if r.ok}
     return {
         "cells_failed": sum(1 for r in rows if r.failed),
         "failed_cells": [r.cell_id for r in rows if r.failed],
+        # measurements whose claims did not hold (each kept, never counted) ...
         "cells_invalid": len(invalid),
         "invalid_cells": [{"cell_id": r.cell_id, "why": r.status.removeprefix("invalid: ")} for r in invalid],
+        # ... of which the cells measured again with every claim holding, and those left without a number
+        "invalid_remeasured": len({r.cell_id for r in invalid} & measured),
+        "cells_without_valid": len({r.cell_id for r in rows if not r.ok} - measured),
         "cells_flagged": sum(1 for r in rows if r.ok and r.notes.get("flags")),
     }
 

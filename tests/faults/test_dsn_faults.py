@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -112,3 +113,41 @@ def test_a_server_gone_at_the_end_keeps_what_is_owed_for_blocklab_restore(someon
     assert not run_dir.file(RESTORE_FILE).exists()
     again = subprocess.run([blocklab_bin(), "restore", str(run_dir.path)], env=cli_env, capture_output=True, text=True, timeout=60)
     assert again.returncode == 2 and "owes no server any setting" in again.stdout + again.stderr
+
+
+def test_a_killed_run_leaves_restore_json_and_resume_puts_it_back(someones_server, cli_env, tmp_path):
+    """SIGKILL while a cell has a server setting (and, as root, the disk's read-ahead)
+    changed: restore.json already holds the originals; --resume puts them back before it
+    measures anything, and at its end nothing is left changed."""
+    import json
+    import os
+    import signal
+
+    from blocklab.probes.os_stats import device_of, whole_disk
+
+    knobs = '"pg.bgwriter_delay" = [150, 250]' + ("\nread_ahead = [64, 512]" if os.geteuid() == 0 else "")
+    experiment = tmp_path / "killed.toml"
+    experiment.write_text(f'name = "killed"\n[engine]\nkind = "postgres"\ndsn = "{someones_server.conninfo()}"\n'
+                          f'[dataset]\nrows = 100000\n[knobs]\n{knobs}\n[measure]\nrepeats = 8\ncache = "warm"\n')
+    disk = Path(f"/sys/block/{whole_disk(device_of(someones_server.data_dir()).name)}/queue/read_ahead_kb")
+    read_ahead_before = disk.read_text()
+    out = tmp_path / "run"
+    child = subprocess.Popen([blocklab_bin(), "run", str(experiment), "--allow-server-changes", "--out", str(out)],
+                             env=cli_env, stdout=(tmp_path / "out.txt").open("w"), stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while not (out / RESTORE_FILE).exists() or not (out / "results.jsonl").exists():
+        assert child.poll() is None and time.monotonic() < deadline, f"the run ended before it changed anything: {(tmp_path / 'out.txt').read_text()}"
+        time.sleep(0.05)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    owed = json.loads((out / RESTORE_FILE).read_text())
+    assert owed["settings"] == {"bgwriter_delay": None}
+    assert [n for n, _ in _auto_conf(someones_server)] == ["bgwriter_delay"]  # left changed by the kill
+    if os.geteuid() == 0:
+        assert owed["host"] == {str(disk): int(read_ahead_before)}
+    resumed = subprocess.run([blocklab_bin(), "run", "--resume", str(out), "--allow-server-changes"], env=cli_env,
+                             capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "put back what the interrupted run had changed: " in resumed.stdout
+    assert _auto_conf(someones_server) == [] and not (out / RESTORE_FILE).exists()
+    assert disk.read_text() == read_ahead_before

@@ -110,7 +110,7 @@ class KnobInfo:
         if isinstance(value, bool):
             return None
         number = value if isinstance(value, int) else int(value) if str(value).isdigit() else None
-        if number is None:
+        if number is None or number < 0:  # -1 is a setting's "auto", not a size
             return None
         if self.unit_bytes:
             return number * self.unit_bytes

@@ -9,7 +9,9 @@ import atexit
 import contextlib
 import ctypes
 import fcntl
+import mmap
 import os
+import re
 import signal
 import threading
 import time
@@ -100,6 +102,7 @@ class ReadAhead:
     def __init__(self, data_dir: Callable[[], str | None]):
         self._data_dir = data_dir
         self.original: int | None = None
+        self._changed: Path | None = None  # the sysfs file a cell wrote: put back without asking the server again
 
     def path(self) -> Path | None:
         from ..probes.os_stats import device_of, whole_disk
@@ -116,6 +119,12 @@ class ReadAhead:
         current = int(path.read_text()) if path else None
         return KnobInfo(self.NATIVE, generic, "integer", ApplyClass.RELOAD, minimum=0, maximum=65536, unit="kB", unit_bytes=1024, default=current,
                         description=f"read-ahead of {path.parent.parent.name if path else 'the data disk'} (sysfs), kB")
+
+    @staticmethod
+    def value_problem(kb: int) -> str | None:
+        """The kernel keeps the window in pages: 6 would read back as 4."""
+        page_kb = mmap.PAGESIZE // 1024
+        return None if kb % page_kb == 0 else f"{kb} is not accepted; accepted: a multiple of {page_kb} (kB, the page size)"
 
     def problem(self, dsn: bool, allow_server_changes: bool) -> str | None:
         path = self.path()
@@ -134,19 +143,43 @@ class ReadAhead:
         return int(path.read_text())
 
     def set(self, kb: int) -> None:
-        path = self.path()
+        path = self._changed or self.path()
         if path is None:
             raise EngineError("the data's disk is not on this host")
         if self.original is None:
-            self.original = int(path.read_text())
+            self.original, self._changed = int(path.read_text()), path
         path.write_text(f"{int(kb)}\n")
 
     def restore(self) -> None:
-        if self.original is not None:
-            path = self.path()
-            if path is not None:
-                path.write_text(f"{self.original}\n")
-            self.original = None
+        """Put the original back (the path kept from set(): a server given by DSN that
+        has gone away is not asked where its data lives)."""
+        if self.original is not None and self._changed is not None:
+            self._changed.write_text(f"{self.original}\n")
+        self.original, self._changed = None, None
+
+    def owed(self) -> dict[str, int]:
+        """{sysfs path: original kB} while a cell's value is in place: kept in restore.json."""
+        return {str(self._changed): self.original} if self.original is not None and self._changed is not None else {}
+
+
+_READ_AHEAD_FILE = re.compile(r"^/sys/block/[A-Za-z0-9._-]+/queue/read_ahead_kb$")
+
+
+def restore_host(owed: dict[str, Any]) -> list[str]:
+    """Put back the machine settings a run still owed (restore.json's "host": sysfs
+    path -> original value). Only read-ahead files are accepted: the file comes from
+    a results directory, which anyone may have edited."""
+    done = []
+    for path, original in owed.items():
+        if not _READ_AHEAD_FILE.match(str(path)) or isinstance(original, bool) or not isinstance(original, int) or original < 0:
+            raise EngineError(f"restore.json: host setting {path!r} = {original!r} is not a read-ahead blocklab changes "
+                              "(/sys/block/DISK/queue/read_ahead_kb = kB)")
+        try:
+            Path(path).write_text(f"{original}\n")
+        except OSError as err:
+            raise EngineError(f"could not put back {path} = {original}: {err.strerror or err}") from None
+        done.append(f"{path} = {original}")
+    return done
 
 
 def _command_line(pid: int) -> str:

@@ -22,7 +22,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-O_DIRECT = 0o40000  # x86_64 and arm64 (asm-generic); the flag fdinfo reports
+O_DIRECT = os.O_DIRECT  # the architecture's own bit, as fdinfo reports it (0o40000 on x86_64, 0o200000 on arm64)
 _PAGE = mmap.PAGESIZE
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mincore.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_ubyte))
@@ -32,6 +32,19 @@ _libc.mmap.restype = ctypes.c_void_p
 _libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
 _libc.munmap.restype = ctypes.c_int
 _MAP_FAILED = ctypes.c_void_p(-1).value
+
+
+def unreadable(files: Iterable[Path]) -> list[Path]:
+    """The files this process cannot open: their page cache cannot be measured or dropped."""
+    out = []
+    for path in files:
+        try:
+            os.close(os.open(path, os.O_RDONLY))
+        except FileNotFoundError:
+            continue  # gone (a segment dropped): nothing to cache
+        except OSError:
+            out.append(path)
+    return out
 
 
 def file_resident_bytes(path: Path, skip_head: int = 0) -> tuple[int, int]:

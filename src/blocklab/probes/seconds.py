@@ -43,7 +43,9 @@ class PerSecond:
         next_at = time.monotonic() + self.interval_s
         while not self._stop.wait(max(0.0, next_at - time.monotonic())):
             self._sample()
-            next_at += self.interval_s
+            # a thread held up past its turn (a loaded machine) starts afresh rather than
+            # catching up with samples microseconds apart, whose rates would be noise
+            next_at = max(next_at + self.interval_s, time.monotonic() + self.interval_s / 2)
 
     def __enter__(self) -> PerSecond:
         self._sample()
@@ -63,8 +65,12 @@ class PerSecond:
         if len(self._samples) < 2:
             return {}
         t0 = self._samples[0][0]
+        kept = [self._samples[0]]
+        for sample in self._samples[1:]:  # intervals under half a second are merged into the next
+            if sample[0] - kept[-1][0] >= self.interval_s / 2:
+                kept.append(sample)
         out: dict[str, list[float]] = {"t": [], "cpu_busy_pct": []}
-        for (ta, da, ca), (tb, db, cb) in zip(self._samples, self._samples[1:]):
+        for (ta, da, ca), (tb, db, cb) in zip(kept, kept[1:]):
             dt = tb - ta
             if dt <= 0:
                 continue

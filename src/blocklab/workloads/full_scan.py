@@ -84,25 +84,30 @@ class FullScan:
             "relation_bytes": float(relation_bytes),
             "reads": d.get("reads", 0.0),
             "read_bytes": d.get("read_bytes", 0.0),
-            "avg_read_kb": d["read_bytes"] / d["reads"] / 1024 if d.get("reads") else 0.0,
+            # an engine whose read count is of blocks, not of read calls (PostgreSQL 17), cannot say it
+            **({} if d.get("reads_count_blocks") else
+               {"avg_read_kb": d["read_bytes"] / d["reads"] / 1024 if d.get("reads") else 0.0}),
             "read_time_ms": d.get("read_time_ms", 0.0),
             "hits": d.get("hits", 0.0),
             "server_cpu_s": d.get("server_cpu_s", 0.0),
             "direct_io": 1.0 if direct else 0.0,
         }
-        for key in ("device_reads", "device_read_bytes", "proc_read_bytes"):
+        # parallel workers come and go within the scan: the processes listed before it hold
+        # only part of its reads, so their /proc count would make a cold scan look warm
+        own = () if self.options.parallel else ("proc_read_bytes",)
+        for key in ("device_reads", "device_read_bytes", *own):
             if key in d:
                 metrics[key] = d[key]
         # the engine processes' own storage reads when /proc tells them (nobody else's I/O in
         # them), else the device's (whole-disk: another reader could make a cached scan look cold)
-        physical = d.get("proc_read_bytes", d.get("device_read_bytes"))
+        physical = metrics.get("proc_read_bytes", d.get("device_read_bytes"))
         metrics.update(cold_proof(relation_bytes, metrics["read_bytes"], physical, direct))
         return metrics
 
     def describe(self, m: dict[str, float]) -> str:
         return (
             f"{m['elapsed_s']:.2f} s, {m['rows']:,.0f} rows, {m['rows_per_s']:,.0f} rows/s, "
-            f"{m['mb_per_s']:,.0f} MB/s read, avg I/O {m['avg_read_kb']:.0f} kB"
+            f"{m['mb_per_s']:,.0f} MB/s read" + (f", avg I/O {m['avg_read_kb']:.0f} kB" if "avg_read_kb" in m else "")
         )
 
     def disk_bytes(self) -> float:

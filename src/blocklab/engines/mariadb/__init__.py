@@ -46,6 +46,7 @@ are built and timed here (scan.py, tables.py, slob.py, update.py).
 from __future__ import annotations
 
 import contextlib
+import re
 import subprocess
 import time
 from collections.abc import Iterable, Sequence
@@ -79,6 +80,9 @@ from .update import UpdateTables
 
 DSN_WAIT_S = 60.0  # how long a run waits for someone's server that went away before it stops
 
+
+_UNKNOWN_DATABASE = 1049  # ER_BAD_DB_ERROR
+_VARIABLE = re.compile(r"^[a-z_][a-z0-9_]{0,63}$")  # a server variable's name, as SYSTEM_VARIABLES lists it
 
 class MariadbSession(SessionBase):
     """A MariaDB connection as engines/base.py's Session (autocommit unless the caller says BEGIN)."""
@@ -150,6 +154,7 @@ class MariadbEngine(InstanceMixin, KnobsMixin, EngineBase):
         self._proc: subprocess.Popen | None = None
         self._lock: DirectoryLock | None = None
         self._catalog: dict[str, ServerVariable] = {}
+        self._local_datadir: str | None = None  # a DSN server's data directory on this host ("" when elsewhere)
         self._version = ""
         self._server_settings: dict[str, str] = {}  # native -> value for the command line (embedded)
         self._session_settings: dict[str, str] = {}  # native -> SET SESSION value
@@ -221,9 +226,9 @@ class MariadbEngine(InstanceMixin, KnobsMixin, EngineBase):
     # ------------------------------------------------------------------ DSN
     def _open_dsn(self) -> None:
         assert self._dsn is not None
-        try:
+        try:  # blocklab's database is made when a session first needs it (doctor and clean make nothing)
             with self._admin() as conn, conn.cursor() as cur:
-                cur.execute(f"CREATE DATABASE IF NOT EXISTS `{DATABASE}` CHARACTER SET utf8mb4")
+                cur.execute("SELECT 1")
         except pymysql.err.MySQLError as err:
             raise EngineError(f"cannot use MariaDB at {self._dsn.where}: {err}") from None
 
@@ -279,10 +284,17 @@ class MariadbEngine(InstanceMixin, KnobsMixin, EngineBase):
         if not self._dsn_originals:
             return
         failures = []
-        with self._admin() as conn, conn.cursor() as cur:
+        for native in self._dsn_originals:  # names may come from restore.json: only server variables blocklab knows
+            if not _VARIABLE.match(native) or (self._catalog and native not in self._catalog):
+                raise EngineError(f"{native!r} is not a server variable of {self._where()}: not restored")
+        try:
+            conn = self._admin()
+        except pymysql.err.MySQLError as err:
+            raise EngineError(f"could not reach {self._where()} to restore {', '.join(self._dsn_originals)}: {err}") from None
+        with conn, conn.cursor() as cur:
             for native, original in list(self._dsn_originals.items()):
                 try:
-                    cur.execute(f"SET GLOBAL {native} = %s", (original,))
+                    cur.execute(f"SET GLOBAL {native} = %s", (original,))  # a name checked above, the value bound
                     del self._dsn_originals[native]
                 except pymysql.err.MySQLError as err:
                     failures.append(f"{native} = {original!r}: {err}")
@@ -316,11 +328,22 @@ class MariadbEngine(InstanceMixin, KnobsMixin, EngineBase):
     def connect(self, *, session: bool = True) -> MariadbSession:
         return MariadbSession(self, self.sql_connect(session=session))
 
-    def sql_connect(self, *, session: bool = True, autocommit: bool = True) -> pymysql.connections.Connection:
+    def sql_connect(self, *, session: bool = True, autocommit: bool = True, create: bool = True) -> pymysql.connections.Connection:
         """A DB-API connection to the `blocklab` database with the session knobs applied
-        (this package's own code)."""
+        (this package's own code). On a server given by DSN the database is made here,
+        when first needed; with create=False (a question, not a build) a server that has
+        none yet is asked without it."""
         self.start()
-        conn = pymysql.connect(**self._connect_params(), database=DATABASE, autocommit=autocommit, charset="utf8mb4")
+        try:
+            conn = pymysql.connect(**self._connect_params(), database=DATABASE, autocommit=autocommit, charset="utf8mb4")
+        except pymysql.err.OperationalError as err:
+            if err.args[0] != _UNKNOWN_DATABASE or self.mode != "dsn":
+                raise
+            if create:
+                with self._admin() as admin, admin.cursor() as cur:
+                    cur.execute(f"CREATE DATABASE IF NOT EXISTS `{DATABASE}` CHARACTER SET utf8mb4")
+            conn = pymysql.connect(**self._connect_params(), database=DATABASE if create else None,
+                                   autocommit=autocommit, charset="utf8mb4")
         if session and self._session_settings:
             with conn.cursor() as cur:
                 for native, value in self._session_settings.items():
@@ -328,7 +351,7 @@ class MariadbEngine(InstanceMixin, KnobsMixin, EngineBase):
         return conn
 
     def query(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
-        with self.sql_connect(session=False) as conn, conn.cursor() as cur:
+        with self.sql_connect(session=False, create=False) as conn, conn.cursor() as cur:
             cur.execute(sql, params)
             return list(cur.fetchall()) if cur.description else []
 
@@ -495,7 +518,22 @@ class MariadbEngine(InstanceMixin, KnobsMixin, EngineBase):
         if not self._is_local():
             return None
         self.start()
-        return str(self.query("SELECT @@datadir")[0][0]).rstrip("/") or None
+        if self._local_datadir is None:
+            self._local_datadir = self._find_local_datadir()
+        return self._local_datadir or None
+
+    def _find_local_datadir(self) -> str:
+        """The server's @@datadir when the server runs on this host ('' when not): an
+        address of this host may be a tunnel or a container's published port, whose
+        server keeps its files elsewhere. Its pid file must name a live mariadbd here."""
+        datadir, pid_file = self.query("SELECT @@datadir, @@pid_file")[0]
+        datadir = str(datadir).rstrip("/")
+        try:
+            pid = int(Path(str(pid_file)).read_text().split()[0])
+            comm = Path(f"/proc/{pid}/comm").read_text().strip()
+        except (OSError, ValueError, IndexError):
+            return ""
+        return datadir if comm in ("mariadbd", "mysqld") and Path(datadir).is_dir() else ""
 
     def _is_local(self) -> bool:
         if self.mode == "embedded":

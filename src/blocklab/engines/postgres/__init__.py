@@ -14,6 +14,7 @@ update.py; sysstats.py for `blocklab sysstats`).
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -105,17 +106,24 @@ class PostgresEngine(EngineBase):
 
     def stop(self) -> None:
         self._close_control()
-        self.read_ahead.restore()  # the disk's read-ahead, if a cell changed it
-        if not self._started:
-            return
         try:
-            if self.mode == "embedded":
-                self.cluster.stop()
-            else:
-                self._restore_dsn_settings()
-        finally:
-            self._started = False
-            stopped(self)
+            self.read_ahead.restore()  # the disk's read-ahead, if a cell changed it (never asks the server)
+        except OSError as err:
+            read_ahead_failed: str | None = f"could not put back the disk's read-ahead: {err.strerror or err}"
+        else:
+            read_ahead_failed = None
+        if self._started:
+            try:
+                if self.mode == "embedded":
+                    self.cluster.stop()
+                else:
+                    self._restore_dsn_settings()
+            finally:
+                self._started = False
+                stopped(self)
+                self._close_control()  # a restore may have opened it again
+        if read_ahead_failed:
+            raise EngineError(read_ahead_failed)
 
     def restart(self) -> None:
         self._close_control()
@@ -233,10 +241,13 @@ class PostgresEngine(EngineBase):
             if info.native == "block_size":
                 canonical = int(canonical)
             if info.native == ReadAhead.NATIVE:
-                if problem := self.read_ahead.problem(self.mode == "dsn", self.allow_server_changes):
+                if problem := self.read_ahead.problem(self.mode == "dsn", self.allow_server_changes) or ReadAhead.value_problem(canonical):
                     raise KnobError(f"knob {name!r} ({ReadAhead.NATIVE}): {problem}")
             elif self.mode == "dsn":
                 knobs.check_dsn_allowed(name, info, self.allow_server_changes)
+                if (self._catalog.get(info.native) or {}).get("context") == "superuser" and not self._may_set(info.native):
+                    raise KnobError(f"knob {name!r} ({info.native}) is set only by a superuser (or a role granted SET on "
+                                    f"it), and {self.where()} connects as neither; connect as one, or leave it out")
             out[name] = canonical
         knobs.check_combine_ceiling(out, self._catalog)
         return out
@@ -324,9 +335,9 @@ class PostgresEngine(EngineBase):
     # what blocklab makes on a server: tables named blocklab_* or carrying a workload's
     # fingerprint comment, and the blocklab_* procedures, in the DSN's database
     _CREATED = (
-        "SELECT 'table ' || c.relname FROM pg_class c WHERE c.relkind = 'r' AND c.relnamespace = 'public'::regnamespace "
+        "SELECT 'table ' || c.relname FROM pg_class c WHERE c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace "
         "AND (c.relname LIKE 'blocklab\\_%%' OR obj_description(c.oid, 'pg_class') LIKE '{\"blocklab\\_dataset\"%%') "
-        "UNION ALL SELECT 'procedure ' || p.proname FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace "
+        "UNION ALL SELECT 'procedure ' || p.proname FROM pg_proc p WHERE p.pronamespace = current_schema()::regnamespace "
         "AND p.proname LIKE 'blocklab\\_%%' ORDER BY 1"
     )
 
@@ -354,6 +365,17 @@ class PostgresEngine(EngineBase):
                     else "no: pass --allow-server-changes"))
         return out
 
+    def _superuser(self) -> bool:
+        return bool(self.query("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")[0][0])
+
+    def _may_set(self, native: str) -> bool:
+        """May this role set a superuser-context parameter? (GRANT SET exists from 15 on.)"""
+        if self._superuser():
+            return True
+        if self._major >= 15:
+            return bool(self.query("SELECT has_parameter_privilege(current_user, %s, 'SET')", (native,))[0][0])
+        return False
+
     def created_objects(self) -> list[str]:
         if self.mode == "embedded":
             return []
@@ -370,11 +392,16 @@ class PostgresEngine(EngineBase):
         return done
 
     def owed_restore(self) -> dict[str, Any]:
-        if not self._dsn_originals:
+        host = self.read_ahead.owed()
+        if not self._dsn_originals and not host:
             return {}
-        info = {k: v for k, v in psycopg.conninfo.conninfo_to_dict(self.dsn or "").items() if k != "password"}
-        return {"engine": self.name, "dsn": psycopg.conninfo.make_conninfo("", **info), "server": self.where(),
-                "settings": dict(self._dsn_originals)}
+        owed: dict[str, Any] = {"engine": self.name, "dsn": None, "server": self.where(), "settings": dict(self._dsn_originals)}
+        if self.mode == "dsn":
+            info = {k: v for k, v in psycopg.conninfo.conninfo_to_dict(self.dsn or "").items() if k != "password"}
+            owed["dsn"] = psycopg.conninfo.make_conninfo("", **info)
+        if host:
+            owed["host"] = host  # the machine's, not the server's: put back by engines/host.py restore_host
+        return owed
 
     def restore_owed(self, settings: dict[str, Any]) -> list[str]:
         self._dsn_originals = dict(settings)
@@ -383,7 +410,7 @@ class PostgresEngine(EngineBase):
         return done
 
     def _restore_dsn_settings(self) -> None:
-        if not self._dsn_originals:
+        if not self._dsn_originals or self.mode != "dsn":
             return
         try:
             self._put_back_originals()
@@ -459,7 +486,7 @@ class PostgresEngine(EngineBase):
         """The table's COMMENT, where the workloads store their fingerprint."""
         rows = self.query(
             "SELECT obj_description(c.oid, 'pg_class') FROM pg_class c "
-            "WHERE c.relname = %s AND c.relnamespace = 'public'::regnamespace",
+            "WHERE c.relname = %s AND c.relnamespace = current_schema()::regnamespace",
             (table,),
         )
         return rows[0][0] if rows else None
@@ -583,6 +610,13 @@ class PostgresEngine(EngineBase):
     def cold_cache_problem(self) -> str | None:
         if self.mode == "embedded":
             return None
+        if not self._superuser():
+            return ("a cold cache needs a superuser on this server (CHECKPOINT before the eviction, pg_buffercache and its "
+                    "eviction functions); connect as one, or measure warm (measure.cache = 'warm')")
+        data = self.data_dir()
+        if data is not None and not os.access(data, os.R_OK | os.X_OK):
+            return (f"blocklab cannot read the server's data directory {data} (it belongs to the server's OS user), so it "
+                    "can neither drop nor measure the table's OS page cache; run blocklab as that user or as root")
         has_evict = self.query("SELECT count(*) FROM pg_proc WHERE proname = 'pg_buffercache_evict_relation'")[0][0]
         if not has_evict and not self.query("SELECT count(*) FROM pg_available_extensions WHERE name = 'pg_buffercache'")[0][0]:
             return "this server has no pg_buffercache extension, so its shared buffers cannot be emptied of a table"

@@ -109,7 +109,7 @@ def _table_stats(engine: PostgresEngine, table: str) -> dict[str, int]:
     row = engine.query(
         "SELECT pg_relation_size(c.oid), coalesce(s.n_tup_upd, 0), coalesce(s.n_tup_hot_upd, 0) "
         "FROM pg_class c LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid "
-        "WHERE c.relname = %s AND c.relnamespace = 'public'::regnamespace",
+        "WHERE c.relname = %s AND c.relnamespace = current_schema()::regnamespace",
         (table,),
     )[0]
     return {"bytes": int(row[0]), "n_tup_upd": int(row[1]), "n_tup_hot_upd": int(row[2])}

@@ -131,6 +131,7 @@ class SqliteEngine(EngineBase):
         self._conns: weakref.WeakSet[apsw.Connection] = weakref.WeakSet()
         self._checksum = False  # layout of the current file
         self._session: dict[str, Any] = {}  # native -> canonical value, applied by connect()
+        self._sizes: dict[str, tuple[tuple[tuple[int, int], ...], int]] = {}  # relation_bytes() by the file's state
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -452,9 +453,17 @@ class SqliteEngine(EngineBase):
         return False  # page size and checksums are the file's: a change makes a new file
 
     def relation_bytes(self, name: str) -> int:
-        """Bytes of the pages of one table or index (the dbstat virtual table)."""
+        """Bytes of the pages of one table or index (the dbstat virtual table). dbstat
+        reads every page of the table, which would fill the OS page cache a cold cell
+        has just emptied: the answer is kept until the database file changes."""
+        version = tuple(_stamp(p) for p in (self.db_path, Path(f"{self.db_path}-wal")))  # WAL mode writes the -wal file
+        kept = self._sizes.get(name)
+        if kept is not None and kept[0] == version:
+            return kept[1]
         rows = self.query("SELECT coalesce(sum(pgsize), 0) FROM dbstat WHERE name = ?", (name,))
-        return int(rows[0][0])
+        size = int(rows[0][0])
+        self._sizes[name] = (version, size)
+        return size
 
     def direct_io_active(self) -> bool:
         return False  # SQLite always reads through the OS page cache
@@ -531,3 +540,12 @@ class SqliteEngine(EngineBase):
 
 ENGINE = SqliteEngine
 __all__ = ["ENGINE", "SqliteEngine", "is_checksum_error"]
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    """(modification time in ns, size) of a file; (0, 0) when there is none."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return 0, 0
+    return stat.st_mtime_ns, stat.st_size
