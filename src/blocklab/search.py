@@ -30,8 +30,9 @@ and their intervals split the 5% error over every look the run may take
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, cast
 
 from .analysis.paired import unsettled
 from .analysis.stats import Analysis, analyse
@@ -141,7 +142,7 @@ def refine_step(
     if not measured:
         return RefineStep([], 0, f"refine: no successful run of {knob} to refine around")
     analysis = analyse(measured, goal=goal, seed=seed)
-    best = analysis.best
+    best = cast(int, analysis.best)  # one of measured's keys: not None, since measured is not empty
     neighbours = neighbours_of(best, list(measured))
     cap = min(max_repeats, CONFIRM_FACTOR * repeats)
     unseparated = unseparated_neighbours(analysis, best, neighbours)
