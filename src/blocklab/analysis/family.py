@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -143,7 +143,12 @@ class Judged:
         return not (self.low <= 1.0 <= self.high)
 
 
-def step_down(contrasts: Sequence[Contrast], settings: int, alpha: float) -> dict[Hashable, Judged]:
+def step_down(
+    contrasts: Sequence[Contrast],
+    settings: int,
+    alpha: float,
+    critical: Callable[[int, float, float], float] = range_critical,
+) -> dict[Hashable, Judged]:
     """Judge every contrast with the best, the family's error held at `alpha`.
 
     At each step, among the contrasts not yet judged, the one furthest beyond
@@ -157,7 +162,9 @@ def step_down(contrasts: Sequence[Contrast], settings: int, alpha: float) -> dic
 
     `settings`: the measured settings, the best included (contrasts without an
     interval still count: they are in the family). Contrasts without an
-    interval are left out of the answer."""
+    interval are left out of the answer. `critical(in_play, df, alpha)`: the
+    studentized range's by default; benchmarks/aa.py passes others (Holm's,
+    a fixed one for single-step rules) to compare them on the same data."""
     if settings < 2 and contrasts:
         raise ValueError(f"{len(contrasts)} contrasts need at least 2 settings, not {settings!r}")
     open_ = [c for c in contrasts if math.isfinite(c.se) and c.se >= 0 and c.df > 0 and math.isfinite(c.estimate)]
@@ -169,12 +176,12 @@ def step_down(contrasts: Sequence[Contrast], settings: int, alpha: float) -> dic
         return Judged(c.key, math.exp(c.estimate), math.exp(c.estimate - half), math.exp(c.estimate + half), critical, in_play)
 
     while open_:
-        critical = {c.key: range_critical(in_play, c.df, alpha) for c in open_}
-        top = max(open_, key=lambda c: _beyond(c, critical[c.key]))
-        if _beyond(top, critical[top.key]) <= 1.0:
-            out.update((c.key, judged(c, critical[c.key])) for c in open_)
+        crit = {c.key: critical(in_play, c.df, alpha) for c in open_}
+        top = max(open_, key=lambda c: _beyond(c, crit[c.key]))
+        if _beyond(top, crit[top.key]) <= 1.0:
+            out.update((c.key, judged(c, crit[c.key])) for c in open_)
             break
-        out[top.key] = j = judged(top, critical[top.key])
+        out[top.key] = j = judged(top, crit[top.key])
         open_.remove(top)
         if j.separated:
             in_play -= 1
