@@ -58,8 +58,8 @@ def test_a_floor_vetoes_a_call_and_the_family_does_not_shrink():
     wide_floor = Contrast("noisy", -0.5, 0.05, 20, floor=0.6)  # its own interval is wider than its gap
     j = step_down([wide_floor, Contrast("other", -0.16, 0.05, 20)], 3, 0.05)
     assert not j["noisy"].separated and j["noisy"].low == pytest.approx(math.exp(-1.1))
-    # 'other' (3.2 standard errors) is judged with the range of 3 settings, as if 'noisy' were still in play
-    assert j["other"].in_play == 3 and j["other"].separated == (0.16 / 0.05 > range_critical(3, 20, 0.05))
+    # 'other' (3.2 standard errors) is judged with the range of 3 settings (2.53), as if 'noisy' were still in play
+    assert j["other"].in_play == 3 and j["other"].critical == range_critical(3, 20, 0.05) and j["other"].separated
 
 
 def test_contrasts_without_an_interval_are_left_out_but_counted():
