@@ -450,8 +450,9 @@ def cells_of(samples: Mapping[Hashable, Sequence[tuple[int, float]]]) -> list[Bl
 def unsettled(analysis: Analysis, target: float) -> list[Hashable]:
     """Settings the run cannot stop on yet.
 
-    A setting other than the best is settled when the (look-adjusted) interval
-    of its ratio to the best excludes 1 (separated), or lies within
+    A setting other than the best is settled when the interval of its ratio to
+    the best (the family's, look-adjusted: what the verdict shows) excludes 1
+    (separated), or lies within
     `practical` of 1 (as good as the best, for the user's purpose), or is no
     wider than +-`target` (the ratio is known as precisely as asked). Settings
     without an interval are unsettled. With a single setting there is no ratio:
