@@ -11,12 +11,12 @@ Two things make a per-comparison 95% interval wrong for that:
   from a head start. With eight truly equal settings the largest gap to the
   best is the range of eight noisy values, not the difference of two.
 
-The second point is why a Dunnett or Holm correction over the k - 1
-comparisons with the best is not enough (they assume the reference is fixed
-before the data: measured, 10-20% false families with eight equal settings,
-benchmarks/aa.py), and why Hsu's MCB does not answer the question either (its
-"not the best" allows a tie, and with eight equal settings it excludes one of
-them in about a fifth of runs). What does hold: under equal settings, the
+The second point is why a Holm (or Dunnett) correction over the k - 1
+comparisons with the best is not enough: they assume the reference was fixed
+before the data (Holm measured 9-14% of runs with a false call among eight
+equal settings, benchmarks/aa.py family), and why Hsu's MCB does not answer
+the question either (its "not the best" allows a tie; with eight equal
+settings it excludes one of them in 17-27% of runs). What does hold: under equal settings, the
 largest standardised gap to the selected best is at most the studentized range
 of those settings, so comparing each gap with the range's 95% point gives at
 most 5% of runs with any false claim (Tukey's argument), and a step-down keeps
