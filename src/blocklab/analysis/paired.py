@@ -33,8 +33,9 @@ several settings near the top, per-comparison 95% intervals call one of them
 "slower" in about half of all runs (eight equal settings, benchmarks/aa.py).
 Each gap to the best is divided by the larger of two standard errors: the
 pooled one of the block model (many degrees of freedom, so a run of 3-5
-blocks keeps its power, where the multiplicity-adjusted critical value of a
-pair's own 2-4 degrees of freedom would be 3-4 times Student's t) and the
+blocks keeps its power: with a pair's own 2-4 degrees of freedom the
+multiplicity-adjusted critical value for eight settings is 3.6 times
+Student's t at 3 blocks, 2.3 times at 5) and the
 pair's own (so a pair that stalled more than the rest is not judged by the
 others' calm). The gap is compared with the studentized range of the
 settings still in play, step-down. The interval shown is never narrower than
