@@ -457,17 +457,20 @@ def family(args: argparse.Namespace) -> None:
         for code in args.sequential:
             name, levels, own_noise = FAMILY_SCENARIOS[code]
             effects = {f"s{i}": v for i, v in enumerate(levels)}
-            slow = [k for k, v in effects.items() if v < 1.0]
+            slower = [k for k, v in effects.items() if v < 1.0]
             tally, used, reached = FamilyTally(), [], 0
             for _ in range(args.sequential_runs):
                 own = assign_pools(rng, list(effects), pools if own_noise else None)  # fixed for the whole run
-                stop = run_sequential(lambda b, effects=effects, own=own: draw_cells(rng, effects, 1, noise, own, first_block=b), "paired", rep, mx, target)
+                def draw(b: int, effects: dict[str, float] = effects, own: dict[str, np.ndarray] | None = own) -> list[BlockCell]:
+                    return draw_cells(rng, effects, 1, noise, own, first_block=b)
+
+                stop = run_sequential(draw, "paired", rep, mx, target)
                 a = analyse_blocks(stop.cells, looks=looks, resamples=R)
                 tally.add({str(k): (s.ratio_to_best, s.ratio_to_best_ci_low, s.ratio_to_best_ci_high)
                            for k, s in a.settings.items() if k != a.best}, effects, str(a.best))
                 used.append(stop.blocks)
                 reached += stop.reached
-            found = "; found " + ", ".join(f"{1 - effects[k]:.0%} {tally.found.get(k, 0) / tally.runs:.1%}" for k in slow) if slow else ""
+            found = "; found " + ", ".join(f"{1 - effects[k]:.0%} {tally.found.get(k, 0) / tally.runs:.1%}" for k in slower) if slower else ""
             print(f"({code}) {name}: false family {rate(tally.false, tally.runs)}{found}; "
                   f"blocks {statistics.mean(used):.1f} on average, settled before max_repeats in {rate(reached, len(used))}")
 
