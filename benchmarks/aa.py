@@ -7,6 +7,7 @@ its own (unpaired, blocklab before issue 20).
     python benchmarks/aa.py real --runs 20 --blocks 12
     python benchmarks/aa.py stopping --runs 3
     python benchmarks/aa.py generated --cases 1000
+    python benchmarks/aa.py family --from results/mbrc-LONG-RUN --runs 1000
 
 simulate   Runs simulated with the drift and noise of a measured run (its block
            effects and residuals, resampled: blocklab.analysis.simulate): the
@@ -15,6 +16,18 @@ simulate   Runs simulated with the drift and noise of a measured run (its block
            the two labels' interval excluding 1. Fixed repeats and sequential
            stopping (target_ci, repeats 3, max_repeats 15); power with the
            second label truly 5% or 10% faster; blocks used by target_ci.
+           Then everything `family` does.
+family     The verdict's claims against the best as one family: every rule
+           (per comparison as before, Holm, Hsu's MCB, Tukey with each pair's
+           own error, a step-down calibrated for each pair's own error, the
+           pooled error alone, and blocklab's: the larger of pooled and own,
+           step-down on the studentized range) judges the same simulated runs
+           of (a) 8 equal settings, (b) 2, (c) six equal with one 5% and one
+           10% slower, (d) as (c) and (e) as (a) but each setting with one
+           measured setting's own noise. Per rule and number of blocks: runs
+           with any false call (family-wise), runs with any interval missing
+           its true ratio, power for the 5% / 10%, median half-width. Then
+           target_ci runs of (a), (c), (e) judged by blocklab's verdict.
 real       The same on the real engine: the mbrc recipe at --quick's size
            (embedded PostgreSQL, 300,000 rows, cold scans), every multiblock_read
            value crossed with pg.random_page_cost = 4 and 5, which a sequential
@@ -34,28 +47,32 @@ generated  The issue's done-when: run directories with +-20% block drift, 3%
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import shutil
 import statistics
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from scipy import stats as sstats
 
+from blocklab.analysis.family import Contrast, Judged, range_critical, step_down
 from blocklab.analysis.paired import (
     BlockCell,
+    BlockModel,
     analyse_blocks,
+    compare_with_best,
     fit_blocks,
     per_look_alpha,
     unsettled,
 )
 from blocklab.analysis.simulate import NoiseModel, simulate_cells, write_run
-from blocklab.analysis.stats import analyse, noisy_settings
+from blocklab.analysis.stats import CONFIDENCE, analyse, noisy_settings
 from blocklab.analysis.summary import label_of
 from blocklab.results import RunDir
 
@@ -136,6 +153,21 @@ def final_interval(stop: Stopped, rule: str, a: str, b: str, looks: int) -> tupl
     return paired_model(stop.cells, a, b, looks if rule == "paired" else 1)
 
 
+def verdict_pair(cells: list[BlockCell], a: str, b: str, looks: int = 1) -> int:
+    """What the verdict (paired.compare_with_best, every setting of the run in
+    the family) says of b against a: +1 b is the best and a is called slower,
+    -1 the reverse, 0 neither (including a best that is neither of them)."""
+    model = fit_blocks(cells)
+    keys = list(model.keys)
+    best = max(keys, key=lambda k: model.levels[k])
+    judged = compare_with_best(model, best, keys, per_look_alpha(looks))
+    if best == b and a in judged and judged[a].separated:
+        return 1
+    if best == a and b in judged and judged[b].separated:
+        return -1
+    return 0
+
+
 # ---------------------------------------------------------------------- simulate
 def measured_levels(rows: list[Any]) -> dict[str, float]:
     cells = [BlockCell(r.block, str(r.settings[KNOB]), r.metrics[METRIC]) for r in rows if r.ok and METRIC in r.metrics]
@@ -157,25 +189,28 @@ def simulate(args: argparse.Namespace) -> None:
         return {**levels, TWIN: levels[best] * factor}
 
     print("\n== fixed repeats: false 'X is faster' for two labels of one setting (A/A) ==")
-    print("blocks | unpaired (before)            | paired, bootstrap of median (issue's proposal) | paired t on per-block ratios (today)")
+    print("blocks | unpaired (before issue 20)   | paired, bootstrap of median (issue's proposal) | paired t, the pair alone (issue 20) | the verdict now (family of 8 comparisons)")
     for n in args.fixed:
-        counts = [0, 0, 0]
+        counts = [0, 0, 0, 0]
         for _ in range(args.runs):
             cells = simulate_cells(rng, effects(1.0), n, noise)
             counts[0] += separated(unpaired(cells, best, TWIN)) != 0
             counts[1] += separated(paired_bootstrap_median(cells, best, TWIN, rng)) != 0
             counts[2] += separated(paired_model(cells, best, TWIN)) != 0
-        print(f"{n:6d} | {rate(counts[0], args.runs):28s} | {rate(counts[1], args.runs):46s} | {rate(counts[2], args.runs)}")
+            counts[3] += verdict_pair(cells, best, TWIN) != 0
+        print(f"{n:6d} | {rate(counts[0], args.runs):28s} | {rate(counts[1], args.runs):46s} | {rate(counts[2], args.runs):35s} | {rate(counts[3], args.runs)}")
 
     print("\n== power, fixed repeats: the twin truly 5% / 10% faster, found faster ==")
     for factor in (1.05, 1.10):
         for n in args.fixed:
-            found = [0, 0]
+            found = [0, 0, 0]
             for _ in range(args.power_runs):
                 cells = simulate_cells(rng, effects(factor), n, noise)
                 found[0] += separated(unpaired(cells, best, TWIN)) == 1
                 found[1] += separated(paired_model(cells, best, TWIN)) == 1
-            print(f"+{factor - 1:.0%}, {n:2d} blocks: unpaired {rate(found[0], args.power_runs)}; paired {rate(found[1], args.power_runs)}")
+                found[2] += verdict_pair(cells, best, TWIN) == 1
+            print(f"+{factor - 1:.0%}, {n:2d} blocks: unpaired {rate(found[0], args.power_runs)}; paired, the pair alone {rate(found[1], args.power_runs)}; "
+                  f"the verdict now {rate(found[2], args.power_runs)}")
 
     rep, mx = args.repeats, args.max_repeats
     looks = mx - rep + 1
@@ -187,7 +222,10 @@ def simulate(args: argparse.Namespace) -> None:
             n_runs = args.runs if factor == 1.0 else args.power_runs
             for _ in range(n_runs if rule != "naive" or factor == 1.0 else 0):
                 stop = run_sequential(lambda b, f=factor: simulate_cells(rng, effects(f), 1, noise, first_block=b), rule, rep, mx, args.target)
-                verdict = separated(final_interval(stop, rule, best, TWIN, looks))
+                if rule == "unpaired":
+                    verdict = separated(final_interval(stop, rule, best, TWIN, looks))
+                else:  # what the verdict says at the stop, looks split ('paired') or not ('naive')
+                    verdict = verdict_pair(stop.cells, best, TWIN, looks if rule == "paired" else 1)
                 hits += verdict != 0 if factor == 1.0 else verdict == 1
                 used.append(stop.blocks)
                 reached += stop.reached
@@ -195,17 +233,6 @@ def simulate(args: argparse.Namespace) -> None:
                 what = "false 'faster'" if factor == 1.0 else "found faster"
                 line.append(f"{rule}: {what} {rate(hits, len(used))}, blocks {statistics.mean(used):.1f} (stopped early {reached}/{len(used)})")
         print(f"twin x{factor:.2f}:\n  " + "\n  ".join(line))
-
-    print(f"\n== {len(levels)} identical settings (all at the best's level): runs whose verdict calls one of them slower than the best ==")
-    same = {k: 1.0 for k in levels}
-    for n in args.fixed:
-        hits = [0, 0]
-        for _ in range(args.power_runs):
-            cells = simulate_cells(rng, same, n, noise)
-            groups = {k: [c.value for c in cells if c.key == k] for k in same}
-            hits[0] += len(analyse(groups, resamples=R).indistinguishable) < len(same) - 1
-            hits[1] += len(analyse_blocks(cells, resamples=R).indistinguishable) < len(same) - 1
-        print(f"{n:2d} blocks: unpaired {rate(hits[0], args.power_runs)}; paired {rate(hits[1], args.power_runs)}")
 
     print(f"\n== cells to reach target_ci {args.target:.0%} on the mbrc sweep (8 settings, no twin), {args.power_runs} runs ==")
     for rule in ("unpaired", "paired"):
@@ -215,6 +242,237 @@ def simulate(args: argparse.Namespace) -> None:
             used.append(stop.blocks * len(levels))
             reached += stop.reached
         print(f"{rule:8s}: cells median {statistics.median(used):.0f} (mean {statistics.mean(used):.0f}); target reached before max_repeats in {rate(reached, len(used))}")
+
+    family(args)  # the family of claims against the best: the rules compared, fixed and sequential
+
+
+# ---------------------------------------------------------------------- the family of claims against the best
+# Each rule takes the fitted block model, the selected best, the measured
+# settings and the error rate, and gives every other setting's ratio to the
+# best with its interval; a call is an interval that excludes 1. All but the
+# first and the last use family.step_down with another critical value, so the
+# rules differ only in what the gap is divided by and compared with.
+FamilyRule = Callable[[BlockModel, str, list[str], float], dict[str, tuple[float, float, float]]]
+CALIBRATION_DRAWS = 100_000  # normal draws per calibrated critical value: its 95% point to about +-1%
+
+
+def _own_contrasts(model: BlockModel, best: str, keys: list[str]) -> list[Contrast]:
+    """Each pair's own per-block ratios: the paired t's standard error and degrees of freedom."""
+    out = []
+    for k in keys:
+        if k != best:
+            e = model.effect(k, best)
+            out.append(Contrast(k, e.estimate, e.se, e.df))
+    return out
+
+
+def _as_intervals(judged: dict[Any, Judged]) -> dict[str, tuple[float, float, float]]:
+    return {str(k): (j.ratio, j.low, j.high) for k, j in judged.items()}
+
+
+def rule_per_comparison(model: BlockModel, best: str, keys: list[str], alpha: float) -> dict[str, tuple[float, float, float]]:
+    """Before: each pair's own 95% paired t interval, taken alone."""
+    return {k: model.effect(k, best).interval(alpha) for k in keys if k != best}
+
+
+def rule_holm(model: BlockModel, best: str, keys: list[str], alpha: float) -> dict[str, tuple[float, float, float]]:
+    """Holm over the k - 1 comparisons with the best, as if the best were fixed before the data."""
+    holm = lambda m, df, a: float(sstats.t.ppf(1 - a / (2 * (m - 1)), df))  # noqa: E731
+    return _as_intervals(step_down(_own_contrasts(model, best, keys), len(keys), alpha, holm))
+
+
+@functools.cache
+def _calibrated(settings: int, blocks: int, alpha: float, selected: bool) -> float:
+    """The 1 - alpha point of the largest paired t of the best against the
+    others, `settings` equal settings in `blocks` complete blocks, normal
+    noise, each pair with its own per-block spread (seeded: the same value in
+    every run of this script). `selected`: the best is the one with the highest
+    mean (the winner's curse included); else a fixed one (one-sided Dunnett)."""
+    rng = np.random.default_rng([settings, blocks, 20261124])
+    chunk = max(1, 2_000_000 // (settings * blocks))
+    tops = []
+    for start in range(0, CALIBRATION_DRAWS, chunk):
+        x = rng.normal(size=(min(chunk, CALIBRATION_DRAWS - start), blocks, settings))
+        best = x.mean(axis=1).argmax(axis=1) if selected else np.zeros(x.shape[0], dtype=int)
+        d = np.take_along_axis(x, best[:, None, None], axis=2) - x
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = d.mean(axis=1) / (d.std(axis=1, ddof=1) / math.sqrt(blocks))
+        t[np.arange(x.shape[0]), best] = -np.inf
+        tops.append(t.max(axis=1))
+    return float(np.quantile(np.concatenate(tops), 1 - alpha))
+
+
+def rule_mcb(model: BlockModel, best: str, keys: list[str], alpha: float) -> dict[str, tuple[float, float, float]]:
+    """Hsu's MCB with each pair's own error: the one-sided Dunnett critical
+    value of k - 1 comparisons with a fixed reference, one step. Its "not the
+    best" allows a tie, so with equal settings its calls are not errors by its
+    own definition; by the verdict's ("slower") they are."""
+    n = max(model.effect(k, best).blocks for k in keys if k != best)
+    c = _calibrated(len(keys), n, alpha, selected=False)
+    return _as_intervals(step_down(_own_contrasts(model, best, keys), len(keys), alpha, lambda m, df, a: c))
+
+
+def rule_tukey_own(model: BlockModel, best: str, keys: list[str], alpha: float) -> dict[str, tuple[float, float, float]]:
+    """The studentized range of all k settings, each pair's own error and degrees of freedom, one step."""
+    k = len(keys)
+    return _as_intervals(step_down(_own_contrasts(model, best, keys), k, alpha, lambda m, df, a: range_critical(k, df, a)))
+
+
+def rule_calibrated_own(model: BlockModel, best: str, keys: list[str], alpha: float) -> dict[str, tuple[float, float, float]]:
+    """Each pair's own error, step-down with critical values calibrated for
+    exactly that statistic (normal noise, the best selected from the data)."""
+    return _as_intervals(step_down(_own_contrasts(model, best, keys), len(keys), alpha,
+                                   lambda m, df, a: _calibrated(m, int(round(df)) + 1, a, selected=True)))
+
+
+def rule_pooled(model: BlockModel, best: str, keys: list[str], alpha: float) -> dict[str, tuple[float, float, float]]:
+    """The block model's pooled error alone, step-down on the studentized range."""
+    contrasts = [Contrast(c.key, c.estimate, model.residual_sd * math.sqrt(2.0 / model.effect(c.key, best).blocks), float(model.df))
+                 for c in _own_contrasts(model, best, keys)]
+    return _as_intervals(step_down(contrasts, len(keys), alpha))
+
+
+def rule_now(model: BlockModel, best: str, keys: list[str], alpha: float) -> dict[str, tuple[float, float, float]]:
+    """blocklab now (paired.compare_with_best): the larger of the pooled and the
+    pair's own error, step-down on the studentized range, never narrower than
+    the pair's own t interval."""
+    return _as_intervals(compare_with_best(model, best, keys, alpha))
+
+
+FAMILY_RULES: dict[str, FamilyRule] = {
+    "per comparison (before)": rule_per_comparison,
+    "Holm vs best": rule_holm,
+    "Hsu MCB (1-sided Dunnett)": rule_mcb,
+    "Tukey, own error": rule_tukey_own,
+    "own error, calibrated step-down": rule_calibrated_own,
+    "pooled error, step-down": rule_pooled,
+    "max(pooled, own), step-down (now)": rule_now,
+}
+
+
+@dataclass
+class FamilyTally:
+    runs: int = 0
+    false: int = 0  # runs with at least one false call
+    missed: int = 0  # runs with at least one interval missing its true ratio
+    found: dict[str, int] = field(default_factory=dict)  # setting -> runs where it was called (true differences)
+    widths: list[float] = field(default_factory=list)  # half-widths relative to the ratio
+
+    def add(self, intervals: dict[str, tuple[float, float, float]], truth: dict[str, float], best: str) -> None:
+        self.runs += 1
+        false = missed = False
+        for k, (r, lo, hi) in intervals.items():
+            if not (math.isfinite(lo) and math.isfinite(hi)):
+                continue
+            true = truth[k] / truth[best]  # goal max: below 1 is slower
+            call = not (lo <= 1.0 <= hi)
+            # a call is false unless the truth lies on the called side of 1
+            false |= call and not ((hi < 1.0 and true < 1.0 - 1e-12) or (lo > 1.0 and true > 1.0 + 1e-12))
+            missed |= not (lo <= true <= hi)
+            if call and truth[k] != max(truth.values()):
+                self.found[k] = self.found.get(k, 0) + 1
+            self.widths.append((hi - lo) / (2.0 * r))
+        self.false += false
+        self.missed += missed
+
+
+def assign_pools(rng: np.random.Generator, labels: list[str], pools: list[np.ndarray] | None) -> dict[str, np.ndarray] | None:
+    """For a simulated run: each setting gets one measured setting's own
+    residuals as its noise (drawn at random, a different one per setting when
+    there are enough): the unequal noise of a real run's settings."""
+    if pools is None:
+        return None
+    pick = rng.choice(len(pools), len(labels), replace=len(pools) < len(labels))
+    return {label: pools[p] for label, p in zip(labels, pick)}
+
+
+def draw_cells(rng: np.random.Generator, effects: dict[str, float], blocks: int, noise: NoiseModel,
+               own: dict[str, np.ndarray] | None, first_block: int = 0) -> list[BlockCell]:
+    """simulate_cells, or with `own` (assign_pools) each setting's cell noise
+    resampled from its own pool; the block drift is the noise model's either way."""
+    if own is None:
+        return simulate_cells(rng, effects, blocks, noise, first_block=first_block)
+    drift = noise.drifts(rng, blocks)
+    return [BlockCell(first_block + i, label, 1e7 * factor * math.exp(drift[i] + float(rng.choice(own[label]))))
+            for i in range(blocks) for label, factor in effects.items()]
+
+
+def setting_pools(rows: list[Any]) -> list[np.ndarray]:
+    """Each measured setting's residuals, scaled like NoiseModel's (sqrt(n / df))."""
+    cells = [BlockCell(r.block, label_of(r.settings), r.metrics[METRIC]) for r in rows if r.ok and METRIC in r.metrics]
+    model = fit_blocks(cells)
+    n = sum(len(v) for v in model.residuals.values())
+    return [np.asarray(v) * math.sqrt(n / model.df) for v in model.residuals.values()]
+
+
+FAMILY_SCENARIOS = {
+    "a": ("8 equal settings", [1.0] * 8, False),
+    "b": ("2 equal settings (A/A)", [1.0] * 2, False),
+    "c": ("8 settings: six equal, one 5% and one 10% slower", [1.0] * 6 + [0.95, 0.90], False),
+    "d": ("as (c), each setting with one measured setting's own noise", [1.0] * 6 + [0.95, 0.90], True),
+    "e": ("8 equal, each setting with one measured setting's own noise", [1.0] * 8, True),
+}
+
+
+def family(args: argparse.Namespace) -> None:
+    """The comparison of rules: every rule judges the same simulated runs."""
+    rows = RunDir(args.source).rows()
+    noise = NoiseModel.from_rows(rows, METRIC)
+    pools = setting_pools(rows)
+    print(f"noise model from {args.source} ({len(rows)} rows): {noise.describe()}; "
+          f"per-setting noise sd {min(p.std() for p in pools):.3f}-{max(p.std() for p in pools):.3f}")
+    rng = np.random.default_rng(args.seed)
+    alpha = 1.0 - CONFIDENCE
+    for code in args.scenarios:
+        name, levels, own_noise = FAMILY_SCENARIOS[code]
+        effects = {f"s{i}": v for i, v in enumerate(levels)}
+        slow = {k: v for k, v in effects.items() if v < 1.0}
+        print(f"\n== ({code}) {name}: {args.runs} runs per column ==")
+        head = "; ".join(f"{n} blocks" for n in args.fixed)
+        what = "false family / any interval missing its truth" + (" / found " + ", ".join(f"{1 - v:.0%}" for v in slow.values()) if slow else "") + " / median half-width"
+        print(f"rule | {head}   ({what})")
+        tallies = {rule: {n: FamilyTally() for n in args.fixed} for rule in FAMILY_RULES}
+        for n in args.fixed:
+            for _ in range(args.runs):
+                cells = draw_cells(rng, effects, n, noise, assign_pools(rng, list(effects), pools if own_noise else None))
+                model = fit_blocks(cells)
+                keys = list(model.keys)
+                best = str(max(keys, key=lambda k: model.levels[k]))
+                for rule, judge in FAMILY_RULES.items():
+                    tallies[rule][n].add(judge(model, best, keys, alpha), effects, best)
+        for rule, by_n in tallies.items():
+            cols = []
+            for t in by_n.values():
+                found = " / " + " ".join(f"{t.found.get(k, 0) / t.runs:.1%}" for k in slow) if slow else ""
+                cols.append(f"{t.false / t.runs:.1%} / {t.missed / t.runs:.1%}{found} / {statistics.median(t.widths):.1%}")
+            print(f"{rule} | " + " | ".join(cols))
+        print("false family rates with 95% intervals, max(pooled, own) step-down (now): "
+              + "; ".join(f"{n} blocks {rate(t.false, t.runs)}" for n, t in tallies['max(pooled, own), step-down (now)'].items()))
+
+    if args.sequential_runs:
+        rep, mx, target = args.repeats, args.max_repeats, args.target
+        looks = mx - rep + 1
+        print(f"\n== sequential: target_ci {target:.0%}, repeats {rep}, max_repeats {mx} ({looks} looks), "
+              f"the verdict as blocklab gives it (analyse_blocks, unsettled), {args.sequential_runs} runs ==")
+        for code in args.sequential:
+            name, levels, own_noise = FAMILY_SCENARIOS[code]
+            effects = {f"s{i}": v for i, v in enumerate(levels)}
+            slower = [k for k, v in effects.items() if v < 1.0]
+            tally, used, reached = FamilyTally(), [], 0
+            for _ in range(args.sequential_runs):
+                own = assign_pools(rng, list(effects), pools if own_noise else None)  # fixed for the whole run
+                def draw(b: int, effects: dict[str, float] = effects, own: dict[str, np.ndarray] | None = own) -> list[BlockCell]:
+                    return draw_cells(rng, effects, 1, noise, own, first_block=b)
+
+                stop = run_sequential(draw, "paired", rep, mx, target)
+                a = analyse_blocks(stop.cells, looks=looks, resamples=R)
+                tally.add({str(k): (s.ratio_to_best, s.ratio_to_best_ci_low, s.ratio_to_best_ci_high)
+                           for k, s in a.settings.items() if k != a.best}, effects, str(a.best))
+                used.append(stop.blocks)
+                reached += stop.reached
+            found = "; found " + ", ".join(f"{1 - effects[k]:.0%} {tally.found.get(k, 0) / tally.runs:.1%}" for k in slower) if slower else ""
+            print(f"({code}) {name}: false family {rate(tally.false, tally.runs)}{found}; "
+                  f"blocks {statistics.mean(used):.1f} on average, settled before max_repeats in {rate(reached, len(used))}")
 
 
 # ---------------------------------------------------------------------- the real engine
@@ -366,6 +624,13 @@ def generated(args: argparse.Namespace) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _family_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--scenarios", nargs="+", default=list(FAMILY_SCENARIOS), choices=list(FAMILY_SCENARIOS),
+                   help="fixed-repeats scenarios: " + "; ".join(f"{k}: {v[0]}" for k, v in FAMILY_SCENARIOS.items()).replace("%", "%%"))
+    p.add_argument("--sequential", nargs="*", default=["a", "c", "e"], choices=list(FAMILY_SCENARIOS), help="scenarios run with target_ci")
+    p.add_argument("--sequential-runs", type=int, default=300, help="0: no sequential runs")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -378,6 +643,16 @@ def main() -> None:
     p.add_argument("--max-repeats", type=int, default=15)
     p.add_argument("--target", type=float, default=0.03)
     p.add_argument("--seed", type=int, default=1)
+    _family_options(p)
+    p = sub.add_parser("family", help="the verdict's claims against the best as a family: rules compared on simulated runs")
+    p.add_argument("--from", dest="source", type=Path, required=True, help="a measured run (at least 3 blocks)")
+    p.add_argument("--runs", type=int, default=1000)
+    p.add_argument("--fixed", type=int, nargs="+", default=[3, 5, 10, 15])
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--max-repeats", type=int, default=15)
+    p.add_argument("--target", type=float, default=0.03)
+    p.add_argument("--seed", type=int, default=1)
+    _family_options(p)
     p = sub.add_parser("real", help="A/A on the embedded PostgreSQL: mbrc --quick, one setting under two labels")
     p.add_argument("--runs", type=int, default=20)
     p.add_argument("--blocks", type=int, default=10)
@@ -397,7 +672,7 @@ def main() -> None:
     p.add_argument("--blocks", type=int, default=6)
     p.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
-    {"simulate": simulate, "real": real, "stopping": stopping, "generated": generated}[args.command](args)
+    {"simulate": simulate, "family": family, "real": real, "stopping": stopping, "generated": generated}[args.command](args)
 
 
 if __name__ == "__main__":

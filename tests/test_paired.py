@@ -7,10 +7,12 @@ import math
 import numpy as np
 import pytest
 
+from blocklab.analysis.family import range_critical
 from blocklab.analysis.paired import (
     BlockCell,
     analyse_blocks,
     cells_of,
+    compare_with_best,
     fit_blocks,
     per_look_alpha,
     unsettled,
@@ -206,3 +208,113 @@ def test_unsettled_rules():
     assert unsettled(single, 0.5) == [] and unsettled(single, 0.0001) == ["x"]
     with pytest.raises(ValueError):
         unsettled(a, 0.0)
+
+
+# --------------------------------------------------------------------------
+# the claims against the best as one family (compare_with_best, family.py)
+
+
+def _old_calls(cells, alpha=0.05):
+    """The settings the per-comparison rule (each pair's own 95% t interval alone) called slower."""
+    model = fit_blocks(cells)
+    best = max(model.keys, key=lambda k: model.levels[k])
+    out = []
+    for k in model.keys:
+        if k != best:
+            _, lo, hi = model.effect(k, best).interval(alpha)
+            if not lo <= 1.0 <= hi:
+                out.append(k)
+    return out
+
+
+def test_eight_equal_settings_no_longer_give_false_slower_calls():
+    rng = np.random.default_rng(5)
+    cells = drifting_run(rng, 5, {f"s{i}": 1.0 for i in range(8)}, noise=0.08)
+    assert len(_old_calls(cells)) == 3  # the lucky best made three of its equals "slower", each interval 95% alone
+    a = analyse_blocks(cells, resamples=R)
+    assert len(a.indistinguishable) == 7 and a.family == "step-down range"
+    for k, s in a.settings.items():
+        assert s.ratio_to_best_ci_low <= 1.0 <= s.ratio_to_best_ci_high, k
+    text = verdict_text(a)
+    assert "No setting is demonstrably better" in text and "The 7 intervals to the best hold together" in text
+
+
+def test_a_true_10_percent_among_eight_is_still_separated():
+    rng = np.random.default_rng(11)
+    effects = {**{f"s{i}": 1.0 for i in range(6)}, "five": 0.95, "ten": 0.90}
+    a = analyse_blocks(drifting_run(rng, 10, effects, noise=0.03), resamples=R)
+    assert a.best.startswith("s")
+    assert "ten" not in a.indistinguishable and a.settings["ten"].ratio_to_best_ci_high < 1.0
+    assert a.settings["ten"].ratio_to_best_ci_low < 0.90 < a.settings["ten"].ratio_to_best_ci_high
+    assert all(f"s{i}" in a.indistinguishable for i in range(6) if f"s{i}" != a.best)
+    assert "ten is 1.1" in verdict_text(a)
+
+
+def _family_false(rng, n_blocks, k):
+    cells = drifting_run(rng, n_blocks, {f"s{i}": 1.0 for i in range(k)}, noise=0.08)
+    model = fit_blocks(cells)
+    best = max(model.keys, key=lambda key: model.levels[key])
+    judged = compare_with_best(model, best, list(model.keys), 0.05)
+    return any(j.separated for j in judged.values()), bool(_old_calls(cells))
+
+
+@pytest.mark.parametrize("n_blocks", [3, 5, 15])
+def test_eight_equal_settings_are_called_different_in_at_most_5_percent_of_runs(n_blocks):
+    rng = np.random.default_rng(200 + n_blocks)
+    results = [_family_false(rng, n_blocks, 8) for _ in range(400)]
+    new, old = sum(r[0] for r in results), sum(r[1] for r in results)
+    # nominal at most 20 of 400; 30 or more has probability < 2% if the rate is 5%.
+    # The per-comparison rule calls one of eight equal settings slower in about half the runs.
+    assert new < 30, new
+    assert old > 120, old
+
+
+def test_two_settings_keep_the_pairs_own_t_interval():
+    rng = np.random.default_rng(12)
+    cells = drifting_run(rng, 6, {"A": 1.0, "B": 1.04}, noise=0.05)
+    model = fit_blocks(cells)
+    a = analyse_blocks(cells, resamples=R)
+    other = "A" if a.best == "B" else "B"
+    r, lo, hi = model.effect(other, a.best).interval(0.05)
+    s = a.settings[other]
+    assert (s.ratio_to_best, s.ratio_to_best_ci_low, s.ratio_to_best_ci_high) == pytest.approx((r, lo, hi), rel=1e-12)
+    assert "hold together" not in verdict_text(a)
+
+
+def test_intervals_contain_the_pairs_own_and_agree_with_the_verdict():
+    rng = np.random.default_rng(13)
+    for n_blocks in (3, 4, 8):
+        effects = {"a": 1.0, "b": 0.97, "c": 0.9, "d": 0.7, "e": 1.0}
+        cells = drifting_run(rng, n_blocks, effects, noise=0.05)
+        holed = cells[:-1]  # a lost cell: pairs with their own number of shared blocks
+        for looks in (1, 13):
+            a = analyse_blocks(holed, looks=looks, resamples=R)
+            model = fit_blocks(holed)
+            for k, s in a.settings.items():
+                if k == a.best:
+                    continue
+                _, lo, hi = model.effect(k, a.best).interval(per_look_alpha(looks))
+                assert s.ratio_to_best_ci_low <= lo * (1 + 1e-12) and hi <= s.ratio_to_best_ci_high * (1 + 1e-12)
+                excludes = not (s.ratio_to_best_ci_low <= 1.0 <= s.ratio_to_best_ci_high)
+                assert excludes == (k not in a.indistinguishable)
+
+
+def test_a_much_noisier_setting_is_judged_by_its_own_noise():
+    # seven calm settings and one whose cells scatter ten times as much: the
+    # pooled error is mostly the calm ones', so judged by it alone the noisy
+    # one's lucky draw would be a call (6 pooled standard errors out, here)
+    rng = np.random.default_rng(31)
+    effects = {f"s{i}": 1.0 for i in range(8)}
+    cells = [
+        BlockCell(b, k, 1e7 * math.exp(rng.normal(0, 0.2 if k == "s7" else 0.02)))
+        for b in range(6)
+        for k in effects
+    ]
+    model = fit_blocks(cells)
+    best = max(model.keys, key=lambda k: model.levels[k])
+    assert best != "s7"
+    e = model.effect("s7", best)
+    pooled_se = model.residual_sd * math.sqrt(2 / e.blocks)
+    assert abs(e.estimate) > range_critical(8, model.df, 0.05) * pooled_se  # the pooled error alone would call it
+    a = analyse_blocks(cells, resamples=R)
+    assert "s7" in a.indistinguishable

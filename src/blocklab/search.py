@@ -21,10 +21,13 @@ Adaptive repeats (measure.target_ci): after every block, the run stops when
 each setting is settled against the best: its ratio's interval excludes 1
 (separated), lies within `practical` of 1, or is no wider than +-target_ci;
 otherwise another randomised block of every setting is added, up to
-measure.max_repeats blocks. The ratios are within-block (analysis/paired.py)
-and their intervals split the 5% error over every look the run may take
-(sequential_looks), so looking after each block does not inflate false
-"faster" verdicts.
+measure.max_repeats blocks. The ratios are within-block (analysis/paired.py),
+judged as one family against the best (analysis/family.py: the best's lucky
+pick and the number of settings accounted for), and their intervals split
+the 5% error over every look the run may take (sequential_looks): each look's
+family may err with 5%/L, so looking after each block does not inflate false
+"faster" verdicts. Being precise to +-target_ci is asked of those family
+intervals, the ones the verdict shows.
 """
 
 from __future__ import annotations
@@ -142,7 +145,7 @@ def refine_step(
     if not measured:
         return RefineStep([], 0, f"refine: no successful run of {knob} to refine around")
     analysis = analyse(cast(Mapping[Hashable, Sequence[float]], measured), goal=goal, seed=seed)
-    best = cast(int, analysis.best)  # the swept values are integers (check_refinable)
+    best = cast(int, analysis.best)  # one of measured's keys: not None, since measured is not empty
     neighbours = neighbours_of(best, list(measured))
     cap = min(max_repeats, CONFIRM_FACTOR * repeats)
     unseparated = unseparated_neighbours(analysis, best, neighbours)

@@ -10,21 +10,40 @@ and over the blocks the geometric mean of those per-block ratios with a
 Student t interval on the log scale (a paired t interval). A block that lost
 a cell (failed or invalid) still gives every other pair it holds.
 
-Why each pair's own spread and not one pooled over all settings: measured on
-this kind of VM (benchmarks/aa.py), cells stall now and then (a 30 ms scan took
-720 ms while a neighbour wrote), the stalls hit some settings more than others,
-and a pooled variance lends one setting's calm to another's stalls; in the
-real A/A runs a pooled interval called a setting 'faster' than itself on a
-single stall. The paired t interval is exact for log-normal noise and errs
-on the wide side for heavier tails. Why not a bootstrap over blocks: with the
-3-5 blocks of a usual run a percentile bootstrap of a median covers far less
-than 95% (the bootstrap of the median of 3 blocks is about [min, max], a 75%
-interval); benchmarks/aa.py measures that too.
+Why each pair's own spread counts: measured on this kind of VM
+(benchmarks/aa.py), cells stall now and then (a 30 ms scan took 720 ms while a
+neighbour wrote), the stalls hit some settings more than others, and a
+variance pooled over all settings lends one setting's calm to another's
+stalls; in the real A/A runs a pooled interval alone called a setting
+'faster' than itself on a single stall. The paired t interval is exact for
+log-normal noise and errs on the wide side for heavier tails. Why not a
+bootstrap over blocks: with the 3-5 blocks of a usual run a percentile
+bootstrap of a median covers far less than 95% (the bootstrap of the median
+of 3 blocks is about [min, max], a 75% interval); benchmarks/aa.py measures
+that too.
 
 A least-squares fit of log(value) = level(setting) + drift(block) + noise
 (missing cells allowed) gives what needs all settings at once: the best (the
-highest drift-adjusted level), each block's drift (the report's drift plot)
-and residuals to flag odd cells.
+highest drift-adjusted level), each block's drift (the report's drift plot),
+the pooled noise and residuals to flag odd cells.
+
+The ratios to the best are judged as one family (compare_with_best; the
+arithmetic is in family.py): the best is picked from the same data, and with
+several settings near the top, per-comparison 95% intervals call one of them
+"slower" in about half of all runs (eight equal settings, benchmarks/aa.py).
+Each gap to the best is divided by the larger of two standard errors: the
+pooled one of the block model (many degrees of freedom, so a run of 3-5
+blocks keeps its power: with a pair's own 2-4 degrees of freedom the
+multiplicity-adjusted critical value for eight settings is 3.6 times
+Student's t at 3 blocks, 2.3 times at 5) and the
+pair's own (so a pair that stalled more than the rest is not judged by the
+others' calm). The gap is compared with the studentized range of the
+settings still in play, step-down. The interval shown is never narrower than
+the pair's own t interval, and it excludes 1 exactly when the verdict calls
+the setting slower. With two settings nothing changes: the range of two is
+Student's t and the pooled error is the pair's own. The intervals to the
+baseline are per-comparison (the baseline is fixed before the data, and the
+verdict makes no claim about them).
 
 Sequential stopping (measure.target_ci) looks at the data after every block.
 Each look is a chance of a false "faster", so the 5% is split evenly over the
@@ -48,6 +67,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats as _scipy_stats
 
+from .family import Contrast, Judged, step_down
 from .stats import (
     CONFIDENCE,
     DEFAULT_RESAMPLES,
@@ -222,6 +242,31 @@ def _welch(a: np.ndarray, b: np.ndarray, shared: int) -> Effect:
     return Effect(est, se, df, False, shared)
 
 
+def compare_with_best(model: BlockModel, best: Hashable, keys: Sequence[Hashable], alpha: float) -> dict[Hashable, Judged]:
+    """Every setting of `keys` (the measured ones; the best among them) against
+    the best, judged as one family whose chance of any false call is `alpha`
+    (family.step_down). A pair's standard error is the larger of the block
+    model's pooled one and the pair's own; its interval is never narrower than
+    the pair's own t interval (the floor). Pairs that share no block with the
+    best keep their unpaired (Welch) error, whose drift no pooling can remove.
+    Settings without an interval (no variance anywhere yet) are left out."""
+    contrasts = []
+    pooled_ok = model.df > 0 and math.isfinite(model.residual_sd)
+    for key in keys:
+        if key == best:
+            continue
+        own = model.effect(key, best)
+        own_ok = own.df > 0 and math.isfinite(own.se)
+        floor = float(_scipy_stats.t.ppf(1.0 - alpha / 2.0, own.df)) * own.se if own_ok else 0.0
+        if own.paired and pooled_ok:
+            pooled = model.residual_sd * math.sqrt(2.0 / own.blocks)  # a per-block ratio has two cells' noise
+            se = max(pooled, own.se) if own_ok else pooled
+            contrasts.append(Contrast(key, own.estimate, se, float(model.df), floor))
+        elif own_ok:
+            contrasts.append(Contrast(key, own.estimate, own.se, own.df, floor))
+    return step_down(contrasts, len(keys), alpha)
+
+
 def per_look_alpha(looks: int, alpha: float = 1.0 - CONFIDENCE) -> float:
     """The error rate each look may spend so that all `looks` together spend at most `alpha`."""
     if looks < 1:
@@ -247,7 +292,8 @@ def analyse_blocks(
 ) -> Analysis:
     """Per-setting medians (each on its own, as measured) and ratios to the best
     and to the baseline from the per-block ratios of each pair (BlockModel.effect),
-    with 95% intervals split over `looks` looks.
+    with 95% intervals split over `looks` looks: the ratios to the best as one
+    family (compare_with_best), those to the baseline each on its own.
 
     The best is the setting with the best fitted level (its drift-adjusted
     geometric mean). A setting is indistinguishable from it when the interval
@@ -277,6 +323,7 @@ def analyse_blocks(
         sign = 1.0 if goal == "max" else -1.0
         best = max(measured, key=lambda k: sign * model.levels[k])
 
+    judged = compare_with_best(model, best, measured, alpha) if model is not None else {}
     outliers = _residual_outliers(cells, model) if model is not None else {}
     children = np.random.SeedSequence(seed).spawn(len(keys))
     settings: dict[Hashable, SettingStats] = {}
@@ -294,7 +341,12 @@ def analyse_blocks(
         else:
             lo = hi = med
         to_base = (1.0, 1.0, 1.0) if key == baseline else model.effect(key, baseline).interval(alpha)
-        to_best = (1.0, 1.0, 1.0) if key == best else model.effect(key, best).interval(alpha)
+        if key == best:
+            to_best = (1.0, 1.0, 1.0)
+        elif key in judged:
+            to_best = (judged[key].ratio, judged[key].low, judged[key].high)
+        else:  # no variance estimate for this pair yet: a point, no interval
+            to_best = (math.exp(model.effect(key, best).estimate), math.nan, math.nan)
         idx = outliers.get(key, ())
         settings[key] = SettingStats(
             key=key,
@@ -316,7 +368,7 @@ def analyse_blocks(
         )
         if key != best:
             r, rlo, rhi = to_best
-            contains_one = rlo <= 1.0 <= rhi  # False for NaN: no interval is judged as before, by the point
+            contains_one = rlo <= 1.0 <= rhi  # False for NaN: without an interval it is judged by the point (the verdict says why)
             if contains_one or abs(r - 1.0) <= practical:
                 indistinguishable.append(key)
 
@@ -331,6 +383,7 @@ def analyse_blocks(
         seed=seed,
         practical=float(practical),
         method="paired",
+        family="step-down range" if judged else "",
         looks=looks,
         blocks=len(model.blocks) if model is not None else 0,
         residual_sd=model.residual_sd if model is not None else math.nan,
@@ -398,8 +451,9 @@ def cells_of(samples: Mapping[Hashable, Sequence[tuple[int, float]]]) -> list[Bl
 def unsettled(analysis: Analysis, target: float) -> list[Hashable]:
     """Settings the run cannot stop on yet.
 
-    A setting other than the best is settled when the (look-adjusted) interval
-    of its ratio to the best excludes 1 (separated), or lies within
+    A setting other than the best is settled when the interval of its ratio to
+    the best (the family's, look-adjusted: what the verdict shows) excludes 1
+    (separated), or lies within
     `practical` of 1 (as good as the best, for the user's purpose), or is no
     wider than +-`target` (the ratio is known as precisely as asked). Settings
     without an interval are unsettled. With a single setting there is no ratio:

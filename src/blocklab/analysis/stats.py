@@ -121,6 +121,10 @@ class Analysis:
     # How the ratios were computed: "unpaired" (each setting's bootstrap median
     # on its own) or "paired" (within blocks, analysis/paired.py).
     method: str = "unpaired"
+    # How the ratios to the best hold together: "" (each interval is a 95% one
+    # on its own) or "step-down range" (paired: the intervals to the best are a
+    # family whose chance of any false call is 5%; family.py).
+    family: str = ""
     looks: int = 1  # the 95% is split over this many looks (sequential stopping)
     blocks: int = 0
     residual_sd: float = math.nan  # paired: the block model's residual spread (log scale)
@@ -154,6 +158,7 @@ class Analysis:
             "practical": _jsonable(self.practical),
             "confidence": CONFIDENCE,
             "method": self.method,
+            "family": self.family,
             "looks": self.looks,
             "confidence_per_look": self.confidence_per_look,
             "blocks": self.blocks,
@@ -267,7 +272,7 @@ def median_ci(
 MIN_OUTLIER_N = 5  # fewer runs than this give no outlier verdict
 
 
-def flag_outliers(values: Sequence[float]) -> tuple[tuple[int, ...], tuple[float, ...]]:
+def flag_outliers(values: Sequence[float] | np.ndarray) -> tuple[tuple[int, ...], tuple[float, ...]]:
     """Indices and values whose modified z-score exceeds 3.5 (never removed).
 
     ``|0.6745 * (x - median) / MAD| > 3.5``. If MAD is 0 (more than half the
@@ -311,7 +316,7 @@ def _better(a: float, b: float, goal: str) -> bool:
 
 
 def analyse(
-    samples: Mapping[Hashable, Sequence[float]],
+    samples: Mapping[Any, Sequence[float]],  # Any: Mapping is invariant in its key, and callers key by int or str
     *,
     goal: str = "max",
     baseline: Hashable | None = None,

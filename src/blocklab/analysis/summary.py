@@ -17,7 +17,7 @@ from .stats import Analysis
 
 # Written into summary.json: a summary without it, or with an older number, was
 # computed by older statistics (`blocklab analyse RUN_DIR` recomputes it).
-STATISTICS_VERSION = 2
+STATISTICS_VERSION = 3
 
 
 def group_samples(rows: Iterable[ResultRow], metric: str, setting_labels: list[str]) -> dict[str, list[float]]:

@@ -11,7 +11,7 @@ is "max", a larger elapsed time when it is "min".
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Sized
 
 from .stats import Analysis, SettingStats
 
@@ -134,7 +134,7 @@ def _listing(names: list[str]) -> str:
     return ", ".join(names)
 
 
-def _are(names: Sequence[object]) -> str:
+def _are(names: Sized) -> str:
     return "is" if len(names) == 1 else "are"
 
 
@@ -253,6 +253,13 @@ def _method_sentences(analysis: Analysis, d: Callable[[Hashable], str]) -> list[
             f"{analysis.confidence_per_look:.2%} interval and the 5% error is shared by all looks"
         )
     out.append(text + ".")
+    compared = sum(1 for k, s in analysis.settings.items() if k != analysis.best and math.isfinite(s.ratio_to_best_ci_low))
+    if analysis.family and compared >= 2:
+        # A reader takes every "slower" at once; say that they were judged that way.
+        out.append(
+            f"The {compared} intervals to the best hold together: with 95% confidence all of them are right, "
+            "the best's lucky pick from the same data included, so each is wider than a comparison of two settings alone."
+        )
     if analysis.unpaired:
         names = _listing([d(k) for k in analysis.unpaired])
         out.append(f"{names} shared no block with the best and {'was' if len(analysis.unpaired) == 1 else 'were'} compared unpaired.")
