@@ -5,6 +5,9 @@ the server's CPU and the machine's CPU. Every workload uses this one probe.
         run the statement(s)
     probe.deltas   -> {"reads": ..., "read_bytes": ..., "device_read_bytes": ..., "server_cpu_s": ...}
     probe.metrics(seconds) -> the host's figures per second too (device IOPS, MB/s, CPU busy %)
+    probe.pattern(seconds, ...) -> the I/O pattern of the run, `pattern.*` (request sizes,
+                                   queue depth, read/write mix, direct or buffered, order),
+                                   what the device twin replays with fio (device/twin.py)
 
 The engine's counters are its own account of what it read and wrote; the
 device's (/proc/diskstats) and the CPU's are the machine's, whatever the engine
@@ -14,6 +17,8 @@ says. Both are only read on this host: for a server elsewhere `data_dir()` and
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,8 +39,10 @@ class HostWindow:
         self.proc_read_bytes: float | None = None  # the server processes' own storage reads
         self.server_cpu_s = 0.0
         self.cpu_busy_pct = 0.0
+        self.window_s = 0.0  # wall time between enter and exit: the diskstats times are over it
 
     def __enter__(self) -> HostWindow:
+        self._t0 = time.monotonic()
         self._disk0 = disk_counters(self.device) if self.device else None
         self._proc0 = process_read_bytes(self.pids)
         self._cpu0 = process_cpu_seconds(self.pids)
@@ -51,6 +58,7 @@ class HostWindow:
         disk1 = disk_counters(self.device) if self.device else None
         if disk1 is not None and self._disk0 is not None:
             self.disk = disk1.minus(self._disk0)
+        self.window_s = time.monotonic() - self._t0
         busy, total = sys1[0] - self._sys0[0], sys1[1] - self._sys0[1]
         self.cpu_busy_pct = 100.0 * busy / total if total > 0 else 0.0
 
@@ -71,6 +79,42 @@ class HostWindow:
             d = self.disk
             out.update(device_read_iops=d.reads / seconds, device_write_iops=d.writes / seconds,
                        device_mb_per_s=(d.read_bytes + d.write_bytes) / 1e6 / seconds)
+        return out
+
+    def device_pattern(self, own_bytes: float | None = None) -> dict[str, float]:
+        """The device's side of the I/O pattern over the window (/proc/diskstats):
+        average request sizes as the disk saw them, its utilisation, and how many of
+        the engine's I/Os were in flight. Empty when there is no device here; the
+        times are left out on a kernel whose diskstats lack them (11 fields).
+
+        The disk may be shared: `own_bytes` (the engine's bytes read and written)
+        against the device's gives the engine's share, and the device's time in
+        flight counts for the engine in that share. With nobody else on the disk
+        the share is 1 and the figures are exact (Little's law)."""
+        d = self.disk
+        if d is None or self.window_s <= 0:
+            return {}
+        device_bytes = d.read_bytes + d.write_bytes
+        out = {"pattern.window_s": self.window_s,
+               "pattern.device_iops": (d.reads + d.writes) / self.window_s,
+               "pattern.device_mb_per_s": device_bytes / 1e6 / self.window_s}
+        if d.reads:
+            out["pattern.device_read_kb"] = d.read_bytes / d.reads / 1024
+        if d.writes:
+            out["pattern.device_write_kb"] = d.write_bytes / d.writes / 1024
+        if d.io_ticks_ms or d.weighted_ms:
+            ms = self.window_s * 1000.0
+            share = 1.0 if own_bytes is None or device_bytes <= 0 else min(1.0, own_bytes / device_bytes)
+            out["pattern.device_share"] = share
+            out["pattern.util_pct"] = min(100.0, 100.0 * d.io_ticks_ms / ms)
+            # the engine's I/Os in flight on average over the window
+            out["pattern.queue_depth"] = d.weighted_ms * share / ms
+            if d.io_ticks_ms:
+                # ... and while the disk was busy: what the twin replays. The idle gaps (the
+                # engine's CPU, its locks) are what efficiency measures, so the twin does not
+                # copy them. Others' I/O lengthens io_ticks, never the engine's own share of
+                # the time in flight: a shared disk can only make this smaller
+                out["pattern.busy_queue_depth"] = d.weighted_ms * share / d.io_ticks_ms
         return out
 
 
@@ -98,6 +142,46 @@ class RunProbe:
     def engine_metrics(self) -> dict[str, float]:
         """The engine's own figures (per process type, status counters ...)."""
         return self.io.metrics()
+
+    def pattern(self, seconds: float, *, sequential: bool, direct: bool, data_bytes: float, sessions: int) -> dict[str, float]:
+        """The I/O pattern the engine issued during the run, as `pattern.*` metrics: the
+        request sizes and the read/write mix from the engine's own counters (what it
+        asked of the file system), the queue depth and utilisation from the device's
+        (device_pattern). The workload says what the counters cannot: the order of its
+        reads (`sequential`), whether they bypass the page cache (`direct`), the bytes
+        of data they range over (`data_bytes`: the twin's file is that big) and how many
+        sessions run at once (`sessions`: the cores the engine could use). `seconds` is
+        the workload's own timed span, the rates' denominator."""
+        d = self.deltas
+        reads, writes = d.get("reads", 0.0), d.get("writes", 0.0)
+        read_bytes, write_bytes = d.get("read_bytes", 0.0), d.get("write_bytes", 0.0)
+        out = {
+            "pattern.seconds": seconds,
+            "pattern.reads": reads,
+            "pattern.writes": writes,
+            "pattern.sequential": 1.0 if sequential else 0.0,
+            "pattern.direct": 1.0 if direct else 0.0,
+            "pattern.data_bytes": float(data_bytes),
+            "pattern.sessions": float(sessions),
+            "pattern.cores": float(len(os.sched_getaffinity(0))),
+            "pattern.cpu_busy_pct": self.host.cpu_busy_pct,
+        }
+        if reads:
+            out["pattern.read_kb"] = read_bytes / reads / 1024
+        if writes:
+            out["pattern.write_kb"] = write_bytes / writes / 1024
+        if reads + writes:
+            out["pattern.read_share"] = reads / (reads + writes)
+        if seconds > 0:
+            out["pattern.iops"] = (reads + writes) / seconds
+            out["pattern.mb_per_s"] = (read_bytes + write_bytes) / 1e6 / seconds
+            if self.host.pids:  # the engine's processes are on this host
+                out["pattern.server_cores"] = self.host.server_cpu_s / seconds
+        # what the engine itself moved to and from storage: its processes' storage reads
+        # (/proc/<pid>/io) where this host shows them, else its own count; its writes
+        own_reads = self.host.proc_read_bytes if self.host.proc_read_bytes is not None else read_bytes
+        out.update(self.host.device_pattern(own_reads + write_bytes))
+        return out
 
 
 def cold_proof(relation_bytes: float, engine_read_bytes: float, physical_read_bytes: float | None, direct_io: bool) -> dict[str, float]:

@@ -1,0 +1,671 @@
+"""The device twin: what the disk itself delivers for the I/O the engine issued.
+
+During every cell the probe records the I/O pattern the engine issued
+(`pattern.*` metrics, probes/io.py): its request sizes and read/write mix (the
+engine's own counters), how many of its I/Os were in flight while the disk was
+busy (/proc/diskstats), direct or buffered, sequential or random (the workload
+says), and the bytes of data it ranged over. After the run's cells, never
+between them, fio replays each setting's pattern on a file of the same size
+on the same file system: the twin. The engine's rate over the twin's is its
+efficiency (analysis/efficiency.py): near 1 the disk is the limit, far below
+it the engine is.
+
+    patterns = setting_patterns(rows)          label -> Pattern, or why none
+    twins = measure(patterns, directory, ...)  fio, once per distinct pattern, cached per device
+    measure_run(run_dir, mode)                 the whole step for a run directory: twin.json
+
+A pattern is quantised so that nearby cells share one twin (and one cache
+entry): sizes and queue depths to a grid of powers of two and the halves
+between them (8k, 12k, 16k, 24k ...; 1, 2, 3, 4, 6, 8 ...), the read share to
+tens of percent, the file to the nearest power of two (at least 16 MiB).
+
+Twins are cached per device in <cache>/device-twins/<device>.json with the fio
+command, its version and when they were measured; a pattern measured once is
+not measured again (delete the file to measure the device anew). Each pattern
+is three fio runs of a second (direct I/O; buffered: one pass over the file at
+most, page cache dropped first, so no read is a cache hit); the median counts.
+
+Units: bytes, MB/s = 1e6 bytes/s, milliseconds, as in the rest of blocklab.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+import json
+import math
+import os
+import secrets
+import shlex
+import shutil
+import statistics
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..probes.os_stats import device_of
+from ..results import ENVIRONMENT_FILE, ResultRow, RunDir, write_atomic
+from .calibrate import choose_ioengine
+from .fio import FioError, FioNotFound, find_fio, fio_version, format_size, run_fio
+
+TWIN_FILE = "twin.json"
+TWIN_FORMAT = 1
+CACHE_DIR = "device-twins"
+CACHE_FORMAT = 1
+MODES = ("off", "on", "only")
+ENV_VAR = "BLOCKLAB_DEVICE_TWIN"  # the default of `blocklab run --device-twin`
+
+KiB, MiB, GiB = 1024, 1024**2, 1024**3
+MIN_IOS = 16  # a setting whose cells did fewer I/Os has no pattern worth replaying (sizes are exact, depth rough)
+MIN_FILE = 16 * MiB  # smaller files would be read in a few milliseconds
+FREE_SPACE_RESERVE = 64 * MiB  # never fill the disk to the last byte
+SMALL_IO = 32 * KiB  # up to here a disk is counted in IOPS, above it in MB/s (as calibrate's small I/O)
+RUNTIME_S = 1.0
+RAMP_S = 0.25
+REPEATS = 3
+FIO_OVERHEAD_S = 0.35  # fio's start and JSON per run, measured on a 2-core VM
+MAX_DEPTH = 256
+
+OnPhase = Callable[[str], None]
+
+
+# ====================================================================== quantising
+def _sizes() -> list[int]:
+    """Powers of two from 512 B to 64 MiB and, from 12 kB on, the halves between
+    them (12k, 24k, 48k ...): multiples of 4096, as direct I/O on a 4k-sector disk needs."""
+    powers = [512 * 2**i for i in range(18)]
+    return sorted(powers + [3 * p // 2 for p in powers if 3 * p // 2 >= 12 * KiB])
+
+
+SIZE_GRID = _sizes()
+# I/Os in flight: 1, 2, 3, 4, 6, 8, 12, 16, 24 ... 256
+DEPTH_GRID = sorted({1, 2, 3} | {d for p in range(2, 9) for d in (2**p, 3 * 2**p // 2) if d <= MAX_DEPTH})
+
+
+def nearest(value: float, grid: Sequence[int]) -> int:
+    """The grid value nearest to `value` on a log scale (a ratio off, not a difference)."""
+    if not value or value <= 0 or not math.isfinite(value):
+        return grid[0]
+    return min(grid, key=lambda g: (abs(math.log(g / value)), g))
+
+
+def file_size_for(data_bytes: float) -> int:
+    """The twin's file: the nearest power of two to the data's bytes, at least MIN_FILE."""
+    if not data_bytes or data_bytes <= MIN_FILE:
+        return MIN_FILE
+    return max(MIN_FILE, 2 ** round(math.log2(data_bytes)))
+
+
+# ====================================================================== the pattern
+@dataclass(frozen=True)
+class Pattern:
+    """One I/O pattern, quantised: what a twin replays."""
+
+    sequential: bool
+    read_bs: int  # bytes per read; 0: no reads
+    write_bs: int  # bytes per write; 0: no writes
+    read_pct: int  # reads per 100 I/Os, in tens
+    iodepth: int  # I/Os in flight
+    direct: bool
+    file_size: int  # bytes
+
+    @property
+    def key(self) -> str:
+        """'seq r128k qd3 direct 16M', 'rand r8k/w8k 70% qd4 buffered 1G': the cache key."""
+        order = "seq" if self.sequential else "rand"
+        sizes = "/".join(f"{k}{format_size(v)}" for k, v in (("r", self.read_bs), ("w", self.write_bs)) if v)
+        mix = f" {self.read_pct}%" if self.read_bs and self.write_bs else ""
+        return f"{order} {sizes}{mix} qd{self.iodepth} {'direct' if self.direct else 'buffered'} {format_size(self.file_size)}"
+
+    @property
+    def main_size(self) -> int:
+        """The size of most of its I/Os (reads when they are at least half)."""
+        if self.read_bs and (self.read_pct >= 50 or not self.write_bs):
+            return self.read_bs
+        return self.write_bs
+
+    @property
+    def unit(self) -> str:
+        """How the disk is counted for this pattern: IOPS for small I/O, MB/s for large."""
+        return "IOPS" if self.main_size <= SMALL_IO else "MB/s"
+
+    def describe(self) -> str:
+        """'128 kB sequential reads, 3 in flight, direct I/O, 16 MB file'."""
+        order = "sequential" if self.sequential else "random"
+        if self.read_bs and self.write_bs:
+            what = f"{_kb(self.read_bs)} {order} reads / {_kb(self.write_bs)} writes ({self.read_pct}% reads)"
+        elif self.read_bs:
+            what = f"{_kb(self.read_bs)} {order} reads"
+        else:
+            what = f"{_kb(self.write_bs)} {order} writes"
+        io = "direct I/O" if self.direct else "buffered"
+        return f"{what}, {self.iodepth} in flight, {io}, {format_size(self.file_size)}B file"
+
+    @property
+    def kind(self) -> str:
+        """'sequential reads', 'random reads and writes' ..."""
+        what = "reads and writes" if self.read_bs and self.write_bs else ("reads" if self.read_bs else "writes")
+        return f"{'sequential' if self.sequential else 'random'} {what}"
+
+    def short(self) -> str:
+        """'128 kB reads' / '8 kB reads+writes': how a sentence names it."""
+        if self.read_bs and self.write_bs:
+            return f"{_kb(self.main_size)} reads+writes"
+        return f"{_kb(self.main_size)} {'reads' if self.read_bs else 'writes'}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Pattern:
+        return cls(bool(d["sequential"]), int(d["read_bs"]), int(d["write_bs"]), int(d["read_pct"]),
+                   int(d["iodepth"]), bool(d["direct"]), int(d["file_size"]))
+
+
+def _kb(size: int) -> str:
+    return f"{size // KiB} kB" if size >= KiB and size % KiB == 0 else f"{size} B"
+
+
+def pattern_of(m: Mapping[str, float]) -> Pattern | str:
+    """A cell's (or a setting's median) `pattern.*` metrics -> its Pattern, or why it has none."""
+    if "pattern.seconds" not in m:
+        return "no I/O pattern recorded (a run from before the device twin, or an imported one)"
+    reads, writes = m.get("pattern.reads", 0.0), m.get("pattern.writes", 0.0)
+    if reads + writes < MIN_IOS:
+        return f"the engine did {reads + writes:,.0f} I/Os: too few to replay"
+    depth = m.get("pattern.busy_queue_depth")
+    if depth is None:
+        return "the disk's queue depth was not measured (no /proc/diskstats times for the data's device here)"
+    share = reads / (reads + writes)
+    read_pct = int(round(share * 10)) * 10
+    read_bs = nearest(m.get("pattern.read_kb", 0.0) * KiB, SIZE_GRID) if read_pct > 0 else 0
+    write_bs = nearest(m.get("pattern.write_kb", 0.0) * KiB, SIZE_GRID) if read_pct < 100 else 0
+    return Pattern(
+        sequential=bool(m.get("pattern.sequential", 0.0)),
+        read_bs=read_bs,
+        write_bs=write_bs,
+        read_pct=read_pct,
+        iodepth=nearest(max(1.0, depth), DEPTH_GRID),
+        direct=bool(m.get("pattern.direct", 0.0)),
+        file_size=file_size_for(m.get("pattern.data_bytes", 0.0)),
+    )
+
+
+def setting_patterns(rows: Iterable[ResultRow]) -> dict[str, Pattern | str]:
+    """Setting label -> the pattern of its ok cells (the median of each figure, then
+    quantised: one twin per setting however its repeats scatter), or why none."""
+    from ..analysis.summary import label_of
+
+    groups: dict[str, list[dict[str, float]]] = {}
+    for row in rows:
+        if row.ok:
+            groups.setdefault(label_of(row.settings), []).append(row.metrics)
+    out: dict[str, Pattern | str] = {}
+    for label, ms in groups.items():
+        keys = {k for m in ms for k in m if k.startswith("pattern.")}
+        median = {k: statistics.median(m[k] for m in ms if k in m) for k in keys}
+        out[label] = pattern_of(median)
+    return out
+
+
+# ====================================================================== fio
+def fio_args(p: Pattern, test_file: Path, ioengine: str, *, runtime_s: float = RUNTIME_S, ramp_s: float = RAMP_S) -> list[str]:
+    """The fio job replaying `p` on `test_file` (without --output-format, which run_fio adds).
+
+    Direct I/O: libaio keeps iodepth I/Os in flight, time-based (the file is read
+    over and over; nothing is cached). Buffered: fio's libaio would run
+    synchronously, so iodepth becomes as many psync jobs; each reads its part of
+    the file once at most after the page cache was dropped (invalidate), so no
+    read is answered from memory; buffered writes are flushed at the end."""
+    if p.read_bs and p.write_bs:
+        rw = "rw" if p.sequential else "randrw"
+    elif p.read_bs:
+        rw = "read" if p.sequential else "randread"
+    else:
+        rw = "write" if p.sequential else "randwrite"
+    bs = ",".join(str(v) for v in (p.read_bs or p.write_bs, p.write_bs or p.read_bs))
+    args = [
+        "--name=twin",
+        f"--filename={test_file}",
+        f"--size={p.file_size}",
+        f"--direct={1 if p.direct else 0}",
+        f"--rw={rw}",
+        f"--bs={bs}",
+        "--randrepeat=0",
+        "--group_reporting",
+    ]
+    if p.read_bs and p.write_bs:
+        args.append(f"--rwmixread={p.read_pct}")
+    if p.direct and ioengine == "libaio":
+        args += ["--ioengine=libaio", f"--iodepth={p.iodepth}"]
+    else:
+        args += ["--ioengine=psync", "--iodepth=1", f"--numjobs={p.iodepth}"]
+        if p.iodepth > 1:  # each job its own slice: jobs that all read the start would share cached pages
+            slice_ = p.file_size // p.iodepth // 4096 * 4096
+            if slice_ >= max(p.read_bs, p.write_bs):
+                args += [f"--size={slice_}", f"--offset_increment={slice_}"]
+    if p.direct:
+        args += ["--norandommap", "--time_based", f"--runtime={max(1, round(runtime_s * 1000))}ms",
+                 f"--ramp_time={round(ramp_s * 1000)}ms"]
+    else:
+        # one pass at most, cut at the runtime; a random map so no block is read twice
+        args += ["--invalidate=1", f"--runtime={max(1, round(runtime_s * 1000))}ms"]
+        if p.write_bs:
+            args.append("--end_fsync=1")
+    return args
+
+
+@dataclass(frozen=True)
+class FioRun:
+    iops: float
+    mb_per_s: float
+    lat_mean_ms: float
+    read_iops: float
+    write_iops: float
+    runtime_s: float
+    read_lat_ms: float = math.nan  # the reads' own mean completion latency (a SLOB petal's y)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> FioRun:
+        """fio JSON (one job, or several with group_reporting): reads and writes together."""
+        jobs = data.get("jobs") or []
+        if not jobs:
+            raise FioError("fio output has no jobs")
+        job = jobs[0]
+        if job.get("error"):
+            raise FioError(f"fio job {job.get('jobname')!r} failed with error {job['error']}")
+        r, w = job.get("read", {}), job.get("write", {})
+        ios = float(r.get("total_ios", 0)) + float(w.get("total_ios", 0))
+        if not ios:
+            raise FioError("fio completed no I/O")
+        lat_ns = sum(float(x.get("clat_ns", {}).get("mean", 0.0)) * float(x.get("total_ios", 0)) for x in (r, w)) / ios
+        runtime = max(float(r.get("runtime", 0)), float(w.get("runtime", 0))) / 1e3
+        return cls(
+            iops=float(r.get("iops", 0.0)) + float(w.get("iops", 0.0)),
+            mb_per_s=(float(r.get("bw_bytes", 0)) + float(w.get("bw_bytes", 0))) / 1e6,
+            lat_mean_ms=lat_ns / 1e6,
+            read_iops=float(r.get("iops", 0.0)),
+            write_iops=float(w.get("iops", 0.0)),
+            runtime_s=runtime,
+            read_lat_ms=float(r.get("clat_ns", {}).get("mean", math.nan)) / 1e6 if r.get("total_ios") else math.nan,
+        )
+
+
+@dataclass(frozen=True)
+class Twin:
+    """What the device delivered for one pattern: the median of the fio runs."""
+
+    pattern: Pattern
+    iops: float
+    mb_per_s: float
+    lat_mean_ms: float
+    runs: tuple[FioRun, ...]
+    fio_version: str
+    ioengine: str
+    command: str  # one run's command line, as it ran
+    measured: str  # UTC, ISO 8601
+    device: str
+    directory: str
+
+    @property
+    def key(self) -> str:
+        return self.pattern.key
+
+    def rate(self, unit: str) -> float:
+        return self.iops if unit == "IOPS" else self.mb_per_s
+
+    @property
+    def read_iops(self) -> float:
+        return statistics.median(r.read_iops for r in self.runs) if self.runs else math.nan
+
+    @property
+    def read_lat_ms(self) -> float:
+        lats = [r.read_lat_ms for r in self.runs if math.isfinite(r.read_lat_ms)]
+        return statistics.median(lats) if lats else math.nan
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["key"] = self.key
+        # JSON has no NaN: a figure fio did not give (a write-only run's read latency) is null
+        d["runs"] = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(r).items()} for r in self.runs]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Twin:
+        return cls(
+            pattern=Pattern.from_dict(d["pattern"]),
+            iops=float(d["iops"]),
+            mb_per_s=float(d["mb_per_s"]),
+            lat_mean_ms=float(d["lat_mean_ms"]),
+            runs=tuple(FioRun(**{k: math.nan if v is None else v for k, v in r.items()}) for r in d.get("runs", [])),
+            fio_version=str(d.get("fio_version", "")),
+            ioengine=str(d.get("ioengine", "")),
+            command=str(d.get("command", "")),
+            measured=str(d.get("measured", "")),
+            device=str(d.get("device", "")),
+            directory=str(d.get("directory", "")),
+        )
+
+
+def _median_twin(p: Pattern, runs: list[FioRun], **meta: Any) -> Twin:
+    return Twin(p, statistics.median(r.iops for r in runs), statistics.median(r.mb_per_s for r in runs),
+                statistics.median(r.lat_mean_ms for r in runs), tuple(runs), **meta)
+
+
+# ====================================================================== the cache
+class TwinCache:
+    """<cache>/device-twins/<device>.json: pattern key -> Twin, for one device.
+
+    Read and written whole under a lock file, so two blocklab runs on one machine
+    neither lose each other's entries nor measure the device at the same time
+    (`measuring()` holds the lock while fio runs)."""
+
+    def __init__(self, root: Path, device: str):
+        self.directory = root / CACHE_DIR
+        self.path = self.directory / f"{device}.json"
+        self.device = device
+
+    def load(self) -> dict[str, Twin]:
+        try:
+            d = json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError):
+            return {}  # a damaged cache is measured anew, never trusted
+        if not isinstance(d, dict) or d.get("format") != CACHE_FORMAT:
+            return {}
+        out = {}
+        for key, entry in (d.get("twins") or {}).items():
+            try:
+                out[key] = Twin.from_dict(entry)
+            except (KeyError, TypeError, ValueError):
+                continue
+        return out
+
+    def save(self, twins: Iterable[Twin], device_info: dict[str, Any]) -> None:
+        """Merge these twins into the file (under the lock the caller holds)."""
+        merged = self.load()
+        merged.update({t.key: t for t in twins})
+        doc = {"format": CACHE_FORMAT, "device": device_info, "twins": {k: t.to_dict() for k, t in sorted(merged.items())}}
+        self.directory.mkdir(parents=True, exist_ok=True)
+        write_atomic(self.path, (json.dumps(doc, indent=1) + "\n").encode())
+
+    @contextmanager
+    def measuring(self) -> Iterator[None]:
+        """The device's lock: one blocklab measures its twins at a time (others wait)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with open(self.directory / f"{self.device}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+# ====================================================================== measuring
+@dataclass
+class Measured:
+    """The outcome of measure(): twins by key, which came from the cache, what failed."""
+
+    twins: dict[str, Twin] = field(default_factory=dict)
+    cached: set[str] = field(default_factory=set)
+    failures: dict[str, str] = field(default_factory=dict)  # key -> why
+    seconds: float = 0.0  # wall time of the fio runs and layouts
+
+
+def estimate_seconds(count: int) -> float:
+    """Wall time of `count` patterns not yet cached (file layouts come on top)."""
+    return count * REPEATS * (RUNTIME_S + RAMP_S + FIO_OVERHEAD_S)
+
+
+def measure(
+    patterns: Iterable[Pattern],
+    directory: Path,
+    cache: TwinCache,
+    *,
+    on_phase: OnPhase | None = None,
+    repeats: int = REPEATS,
+    runtime_s: float = RUNTIME_S,
+) -> Measured:
+    """Each distinct pattern not in the cache, replayed by fio in `directory` (then
+    cached); raises FioNotFound without fio. A pattern that fails (no room for its
+    file, fio's error) is in `failures` and the others go on. Test files are
+    removed afterwards, also on Ctrl-C."""
+    import time
+
+    say = on_phase or (lambda text: None)
+    wanted = {p.key: p for p in patterns}
+    out = Measured()
+    fio = find_fio()
+    version = fio_version(fio)
+    t0 = time.monotonic()
+    with cache.measuring():  # re-read under the lock: another run may have measured them meanwhile
+        known = {k: t for k, t in cache.load().items() if t.fio_version == version}
+        for key in wanted:
+            if key in known:
+                out.twins[key] = known[key]
+                out.cached.add(key)
+        todo = [p for k, p in wanted.items() if k not in known]
+        if not todo:
+            return out
+        ioengine, _ = choose_ioengine(fio, None)
+        device = device_of(directory)
+        files: dict[int, Path] = {}
+        try:
+            # by file size, so each file is laid out once
+            for i, p in enumerate(sorted(todo, key=lambda p: (p.file_size, p.key))):
+                say(f"device twin {i + 1}/{len(todo)}: fio replays {p.describe()}")
+                try:
+                    test_file = files.get(p.file_size) or _lay_out(fio, directory, p.file_size, files)
+                    runs, command = [], ""
+                    for _ in range(repeats):
+                        args = fio_args(p, test_file, ioengine, runtime_s=runtime_s)
+                        command = shlex.join([fio, "--output-format=json", *args])
+                        timeout = runtime_s + RAMP_S + 60 + (p.file_size / 50e6 if not p.direct else 0)
+                        runs.append(FioRun.from_json(run_fio(fio, args, timeout=timeout)))
+                    out.twins[p.key] = _median_twin(
+                        p, runs, fio_version=version, ioengine="libaio" if p.direct and ioengine == "libaio" else "psync",
+                        command=command, measured=_now(), device=device.name, directory=str(directory),
+                    )
+                except (FioError, OSError, ValueError) as err:
+                    out.failures[p.key] = str(err).splitlines()[0][:300]
+        finally:
+            for f in files.values():
+                f.unlink(missing_ok=True)
+            # what was measured is kept, also when a Ctrl-C cut the rest short
+            if new := [t for k, t in out.twins.items() if k not in out.cached]:
+                cache.save(new, device.to_dict())
+    out.seconds = time.monotonic() - t0
+    return out
+
+
+def _lay_out(fio: str, directory: Path, size: int, files: dict[int, Path]) -> Path:
+    """A test file of `size` bytes written once (reads of a sparse file would not touch
+    the disk), buffered and flushed so that it works on any file system."""
+    free = shutil.disk_usage(directory).free
+    if free < size + FREE_SPACE_RESERVE:
+        raise ValueError(f"no room for a {format_size(size)}B twin file in {directory} ({free / GiB:.2f} GiB free)")
+    path = directory / f".blocklab-twin-{os.getpid()}-{secrets.token_hex(4)}.fio"
+    files[size] = path  # registered before it exists, so a Ctrl-C during the layout removes it too
+    run_fio(fio, [
+        "--name=layout", f"--filename={path}", f"--size={size}", "--direct=0", "--ioengine=psync",
+        "--rw=write", "--bs=1M", "--end_fsync=1",
+    ], timeout=120 + size / 20e6)
+    return path
+
+
+def twin_directory(data_dir: str) -> Path:
+    """Where the twin's files go: beside the engine's data directory (its parent,
+    same file system, without putting foreign files among the engine's own),
+    else in it."""
+    data = Path(data_dir)
+    parent = data.parent
+    try:
+        if os.access(parent, os.W_OK) and device_of(parent).name == device_of(data).name:
+            return parent
+    except OSError:
+        pass
+    return data
+
+
+# ====================================================================== a run's twins
+@dataclass
+class RunTwins:
+    """What twin.json of a run holds."""
+
+    mode: str
+    status: str  # "measured" | "off" | "failed"
+    reason: str = ""
+    device: str = ""
+    directory: str = ""
+    fio_version: str = ""
+    cache: str = ""
+    twins: dict[str, Twin] = field(default_factory=dict)
+    cached: list[str] = field(default_factory=list)
+    failures: dict[str, str] = field(default_factory=dict)
+    patterns: dict[str, str] = field(default_factory=dict)  # setting label -> pattern key, or "-" + why none
+    seconds: float = 0.0
+    finished: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["format"] = TWIN_FORMAT
+        d["twins"] = {k: t.to_dict() for k, t in self.twins.items()}
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RunTwins:
+        return cls(
+            mode=str(d.get("mode", "")), status=str(d.get("status", "")), reason=str(d.get("reason", "")),
+            device=str(d.get("device", "")), directory=str(d.get("directory", "")),
+            fio_version=str(d.get("fio_version", "")), cache=str(d.get("cache", "")),
+            twins={k: Twin.from_dict(t) for k, t in (d.get("twins") or {}).items()},
+            cached=list(d.get("cached") or []), failures=dict(d.get("failures") or {}),
+            patterns=dict(d.get("patterns") or {}), seconds=float(d.get("seconds") or 0.0),
+            finished=str(d.get("finished", "")),
+        )
+
+    def summary_line(self) -> str:
+        if self.status != "measured":
+            return f"device twin: {self.status}: {self.reason}" if self.reason else f"device twin: {self.status}"
+        new = len(self.twins) - len(self.cached)
+        text = (f"device twin: {len(self.twins)} pattern(s) on {self.device}, {new} measured now "
+                f"({self.seconds:.0f} s), {len(self.cached)} from the cache {self.cache}")
+        if self.failures:
+            text += f"; {len(self.failures)} failed: " + "; ".join(f"{k}: {v}" for k, v in self.failures.items())
+        return text
+
+
+def load(run_dir: RunDir | Path | str) -> RunTwins | None:
+    """A run's twin.json, or None when it has none (or it cannot be read: the
+    efficiency is then left out, the rest of the report stands)."""
+    path = (run_dir.path if isinstance(run_dir, RunDir) else Path(run_dir)) / TWIN_FILE
+    try:
+        d = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(d, dict) or d.get("format") != TWIN_FORMAT:
+        return None
+    try:
+        return RunTwins.from_dict(d)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise ValueError(f"--device-twin {mode!r} is not accepted; accepted: {', '.join(MODES)}")
+    return mode
+
+
+def why_not(data_dir: str | None) -> str | None:
+    """Why no twin can run for an engine whose data lives in `data_dir` (None: it can)."""
+    if not data_dir:
+        return ("the engine's data is not on this host (a server reached by --dsn, or results imported from "
+                "elsewhere): fio cannot reach its disk")
+    if shutil.which("fio") is None:
+        return "fio is not installed (apt-get install fio)"
+    if not Path(data_dir).is_dir():
+        return f"the data directory {data_dir} does not exist any more"
+    return None
+
+
+def measure_run(
+    run_dir: RunDir,
+    mode: str,
+    *,
+    cache_root: Path | None = None,
+    on_phase: OnPhase | None = None,
+) -> RunTwins:
+    """The device twin of a run's cells: each setting's pattern replayed (or taken
+    from the cache), twin.json written. Reads only the run directory (the rows and
+    environment.json's data_dir), so it works after the engine has stopped and on
+    a run measured earlier. `mode` "off" writes why there is none."""
+    from ..paths import cache_root as default_cache_root
+
+    check_mode(mode)
+    env = run_dir.read_json(ENVIRONMENT_FILE) if run_dir.file(ENVIRONMENT_FILE).exists() else {}
+    data_dir = env.get("data_dir")
+    patterns = setting_patterns(run_dir.rows())
+    labels = {label: p.key if isinstance(p, Pattern) else f"-{p}" for label, p in patterns.items()}
+    if mode == "off":
+        result = RunTwins(mode, "off", "--device-twin off", patterns=labels)
+    elif (reason := why_not(data_dir)) is not None:
+        result = RunTwins(mode, "off", reason, patterns=labels)
+    else:
+        assert data_dir is not None
+        directory = twin_directory(data_dir)
+        device = device_of(data_dir).name
+        cache = TwinCache(cache_root or default_cache_root(), device)
+        wanted = [p for p in patterns.values() if isinstance(p, Pattern)]
+        try:
+            got = measure(wanted, directory, cache, on_phase=on_phase)
+            status, reason = "measured", ""
+        except FioNotFound as err:
+            got, status, reason = Measured(), "off", str(err)
+        result = RunTwins(
+            mode, status, reason, device=device, directory=str(directory), fio_version=_fio_version_or_empty(),
+            cache=str(cache.path), twins=got.twins, cached=sorted(got.cached), failures=got.failures,
+            patterns=labels, seconds=round(got.seconds, 2), finished=_now(),
+        )
+        if wanted and not got.twins:
+            result.status = "failed"
+            result.reason = "no pattern could be replayed: " + "; ".join(got.failures.values())
+    run_dir.write_json(TWIN_FILE, result.to_dict())
+    return result
+
+
+def _fio_version_or_empty() -> str:
+    try:
+        return fio_version(find_fio())
+    except FioNotFound:
+        return ""
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+__all__ = [
+    "MODES",
+    "ENV_VAR",
+    "Pattern",
+    "Twin",
+    "RunTwins",
+    "TwinCache",
+    "Measured",
+    "check_mode",
+    "estimate_seconds",
+    "fio_args",
+    "file_size_for",
+    "load",
+    "measure",
+    "measure_run",
+    "nearest",
+    "pattern_of",
+    "setting_patterns",
+    "twin_directory",
+    "why_not",
+]
