@@ -220,14 +220,10 @@ def sentence(effs: list[SettingEfficiency], engine: str, describe: Describe = st
     for pick in (next((e for e in have if e.label == best), None), min(have, key=lambda e: e.median), max(have, key=lambda e: e.median)):
         if pick is not None and pick not in chosen:
             chosen.append(pick)
-    first, *rest = chosen
-    assert first.pattern is not None
-    text = (f"{engine} reaches {first.percent()} of what the disk delivers for the same I/O at "
-            f"{describe(first.label)} ({first.pattern.short()})")
-    for e in rest:
-        assert e.pattern is not None
-        text += f"; {e.percent()} at {describe(e.label)} ({e.pattern.short()})"
-    return text + "."
+    parts = [f"{e.percent()} at {describe(e.label)} with {e.pattern.short()}" for e in chosen if e.pattern is not None]
+    if len(parts) > 2:
+        parts[-1] = "and " + parts[-1]
+    return f"{engine} reaches {(', ' if len(parts) > 2 else ' and ').join(parts)} of what the disk delivers for the same I/O."
 
 
 def bottleneck_sentence(e: SettingEfficiency, engine: str, describe: Describe = str) -> str:
@@ -348,13 +344,13 @@ def rich_table(effs: list[SettingEfficiency], describe: Describe = str) -> Any:
 
     table = Table(box=box.SIMPLE_HEAD, title="The engine against its device twin (fio replaying the same I/O)",
                   title_justify="left", pad_edge=False)
-    for name in ("setting", "I/O replayed by fio", "engine", "device", "efficiency [95% CI]", "disk busy", "server CPU", "bottleneck"):
-        table.add_column(name, justify="left" if name in ("setting", "I/O replayed by fio", "bottleneck") else "right", no_wrap=name != "I/O replayed by fio")
+    for name in ("setting", "I/O replayed by fio", "engine", "disk (fio)", "of disk [95% CI]", "disk busy", "engine CPU", "bottleneck"):
+        table.add_column(name, justify="left" if name in ("setting", "I/O replayed by fio", "bottleneck") else "right", no_wrap=True)
     for e in effs:
         if e.has:
             assert e.pattern is not None
             table.add_row(
-                describe(e.label), e.pattern.describe(), _rate(e.engine_rate, e.unit), _rate(e.device_rate, e.unit),
+                describe(e.label), e.pattern.compact(), _rate(e.engine_rate, e.unit), _rate(e.device_rate, e.unit),
                 e.percent(), _pct(e.util_pct), _cores(e.server_cores, e.cores_available), e.bottleneck or "",
             )
         else:

@@ -22,7 +22,7 @@ tens of percent, the file to the nearest power of two (at least 16 MiB).
 Twins are cached per device in <cache>/device-twins/<device>.json with the fio
 command, its version and when they were measured; a pattern measured once is
 not measured again (delete the file to measure the device anew). Each pattern
-is three fio runs of a second (direct I/O; buffered: one pass over the file at
+is three fio runs of half a second (direct I/O; buffered: one pass over the file at
 most, page cache dropped first, so no read is a cache hit); the median counts.
 
 Units: bytes, MB/s = 1e6 bytes/s, milliseconds, as in the rest of blocklab.
@@ -45,6 +45,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..engines.base import fmt_bytes
 from ..probes.os_stats import device_of
 from ..results import ENVIRONMENT_FILE, ResultRow, RunDir, write_atomic
 from .calibrate import choose_ioengine
@@ -62,8 +63,8 @@ MIN_IOS = 16  # a setting whose cells did fewer I/Os has no pattern worth replay
 MIN_FILE = 16 * MiB  # smaller files would be read in a few milliseconds
 FREE_SPACE_RESERVE = 64 * MiB  # never fill the disk to the last byte
 SMALL_IO = 32 * KiB  # up to here a disk is counted in IOPS, above it in MB/s (as calibrate's small I/O)
-RUNTIME_S = 1.0
-RAMP_S = 0.25
+RUNTIME_S = 0.5  # an engine's cell is often shorter; three runs and their median steady it
+RAMP_S = 0.15
 REPEATS = 3
 FIO_OVERHEAD_S = 0.35  # fio's start and JSON per run, measured on a 2-core VM
 MAX_DEPTH = 256
@@ -141,7 +142,16 @@ class Pattern:
         else:
             what = f"{_kb(self.write_bs)} {order} writes"
         io = "direct I/O" if self.direct else "buffered"
-        return f"{what}, {self.iodepth} in flight, {io}, {format_size(self.file_size)}B file"
+        return f"{what}, {self.iodepth} in flight, {io}, {fmt_bytes(self.file_size)} file"
+
+    def compact(self) -> str:
+        """'128 kB seq reads, qd 2, direct': a table's cell."""
+        order = "seq" if self.sequential else "random"
+        if self.read_bs and self.write_bs:
+            what = f"{_kb(self.read_bs)}/{_kb(self.write_bs)} {order} r/w {self.read_pct}%"
+        else:
+            what = f"{_kb(self.main_size)} {order} {'reads' if self.read_bs else 'writes'}"
+        return f"{what}, qd {self.iodepth}, {'direct' if self.direct else 'buffered'}"
 
     @property
     def kind(self) -> str:
@@ -206,6 +216,11 @@ def setting_patterns(rows: Iterable[ResultRow]) -> dict[str, Pattern | str]:
     for label, ms in groups.items():
         keys = {k for m in ms for k in m if k.startswith("pattern.")}
         median = {k: statistics.median(m[k] for m in ms if k in m) for k in keys}
+        # the queue depth pooled over the cells (their times in flight over their busy times):
+        # steadier than a median of ratios whose denominators count in 4 ms jiffies
+        busy = sum(m.get("pattern.busy_ms", 0.0) for m in ms)
+        if busy > 0 and all("pattern.flight_ms" in m for m in ms):
+            median["pattern.busy_queue_depth"] = sum(m["pattern.flight_ms"] for m in ms) / busy
         out[label] = pattern_of(median)
     return out
 

@@ -26,6 +26,8 @@ from ..engines.base import Engine, IoWindow, Session
 from .os_stats import DiskCounters, device_of, disk_counters, process_cpu_seconds, system_cpu_times
 from .page_cache import process_read_bytes
 
+IO_COST_BYTES = 32 * 1024  # what one request costs the disk beyond its bytes (device_pattern)
+
 
 class HostWindow:
     """The data device's I/O, the server processes' CPU seconds and all CPUs'
@@ -81,22 +83,25 @@ class HostWindow:
                        device_mb_per_s=(d.read_bytes + d.write_bytes) / 1e6 / seconds)
         return out
 
-    def device_pattern(self, own_bytes: float | None = None) -> dict[str, float]:
+    def device_pattern(self, own_ios: float | None = None, own_bytes: float | None = None) -> dict[str, float]:
         """The device's side of the I/O pattern over the window (/proc/diskstats):
         average request sizes as the disk saw them, its utilisation, and how many of
         the engine's I/Os were in flight. Empty when there is no device here; the
         times are left out on a kernel whose diskstats lack them (11 fields).
 
-        The disk may be shared: `own_bytes` (the engine's bytes read and written)
-        against the device's gives the engine's share, and the device's time in
-        flight counts for the engine in that share. With nobody else on the disk
-        the share is 1 and the figures are exact (Little's law)."""
+        The disk may be shared. The engine's share of its time in flight is taken as
+        the engine's share of the disk's work, each I/O counted as its bytes plus
+        IO_COST_BYTES (what a request costs beyond its transfer: sizes against
+        latencies measured here put it near 32 kB); `own_ios`, `own_bytes` are the
+        engine's. With nobody else on the disk the share is 1 and the figures are
+        exact (Little's law); with others the depth is an estimate."""
         d = self.disk
         if d is None or self.window_s <= 0:
             return {}
         device_bytes = d.read_bytes + d.write_bytes
+        device_ios = d.reads + d.writes
         out = {"pattern.window_s": self.window_s,
-               "pattern.device_iops": (d.reads + d.writes) / self.window_s,
+               "pattern.device_iops": device_ios / self.window_s,
                "pattern.device_mb_per_s": device_bytes / 1e6 / self.window_s}
         if d.reads:
             out["pattern.device_read_kb"] = d.read_bytes / d.reads / 1024
@@ -104,17 +109,28 @@ class HostWindow:
             out["pattern.device_write_kb"] = d.write_bytes / d.writes / 1024
         if d.io_ticks_ms or d.weighted_ms:
             ms = self.window_s * 1000.0
-            share = 1.0 if own_bytes is None or device_bytes <= 0 else min(1.0, own_bytes / device_bytes)
+            work = device_ios * IO_COST_BYTES + device_bytes
+            share = 1.0
+            if own_ios is not None and own_bytes is not None and work > 0:
+                share = min(1.0, (own_ios * IO_COST_BYTES + own_bytes) / work)
+            # Time in flight of the reads and writes: the sum of each one's duration. Not the
+            # weighted time (field 11), which since Linux 5.x also sums flushes and discards:
+            # a flush (anyone's fsync) carries no data and would pass for queue depth here
+            flight = (d.read_ms + d.write_ms) * share
             out["pattern.device_share"] = share
+            out["pattern.flight_ms"] = flight
+            out["pattern.busy_ms"] = float(d.io_ticks_ms)
             out["pattern.util_pct"] = min(100.0, 100.0 * d.io_ticks_ms / ms)
             # the engine's I/Os in flight on average over the window
-            out["pattern.queue_depth"] = d.weighted_ms * share / ms
+            out["pattern.queue_depth"] = flight / ms
             if d.io_ticks_ms:
                 # ... and while the disk was busy: what the twin replays. The idle gaps (the
                 # engine's CPU, its locks) are what efficiency measures, so the twin does not
-                # copy them. Others' I/O lengthens io_ticks, never the engine's own share of
-                # the time in flight: a shared disk can only make this smaller
-                out["pattern.busy_queue_depth"] = d.weighted_ms * share / d.io_ticks_ms
+                # copy them. The busy time is the disk's (others' I/O lengthens it too), so on
+                # a shared disk this leans low. io_ticks counts whole jiffies (4 ms at HZ=250)
+                # in which an I/O was in flight: over a cell of tens of milliseconds it is rough,
+                # which is why a setting's depth pools the cells' times (device/twin.py)
+                out["pattern.busy_queue_depth"] = flight / d.io_ticks_ms
         return out
 
 
@@ -180,7 +196,13 @@ class RunProbe:
         # what the engine itself moved to and from storage: its processes' storage reads
         # (/proc/<pid>/io) where this host shows them, else its own count; its writes
         own_reads = self.host.proc_read_bytes if self.host.proc_read_bytes is not None else read_bytes
-        out.update(self.host.device_pattern(own_reads + write_bytes))
+        # its requests as the disk saw them: a direct read is one request; a buffered one is
+        # merged by the page cache, so what it read from storage in the disk's average request
+        disk = self.host.disk
+        own_ios = reads + writes
+        if not direct and disk is not None and disk.reads and own_reads != read_bytes:
+            own_ios = own_reads / (disk.read_bytes / disk.reads) + writes
+        out.update(self.host.device_pattern(own_ios, own_reads + write_bytes))
         return out
 
 
