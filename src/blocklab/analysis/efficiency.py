@@ -66,6 +66,7 @@ class SettingEfficiency:
     cores_available: float  # min(sessions, cores of the machine)
     cpu_busy_pct: float  # all CPUs of the machine, everyone's processes
     bottleneck: str  # "device" | "cpu" | "device+cpu" | "neither" | "" (not known)
+    profiled: bool = False  # the cells carry a time profile (where the sessions' time went)
 
     @property
     def has(self) -> bool:
@@ -153,6 +154,7 @@ def analyse(rows: Iterable[ResultRow], twins: RunTwins | None, *, order: Iterabl
             median=med, ci_low=lo, ci_high=hi, engine_rate=_median(rates), util_pct=util,
             server_cores=server, cores_available=available, cpu_busy_pct=busy,
             bottleneck=bottleneck(med, util, server, available),
+            profiled=any("profile.slowest.total_s" in r.metrics for r in cells),
         ))
     return out
 
@@ -249,8 +251,9 @@ def bottleneck_sentence(e: SettingEfficiency, engine: str, describe: Describe = 
         text = f"At {where} the CPU is the bottleneck: {cpu}"
         return text + (f"; {disk}." if disk else ".") + machine
     if e.bottleneck == "neither":
+        profile = ": the time profile below says which" if e.profiled else " (a time profile, as the update workload records, would say which)"
         return (f"At {where} neither the disk nor the CPU is the bottleneck: {disk}; {cpu or 'the CPU was not measured'}. "
-                f"The time goes to latency or waiting (locks, round trips): see the time profile.{machine}")
+                f"The time goes to latency or waiting (locks, round trips){profile}.{machine}")
     return ""
 
 
@@ -325,17 +328,6 @@ def device_points(effs: list[SettingEfficiency]) -> dict[str, dict[str, float]]:
     return out
 
 
-def explanation(effs: list[SettingEfficiency]) -> str:
-    """The one sentence under a plot that carries the device's line."""
-    have = [e for e in effs if e.has]
-    if not have:
-        return ""
-    kinds = sorted({e.pattern.kind for e in have if e.pattern})
-    return ("Green dashed: the device twin, what fio gets from the same disk for the I/O the engine issued at each "
-            f"setting ({', '.join(kinds)} of the sizes the engine used, at its queue depth, on a file as large as the data, "
-            "on the same file system); the gap between the two lines is the engine's own cost.")
-
-
 # ====================================================================== tables
 def rich_table(effs: list[SettingEfficiency], describe: Describe = str) -> Any:
     """The console's table: per setting the I/O replayed, engine and device rates, efficiency, bottleneck."""
@@ -387,7 +379,6 @@ __all__ = [
     "device_points",
     "device_values",
     "engine_name",
-    "explanation",
     "for_run",
     "rich_table",
     "sentence",

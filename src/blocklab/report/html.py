@@ -14,6 +14,7 @@ import jinja2
 from .. import __version__
 from .csv_export import export_csv
 from .data import SHORT_NAMES, RunData, SettingFigures, fmt_bytes, human, label_of, metric_title
+from .device_twin import html_context as device_twin_context
 from .plots import Plot
 
 _ENV = jinja2.Environment(
@@ -55,6 +56,7 @@ def context(data: RunData, plots: list[Plot], *, generated: str | None = None) -
         "goal_text": "higher is better" if data.goal == "max" else "lower is better",
         "settings_table": _settings_table(data),
         "other_metrics": _other_metrics(data),
+        "device_twin": device_twin_context(data),  # the engine against its device twin (issue 19)
         "plots": [_plot_context(p) for p in plots],
         "failed": [_failed(data, r) for r in data.failed_rows],
         "invalid": [_failed(data, r) for r in data.invalid_rows],
@@ -73,7 +75,7 @@ def context(data: RunData, plots: list[Plot], *, generated: str | None = None) -
         "csv_name": f"{data.name}-{data.path.name}-results.csv".replace(f"{data.name}-{data.name}", data.name),
         "notes": list(data.notes),
         "resume_hint": f"blocklab run --resume {data.path}",
-        "generated": generated or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "generated": generated or dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "version": __version__,
     }
 
