@@ -337,18 +337,24 @@ def rich_table(effs: list[SettingEfficiency], describe: Describe = str) -> Any:
     table = Table(box=box.SIMPLE_HEAD, title="The engine against its device twin (fio replaying the same I/O)",
                   title_justify="left", pad_edge=False)
     for name in ("setting", "I/O replayed by fio", "engine", "disk (fio)", "of disk [95% CI]", "disk busy", "engine CPU", "bottleneck"):
-        table.add_column(name, justify="left" if name in ("setting", "I/O replayed by fio", "bottleneck") else "right", no_wrap=True)
+        table.add_column(name, justify="left" if name in ("setting", "I/O replayed by fio", "bottleneck") else "right",
+                         no_wrap=name not in ("setting", "I/O replayed by fio"))
     for e in effs:
         if e.has:
             assert e.pattern is not None
             table.add_row(
-                describe(e.label), e.pattern.compact(), _rate(e.engine_rate, e.unit), _rate(e.device_rate, e.unit),
+                _short_label(describe(e.label)), e.pattern.compact(), _rate(e.engine_rate, e.unit), _rate(e.device_rate, e.unit),
                 e.percent(), _pct(e.util_pct), _cores(e.server_cores, e.cores_available), e.bottleneck or "",
             )
         else:
-            table.add_row(describe(e.label), e.why_none, _rate(e.engine_rate, e.unit) if math.isfinite(e.engine_rate) else "–",
+            table.add_row(_short_label(describe(e.label)), e.why_none, _rate(e.engine_rate, e.unit) if math.isfinite(e.engine_rate) else "–",
                           "–", "–", _pct(e.util_pct), _cores(e.server_cores, e.cores_available), e.bottleneck or "")
     return table
+
+
+def _short_label(text: str) -> str:
+    """'workload.sessions=4, workload.update_pct=0' -> 'sessions=4, update_pct=0': a narrow column."""
+    return text.replace("workload.", "")
 
 
 def _rate(x: float, unit: str) -> str:

@@ -83,25 +83,25 @@ class HostWindow:
                        device_mb_per_s=(d.read_bytes + d.write_bytes) / 1e6 / seconds)
         return out
 
-    def device_pattern(self, own_ios: float | None = None, own_bytes: float | None = None) -> dict[str, float]:
+    def device_pattern(self, own: tuple[float, float, float, float] | None = None) -> dict[str, float]:
         """The device's side of the I/O pattern over the window (/proc/diskstats):
         average request sizes as the disk saw them, its utilisation, and how many of
         the engine's I/Os were in flight. Empty when there is no device here; the
         times are left out on a kernel whose diskstats lack them (11 fields).
 
-        The disk may be shared. The engine's share of its time in flight is taken as
-        the engine's share of the disk's work, each I/O counted as its bytes plus
-        IO_COST_BYTES (what a request costs beyond its transfer: sizes against
-        latencies measured here put it near 32 kB); `own_ios`, `own_bytes` are the
-        engine's. With nobody else on the disk the share is 1 and the figures are
-        exact (Little's law); with others the depth is an estimate."""
+        The disk may be shared. `own` is the engine's (reads, read bytes, writes,
+        write bytes). Of the disk's reads' time in flight the engine's share is its
+        share of their work, each read counted as its bytes plus IO_COST_BYTES (what
+        a request costs beyond its transfer: sizes against latencies measured here
+        put it near 32 kB); the same for writes, apart, so that others' slow writes
+        never pass for the depth of an engine that only reads. With nobody else on
+        the disk the shares are 1 and the figures exact (Little's law)."""
         d = self.disk
         if d is None or self.window_s <= 0:
             return {}
         device_bytes = d.read_bytes + d.write_bytes
-        device_ios = d.reads + d.writes
         out = {"pattern.window_s": self.window_s,
-               "pattern.device_iops": device_ios / self.window_s,
+               "pattern.device_iops": (d.reads + d.writes) / self.window_s,
                "pattern.device_mb_per_s": device_bytes / 1e6 / self.window_s}
         if d.reads:
             out["pattern.device_read_kb"] = d.read_bytes / d.reads / 1024
@@ -109,15 +109,16 @@ class HostWindow:
             out["pattern.device_write_kb"] = d.write_bytes / d.writes / 1024
         if d.io_ticks_ms or d.weighted_ms:
             ms = self.window_s * 1000.0
-            work = device_ios * IO_COST_BYTES + device_bytes
-            share = 1.0
-            if own_ios is not None and own_bytes is not None and work > 0:
-                share = min(1.0, (own_ios * IO_COST_BYTES + own_bytes) / work)
+            read_share = write_share = 1.0
+            if own is not None:
+                read_share = _share(own[0], own[1], d.reads, d.read_bytes)
+                write_share = _share(own[2], own[3], d.writes, d.write_bytes)
             # Time in flight of the reads and writes: the sum of each one's duration. Not the
             # weighted time (field 11), which since Linux 5.x also sums flushes and discards:
             # a flush (anyone's fsync) carries no data and would pass for queue depth here
-            flight = (d.read_ms + d.write_ms) * share
-            out["pattern.device_share"] = share
+            flight = d.read_ms * read_share + d.write_ms * write_share
+            total = d.read_ms + d.write_ms
+            out["pattern.device_share"] = flight / total if total else 1.0
             out["pattern.flight_ms"] = flight
             out["pattern.busy_ms"] = float(d.io_ticks_ms)
             out["pattern.util_pct"] = min(100.0, 100.0 * d.io_ticks_ms / ms)
@@ -132,6 +133,14 @@ class HostWindow:
                 # which is why a setting's depth pools the cells' times (device/twin.py)
                 out["pattern.busy_queue_depth"] = flight / d.io_ticks_ms
         return out
+
+
+def _share(own_ios: float, own_bytes: float, ios: float, nbytes: float) -> float:
+    """The engine's share of the disk's work of one kind (reads or writes), at most 1."""
+    work = ios * IO_COST_BYTES + nbytes
+    if work <= 0:
+        return 1.0
+    return min(1.0, (own_ios * IO_COST_BYTES + own_bytes) / work)
 
 
 class RunProbe:
@@ -199,10 +208,10 @@ class RunProbe:
         # its requests as the disk saw them: a direct read is one request; a buffered one is
         # merged by the page cache, so what it read from storage in the disk's average request
         disk = self.host.disk
-        own_ios = reads + writes
+        own_read_ios = reads
         if not direct and disk is not None and disk.reads and own_reads != read_bytes:
-            own_ios = own_reads / (disk.read_bytes / disk.reads) + writes
-        out.update(self.host.device_pattern(own_ios, own_reads + write_bytes))
+            own_read_ios = own_reads / (disk.read_bytes / disk.reads)
+        out.update(self.host.device_pattern((own_read_ios, own_reads, writes, write_bytes)))
         return out
 
 
