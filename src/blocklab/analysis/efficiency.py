@@ -137,7 +137,7 @@ def analyse(rows: Iterable[ResultRow], twins: RunTwins | None, *, order: Iterabl
         pattern = p if isinstance(p, Pattern) else None
         twin = known.get(pattern.key) if pattern else None
         unit = pattern.unit if pattern else "IOPS"
-        metric = "pattern.iops" if unit == "IOPS" else "pattern.mb_per_s"
+        metric = rate_key(pattern)
         rates = [r.metrics[metric] for r in cells if metric in r.metrics]
         values: tuple[float, ...] = ()
         med = lo = hi = math.nan
@@ -157,6 +157,14 @@ def analyse(rows: Iterable[ResultRow], twins: RunTwins | None, *, order: Iterabl
             profiled=any("profile.slowest.total_s" in r.metrics for r in cells),
         ))
     return out
+
+
+def rate_key(pattern: Pattern | None) -> str:
+    """The cell's metric its twin's rate is set against: the foreground kind's IOPS
+    (I/O up to 32 kB) or MB/s, the engine's own count over the workload's time."""
+    if pattern is None:
+        return "pattern.iops"
+    return f"pattern.{pattern.main}_{'iops' if pattern.unit == 'IOPS' else 'mb_per_s'}"
 
 
 def _why_none(p: Pattern | str | None, pattern: Pattern | None, twins: RunTwins | None) -> str:
@@ -308,7 +316,7 @@ def device_values(effs: list[SettingEfficiency], rows: Iterable[ResultRow], metr
     for e in effs:
         if not e.has:
             continue
-        unit_key = "pattern.iops" if e.unit == "IOPS" else "pattern.mb_per_s"
+        unit_key = rate_key(e.pattern)
         scaled = [r.metrics[metric] * e.device_rate / r.metrics[unit_key]
                   for r in by_label.get(e.label, []) if metric in r.metrics and r.metrics.get(unit_key)]
         if scaled:
@@ -323,7 +331,7 @@ def device_points(effs: list[SettingEfficiency]) -> dict[str, dict[str, float]]:
         if e.twin is None:
             continue
         t = e.twin
-        lat = t.read_lat_ms if math.isfinite(t.read_lat_ms) else t.lat_mean_ms
+        lat = t.read_lat_ms if math.isfinite(t.read_lat_ms) else t.lat_ms
         out[e.label] = {"read_iops": t.read_iops, "mb_per_s": t.mb_per_s, "read_latency_ms": lat}
     return out
 

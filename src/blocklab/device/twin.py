@@ -83,6 +83,8 @@ def _sizes() -> list[int]:
 SIZE_GRID = _sizes()
 # I/Os in flight: 1, 2, 3, 4, 6, 8, 12, 16, 24 ... 256
 DEPTH_GRID = sorted({1, 2, 3} | {d for p in range(2, 9) for d in (2**p, 3 * 2**p // 2) if d <= MAX_DEPTH})
+# a background kind's I/Os a second: 8, 12, 16, 24 ... about a million
+RATE_GRID = sorted({d for p in range(3, 21) for d in (2**p, 3 * 2**p // 2)})
 
 
 def nearest(value: float, grid: Sequence[int]) -> int:
@@ -102,76 +104,92 @@ def file_size_for(data_bytes: float) -> int:
 # ====================================================================== the pattern
 @dataclass(frozen=True)
 class Pattern:
-    """One I/O pattern, quantised: what a twin replays."""
+    """One I/O pattern, quantised: what a twin replays.
+
+    The kind the engine did most of (reads, or writes) is its foreground: fio runs
+    it as fast as it can with the engine's number of them in flight. The other
+    kind, if any, ran beside it (a checkpointer's writes beside a SLOB session's
+    reads, a scan's reads beside an insert's writes): fio replays it at the rate
+    the engine did it, so it loads the disk as it did without a race to win."""
 
     sequential: bool
-    read_bs: int  # bytes per read; 0: no reads
-    write_bs: int  # bytes per write; 0: no writes
-    read_pct: int  # reads per 100 I/Os, in tens
-    iodepth: int  # I/Os in flight
     direct: bool
     file_size: int  # bytes
+    main: str  # "read" or "write": the foreground
+    read_bs: int = 0  # bytes per read; 0: no reads
+    read_depth: int = 0  # reads in flight (for the background kind: enough for its rate)
+    write_bs: int = 0
+    write_depth: int = 0
+    background_iops: int = 0  # the background kind's rate (0: none)
+
+    @property
+    def main_bs(self) -> int:
+        return self.read_bs if self.main == "read" else self.write_bs
+
+    @property
+    def main_depth(self) -> int:
+        return self.read_depth if self.main == "read" else self.write_depth
+
+    @property
+    def background(self) -> str:
+        """'write', 'read' or '' (none)."""
+        if not self.background_iops:
+            return ""
+        return "write" if self.main == "read" else "read"
+
+    @property
+    def background_bs(self) -> int:
+        return {"read": self.read_bs, "write": self.write_bs}.get(self.background, 0)
 
     @property
     def key(self) -> str:
-        """'seq r128k qd3 direct 16M', 'rand r8k/w8k 70% qd4 buffered 1G': the cache key."""
+        """'seq r128k qd3 direct 64M', 'rand r8k qd8 + w8k@2048/s direct 1G': the cache key."""
         order = "seq" if self.sequential else "rand"
-        sizes = "/".join(f"{k}{format_size(v)}" for k, v in (("r", self.read_bs), ("w", self.write_bs)) if v)
-        mix = f" {self.read_pct}%" if self.read_bs and self.write_bs else ""
-        return f"{order} {sizes}{mix} qd{self.iodepth} {'direct' if self.direct else 'buffered'} {format_size(self.file_size)}"
-
-    @property
-    def main_size(self) -> int:
-        """The size of most of its I/Os (reads when they are at least half)."""
-        if self.read_bs and (self.read_pct >= 50 or not self.write_bs):
-            return self.read_bs
-        return self.write_bs
+        text = f"{order} {self.main[0]}{format_size(self.main_bs)} qd{self.main_depth}"
+        if self.background:
+            bg_depth = self.read_depth if self.background == "read" else self.write_depth
+            text += f" + {self.background[0]}{format_size(self.background_bs)}@{self.background_iops}/s qd{bg_depth}"
+        return f"{text} {'direct' if self.direct else 'buffered'} {format_size(self.file_size)}"
 
     @property
     def unit(self) -> str:
         """How the disk is counted for this pattern: IOPS for small I/O, MB/s for large."""
-        return "IOPS" if self.main_size <= SMALL_IO else "MB/s"
-
-    def describe(self) -> str:
-        """'128 kB sequential reads, 3 in flight, direct I/O, 16 MB file'."""
-        order = "sequential" if self.sequential else "random"
-        if self.read_bs and self.write_bs:
-            what = f"{_kb(self.read_bs)} {order} reads / {_kb(self.write_bs)} writes ({self.read_pct}% reads)"
-        elif self.read_bs:
-            what = f"{_kb(self.read_bs)} {order} reads"
-        else:
-            what = f"{_kb(self.write_bs)} {order} writes"
-        io = "direct I/O" if self.direct else "buffered"
-        return f"{what}, {self.iodepth} in flight, {io}, {fmt_bytes(self.file_size)} file"
-
-    def compact(self) -> str:
-        """'128 kB seq reads, qd 2, direct': a table's cell."""
-        order = "seq" if self.sequential else "random"
-        if self.read_bs and self.write_bs:
-            what = f"{_kb(self.read_bs)}/{_kb(self.write_bs)} {order} r/w {self.read_pct}%"
-        else:
-            what = f"{_kb(self.main_size)} {order} {'reads' if self.read_bs else 'writes'}"
-        return f"{what}, qd {self.iodepth}, {'direct' if self.direct else 'buffered'}"
+        return "IOPS" if self.main_bs <= SMALL_IO else "MB/s"
 
     @property
     def kind(self) -> str:
-        """'sequential reads', 'random reads and writes' ..."""
-        what = "reads and writes" if self.read_bs and self.write_bs else ("reads" if self.read_bs else "writes")
-        return f"{'sequential' if self.sequential else 'random'} {what}"
+        """'sequential reads', 'random writes' ...: the foreground."""
+        return f"{'sequential' if self.sequential else 'random'} {self.main}s"
+
+    def describe(self) -> str:
+        """'8 kB random reads, 8 in flight, with 8 kB writes at 2,048/s beside them, direct I/O, 1 GB file'."""
+        text = f"{_kb(self.main_bs)} {self.kind}, {self.main_depth} in flight"
+        if self.background:
+            text += f", with {_kb(self.background_bs)} {self.background}s at {self.background_iops:,}/s beside them"
+        return f"{text}, {'direct I/O' if self.direct else 'buffered'}, {fmt_bytes(self.file_size)} file"
+
+    def compact(self) -> str:
+        """'128 kB seq reads, qd 2, direct' (+ ' + 8 kB writes 2,048/s'): a table's cell."""
+        order = "seq" if self.sequential else "random"
+        text = f"{_kb(self.main_bs)} {order} {self.main}s, qd {self.main_depth}, {'direct' if self.direct else 'buffered'}"
+        if self.background:
+            text += f" + {_kb(self.background_bs)} {self.background}s {self.background_iops:,}/s"
+        return text
 
     def short(self) -> str:
-        """'128 kB reads' / '8 kB reads+writes': how a sentence names it."""
-        if self.read_bs and self.write_bs:
-            return f"{_kb(self.main_size)} reads+writes"
-        return f"{_kb(self.main_size)} {'reads' if self.read_bs else 'writes'}"
+        """'128 kB reads': how a sentence names it."""
+        return f"{_kb(self.main_bs)} {self.main}s"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Pattern:
-        return cls(bool(d["sequential"]), int(d["read_bs"]), int(d["write_bs"]), int(d["read_pct"]),
-                   int(d["iodepth"]), bool(d["direct"]), int(d["file_size"]))
+        return cls(
+            sequential=bool(d["sequential"]), direct=bool(d["direct"]), file_size=int(d["file_size"]), main=str(d["main"]),
+            read_bs=int(d.get("read_bs", 0)), read_depth=int(d.get("read_depth", 0)), write_bs=int(d.get("write_bs", 0)),
+            write_depth=int(d.get("write_depth", 0)), background_iops=int(d.get("background_iops", 0)),
+        )
 
 
 def _kb(size: int) -> str:
@@ -179,33 +197,45 @@ def _kb(size: int) -> str:
 
 
 def pattern_of(m: Mapping[str, float]) -> Pattern | str:
-    """A cell's (or a setting's median) `pattern.*` metrics -> its Pattern, or why it has none."""
+    """A cell's `pattern.*` metrics (or a setting's, pooled) -> its Pattern, or why it has none."""
     if "pattern.seconds" not in m:
         return "no I/O pattern recorded (a run from before the device twin, or an imported one)"
     reads, writes = m.get("pattern.reads", 0.0), m.get("pattern.writes", 0.0)
     if reads + writes < MIN_IOS:
         return f"the engine did {reads + writes:,.0f} I/Os: too few to replay"
-    depth = m.get("pattern.busy_queue_depth")
-    if depth is None:
+    busy = m.get("pattern.busy_ms", 0.0)
+    if not busy or "pattern.read_flight_ms" not in m:
         return "the disk's queue depth was not measured (no /proc/diskstats times for the data's device here)"
-    share = reads / (reads + writes)
-    read_pct = int(round(share * 10)) * 10
-    read_bs = nearest(m.get("pattern.read_kb", 0.0) * KiB, SIZE_GRID) if read_pct > 0 else 0
-    write_bs = nearest(m.get("pattern.write_kb", 0.0) * KiB, SIZE_GRID) if read_pct < 100 else 0
+    main = "read" if reads >= writes else "write"
+    minor = writes if main == "read" else reads
+    seconds = m["pattern.seconds"]
+    # the background kind when it is more than a trace: 1% of the I/Os and 10 a second
+    rate = minor / seconds if seconds > 0 else 0.0
+    background = minor >= 0.01 * (reads + writes) and rate >= 10
+    sizes = {kind: nearest(m.get(f"pattern.{kind}_kb", 0.0) * KiB, SIZE_GRID) for kind in ("read", "write")}
+    depths = {kind: nearest(max(1.0, m.get(f"pattern.{kind}_flight_ms", 0.0) / busy), DEPTH_GRID) for kind in ("read", "write")}
+    kinds = {main} | ({"write" if main == "read" else "read"} if background else set())
     return Pattern(
         sequential=bool(m.get("pattern.sequential", 0.0)),
-        read_bs=read_bs,
-        write_bs=write_bs,
-        read_pct=read_pct,
-        iodepth=nearest(max(1.0, depth), DEPTH_GRID),
         direct=bool(m.get("pattern.direct", 0.0)),
         file_size=file_size_for(m.get("pattern.data_bytes", 0.0)),
+        main=main,
+        read_bs=sizes["read"] if "read" in kinds else 0,
+        read_depth=depths["read"] if "read" in kinds else 0,
+        write_bs=sizes["write"] if "write" in kinds else 0,
+        write_depth=depths["write"] if "write" in kinds else 0,
+        background_iops=nearest(rate, RATE_GRID) if background else 0,
     )
 
 
+# the times a setting adds up over its cells: its depth is their ratio, steadier than a median of
+# ratios whose denominators count in 4 ms jiffies; every other figure is the cells' median
+_POOLED = ("pattern.read_flight_ms", "pattern.write_flight_ms", "pattern.busy_ms")
+
+
 def setting_patterns(rows: Iterable[ResultRow]) -> dict[str, Pattern | str]:
-    """Setting label -> the pattern of its ok cells (the median of each figure, then
-    quantised: one twin per setting however its repeats scatter), or why none."""
+    """Setting label -> the pattern of its ok cells (one twin per setting however its
+    repeats scatter), or why it has none."""
     from ..analysis.summary import label_of
 
     groups: dict[str, list[dict[str, float]]] = {}
@@ -215,107 +245,111 @@ def setting_patterns(rows: Iterable[ResultRow]) -> dict[str, Pattern | str]:
     out: dict[str, Pattern | str] = {}
     for label, ms in groups.items():
         keys = {k for m in ms for k in m if k.startswith("pattern.")}
-        median = {k: statistics.median(m[k] for m in ms if k in m) for k in keys}
-        # the queue depth pooled over the cells (their times in flight over their busy times):
-        # steadier than a median of ratios whose denominators count in 4 ms jiffies
-        busy = sum(m.get("pattern.busy_ms", 0.0) for m in ms)
-        if busy > 0 and all("pattern.flight_ms" in m for m in ms):
-            median["pattern.busy_queue_depth"] = sum(m["pattern.flight_ms"] for m in ms) / busy
-        out[label] = pattern_of(median)
+        merged = {k: statistics.median(m[k] for m in ms if k in m) for k in keys}
+        if all("pattern.busy_ms" in m for m in ms):
+            merged.update({k: sum(m.get(k, 0.0) for m in ms) for k in _POOLED if k in keys})
+        out[label] = pattern_of(merged)
     return out
 
 
 # ====================================================================== fio
 def fio_args(p: Pattern, test_file: Path, ioengine: str, *, runtime_s: float = RUNTIME_S, ramp_s: float = RAMP_S) -> list[str]:
-    """The fio job replaying `p` on `test_file` (without --output-format, which run_fio adds).
+    """The fio command line replaying `p` on `test_file` (without --output-format,
+    which run_fio adds): one job for the foreground kind, one for the background.
 
-    Direct I/O: libaio keeps iodepth I/Os in flight, time-based (the file is read
-    over and over; nothing is cached). Buffered: fio's libaio would run
-    synchronously, so iodepth becomes as many psync jobs; each reads its part of
-    the file once at most after the page cache was dropped (invalidate), so no
-    read is answered from memory; buffered writes are flushed at the end."""
-    if p.read_bs and p.write_bs:
-        rw = "rw" if p.sequential else "randrw"
-    elif p.read_bs:
-        rw = "read" if p.sequential else "randread"
-    else:
-        rw = "write" if p.sequential else "randwrite"
-    bs = ",".join(str(v) for v in (p.read_bs or p.write_bs, p.write_bs or p.read_bs))
-    args = [
-        "--name=twin",
-        f"--filename={test_file}",
-        f"--size={p.file_size}",
-        f"--direct={1 if p.direct else 0}",
-        f"--rw={rw}",
-        f"--bs={bs}",
-        "--randrepeat=0",
-        "--group_reporting",
-    ]
-    if p.read_bs and p.write_bs:
-        args.append(f"--rwmixread={p.read_pct}")
-    if p.direct and ioengine == "libaio":
-        args += ["--ioengine=libaio", f"--iodepth={p.iodepth}"]
-    else:
-        args += ["--ioengine=psync", "--iodepth=1", f"--numjobs={p.iodepth}"]
-        if p.iodepth > 1:  # each job its own slice: jobs that all read the start would share cached pages
-            slice_ = p.file_size // p.iodepth // 4096 * 4096
-            if slice_ >= max(p.read_bs, p.write_bs):
-                args += [f"--size={slice_}", f"--offset_increment={slice_}"]
+    Direct I/O: libaio keeps the depth in flight, time-based (the file is read over
+    and over; nothing is cached). Buffered: fio's libaio would run synchronously, so
+    the depth becomes as many psync jobs, each on its own slice of the file, which
+    it passes over once at most after the page cache was dropped (invalidate): no
+    read is answered from memory. Buffered writes are flushed at the end."""
+    timing = [f"--runtime={max(1, round(runtime_s * 1000))}ms"]
     if p.direct:
-        args += ["--norandommap", "--time_based", f"--runtime={max(1, round(runtime_s * 1000))}ms",
-                 f"--ramp_time={round(ramp_s * 1000)}ms"]
+        timing += ["--time_based", f"--ramp_time={round(ramp_s * 1000)}ms"]
+    args = [f"--filename={test_file}", f"--direct={1 if p.direct else 0}", "--randrepeat=0", *timing]
+    if p.direct:
+        args.append("--norandommap")
     else:
-        # one pass at most, cut at the runtime; a random map so no block is read twice
-        args += ["--invalidate=1", f"--runtime={max(1, round(runtime_s * 1000))}ms"]
-        if p.write_bs:
+        args.append("--invalidate=1")
+    for kind in (p.main, p.background):
+        if not kind:
+            continue
+        bs, depth = (p.read_bs, p.read_depth) if kind == "read" else (p.write_bs, p.write_depth)
+        rw = ("" if p.sequential else "rand") + kind
+        args += [f"--name={kind}s", f"--rw={rw}", f"--bs={bs}", f"--size={p.file_size}"]
+        jobs = 1
+        if p.direct and ioengine == "libaio":
+            args += ["--ioengine=libaio", f"--iodepth={depth}"]
+        else:
+            jobs = depth
+            args += ["--ioengine=psync", "--iodepth=1", f"--numjobs={depth}"]
+            slice_ = p.file_size // depth // 4096 * 4096
+            if depth > 1 and slice_ >= bs:  # each job its own slice: jobs that all read the start would share cached pages
+                args += [f"--size={slice_}", f"--offset_increment={slice_}"]
+        if kind == p.background:
+            args.append(f"--rate_iops={max(1, round(p.background_iops / jobs))}")  # per job
+        if kind == "write" and not p.direct:
             args.append("--end_fsync=1")
     return args
 
 
 @dataclass(frozen=True)
 class FioRun:
-    iops: float
-    mb_per_s: float
-    lat_mean_ms: float
+    """One fio run, the jobs' reads and writes added up."""
+
     read_iops: float
     write_iops: float
+    read_mb_per_s: float
+    write_mb_per_s: float
+    read_lat_ms: float  # mean completion latency; NaN without reads
+    write_lat_ms: float
     runtime_s: float
-    read_lat_ms: float = math.nan  # the reads' own mean completion latency (a SLOB petal's y)
+
+    @property
+    def iops(self) -> float:
+        return self.read_iops + self.write_iops
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.read_mb_per_s + self.write_mb_per_s
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> FioRun:
-        """fio JSON (one job, or several with group_reporting): reads and writes together."""
+        """fio JSON of one or more jobs: each direction summed over the jobs."""
         jobs = data.get("jobs") or []
         if not jobs:
             raise FioError("fio output has no jobs")
-        job = jobs[0]
-        if job.get("error"):
-            raise FioError(f"fio job {job.get('jobname')!r} failed with error {job['error']}")
-        r, w = job.get("read", {}), job.get("write", {})
-        ios = float(r.get("total_ios", 0)) + float(w.get("total_ios", 0))
-        if not ios:
+        for job in jobs:
+            if job.get("error"):
+                raise FioError(f"fio job {job.get('jobname')!r} failed with error {job['error']}")
+        side: dict[str, dict[str, float]] = {}
+        for d in ("read", "write"):
+            parts = [job.get(d) or {} for job in jobs]
+            ios = sum(float(x.get("total_ios", 0)) for x in parts)
+            lat = sum(float(x.get("clat_ns", {}).get("mean", 0.0)) * float(x.get("total_ios", 0)) for x in parts)
+            side[d] = {
+                "ios": ios,
+                "iops": sum(float(x.get("iops", 0.0)) for x in parts),
+                "mb": sum(float(x.get("bw_bytes", 0)) for x in parts) / 1e6,
+                "lat": lat / ios / 1e6 if ios else math.nan,
+                "runtime": max((float(x.get("runtime", 0)) for x in parts), default=0.0) / 1e3,
+            }
+        if not side["read"]["ios"] + side["write"]["ios"]:
             raise FioError("fio completed no I/O")
-        lat_ns = sum(float(x.get("clat_ns", {}).get("mean", 0.0)) * float(x.get("total_ios", 0)) for x in (r, w)) / ios
-        runtime = max(float(r.get("runtime", 0)), float(w.get("runtime", 0))) / 1e3
-        return cls(
-            iops=float(r.get("iops", 0.0)) + float(w.get("iops", 0.0)),
-            mb_per_s=(float(r.get("bw_bytes", 0)) + float(w.get("bw_bytes", 0))) / 1e6,
-            lat_mean_ms=lat_ns / 1e6,
-            read_iops=float(r.get("iops", 0.0)),
-            write_iops=float(w.get("iops", 0.0)),
-            runtime_s=runtime,
-            read_lat_ms=float(r.get("clat_ns", {}).get("mean", math.nan)) / 1e6 if r.get("total_ios") else math.nan,
-        )
+        r, w = side["read"], side["write"]
+        return cls(r["iops"], w["iops"], r["mb"], w["mb"], r["lat"], w["lat"], max(r["runtime"], w["runtime"]))
 
 
 @dataclass(frozen=True)
 class Twin:
-    """What the device delivered for one pattern: the median of the fio runs."""
+    """What the device delivered for one pattern: the median of the fio runs, per direction."""
 
     pattern: Pattern
-    iops: float
-    mb_per_s: float
-    lat_mean_ms: float
+    read_iops: float
+    write_iops: float
+    read_mb_per_s: float
+    write_mb_per_s: float
+    read_lat_ms: float
+    write_lat_ms: float
     runs: tuple[FioRun, ...]
     fio_version: str
     ioengine: str
@@ -328,33 +362,42 @@ class Twin:
     def key(self) -> str:
         return self.pattern.key
 
+    @property
+    def iops(self) -> float:
+        return self.read_iops + self.write_iops
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.read_mb_per_s + self.write_mb_per_s
+
     def rate(self, unit: str) -> float:
-        return self.iops if unit == "IOPS" else self.mb_per_s
+        """The foreground's rate in `unit` (IOPS or MB/s): what the engine's is set against."""
+        if self.pattern.main == "read":
+            return self.read_iops if unit == "IOPS" else self.read_mb_per_s
+        return self.write_iops if unit == "IOPS" else self.write_mb_per_s
 
     @property
-    def read_iops(self) -> float:
-        return statistics.median(r.read_iops for r in self.runs) if self.runs else math.nan
-
-    @property
-    def read_lat_ms(self) -> float:
-        lats = [r.read_lat_ms for r in self.runs if math.isfinite(r.read_lat_ms)]
-        return statistics.median(lats) if lats else math.nan
+    def lat_ms(self) -> float:
+        """The foreground's mean completion latency."""
+        return self.read_lat_ms if self.pattern.main == "read" else self.write_lat_ms
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["key"] = self.key
-        # JSON has no NaN: a figure fio did not give (a write-only run's read latency) is null
-        d["runs"] = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(r).items()} for r in self.runs]
-        return d
+        # JSON has no NaN: a figure fio did not give (a read-only run's write latency) is null
+        return _nan_to_none(d)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Twin:
+        def num(x: Any) -> float:
+            return math.nan if x is None else float(x)
+
         return cls(
             pattern=Pattern.from_dict(d["pattern"]),
-            iops=float(d["iops"]),
-            mb_per_s=float(d["mb_per_s"]),
-            lat_mean_ms=float(d["lat_mean_ms"]),
-            runs=tuple(FioRun(**{k: math.nan if v is None else v for k, v in r.items()}) for r in d.get("runs", [])),
+            read_iops=num(d["read_iops"]), write_iops=num(d["write_iops"]),
+            read_mb_per_s=num(d["read_mb_per_s"]), write_mb_per_s=num(d["write_mb_per_s"]),
+            read_lat_ms=num(d.get("read_lat_ms")), write_lat_ms=num(d.get("write_lat_ms")),
+            runs=tuple(FioRun(**{k: num(v) for k, v in r.items()}) for r in d.get("runs", [])),
             fio_version=str(d.get("fio_version", "")),
             ioengine=str(d.get("ioengine", "")),
             command=str(d.get("command", "")),
@@ -364,9 +407,23 @@ class Twin:
         )
 
 
+def _nan_to_none(x: Any) -> Any:
+    if isinstance(x, float) and math.isnan(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _nan_to_none(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_nan_to_none(v) for v in x]
+    return x
+
+
 def _median_twin(p: Pattern, runs: list[FioRun], **meta: Any) -> Twin:
-    return Twin(p, statistics.median(r.iops for r in runs), statistics.median(r.mb_per_s for r in runs),
-                statistics.median(r.lat_mean_ms for r in runs), tuple(runs), **meta)
+    def med(name: str) -> float:
+        values = [getattr(r, name) for r in runs if math.isfinite(getattr(r, name))]
+        return statistics.median(values) if values else math.nan
+
+    return Twin(p, med("read_iops"), med("write_iops"), med("read_mb_per_s"), med("write_mb_per_s"),
+                med("read_lat_ms"), med("write_lat_ms"), tuple(runs), **meta)
 
 
 # ====================================================================== the cache

@@ -116,10 +116,12 @@ class HostWindow:
             # Time in flight of the reads and writes: the sum of each one's duration. Not the
             # weighted time (field 11), which since Linux 5.x also sums flushes and discards:
             # a flush (anyone's fsync) carries no data and would pass for queue depth here
-            flight = d.read_ms * read_share + d.write_ms * write_share
+            read_flight, write_flight = d.read_ms * read_share, d.write_ms * write_share
+            flight = read_flight + write_flight
             total = d.read_ms + d.write_ms
             out["pattern.device_share"] = flight / total if total else 1.0
-            out["pattern.flight_ms"] = flight
+            out["pattern.read_flight_ms"] = read_flight
+            out["pattern.write_flight_ms"] = write_flight
             out["pattern.busy_ms"] = float(d.io_ticks_ms)
             out["pattern.util_pct"] = min(100.0, 100.0 * d.io_ticks_ms / ms)
             # the engine's I/Os in flight on average over the window
@@ -200,6 +202,10 @@ class RunProbe:
         if seconds > 0:
             out["pattern.iops"] = (reads + writes) / seconds
             out["pattern.mb_per_s"] = (read_bytes + write_bytes) / 1e6 / seconds
+            out["pattern.read_iops"] = reads / seconds
+            out["pattern.write_iops"] = writes / seconds
+            out["pattern.read_mb_per_s"] = read_bytes / 1e6 / seconds
+            out["pattern.write_mb_per_s"] = write_bytes / 1e6 / seconds
             if self.host.pids:  # the engine's processes are on this host
                 out["pattern.server_cores"] = self.host.server_cpu_s / seconds
         # what the engine itself moved to and from storage: its processes' storage reads
