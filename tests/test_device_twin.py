@@ -113,7 +113,7 @@ def test_pattern_of_reads_with_writes_beside_them():
     [
         ({"elapsed_s": 1.0}, "no I/O pattern recorded"),
         (_pattern_metrics(**{"pattern.reads": 10.0}), "the engine did 10 I/Os: too few to replay"),
-        ({k: v for k, v in _pattern_metrics().items() if k != "pattern.busy_ms"}, "queue depth was not measured"),
+        ({k: v for k, v in _pattern_metrics().items() if k != "pattern.busy_ms"}, "queue depth not measured"),
     ],
 )
 def test_pattern_of_says_why_there_is_none(metrics, why):
@@ -425,7 +425,8 @@ def test_fio_replays_patterns_caches_them_and_leaves_no_file(disk_dir):
     got = twin.measure([small, mixed, small], work, cache, on_phase=phases.append, repeats=2, runtime_s=0.2)
     assert not got.failures, got.failures
     assert set(got.twins) == {small.key, mixed.key} and not got.cached
-    assert len(phases) == 2 and "8 kB random reads, 4 in flight, direct I/O" in phases[0] + phases[1]
+    assert len(phases) == 3 and "8 kB random reads, 4 in flight, direct I/O" in phases[0] + phases[1]
+    assert phases[2] == "device twin: round 2 of 2 over the 2 pattern(s)"  # round robin: not all of one, then the other
     t = got.twins[small.key]
     assert t.iops > 0 and t.mb_per_s == pytest.approx(t.iops * 8192 / 1e6, rel=0.05) and len(t.runs) == 2
     assert "--rw=randread" in t.command and "--iodepth=4" in t.command and t.fio_version.startswith("fio-")
@@ -570,3 +571,31 @@ def test_every_engine_with_a_recipe_gets_its_twin(cache_dir, tmp_path, monkeypat
     for entry in summary["efficiency"]["settings"].values():
         assert all(v > 0 for v in entry["values"]), entry
     assert any(line.startswith("device twin: ") for line in reporter.lines)
+
+
+@needs_fio
+def test_ctrl_c_during_the_twin_removes_its_file_and_keeps_what_was_measured(disk_dir, monkeypatch):
+    cache = TwinCache(disk_dir / "cache", "test")
+    work = disk_dir / "work"
+    work.mkdir()
+    # measured in the order of their keys: 'seq r64k ...' before 'seq r8k ...'
+    first = Pattern(True, True, 16 * MiB, "read", read_bs=65536, read_depth=1)
+    second = Pattern(True, True, 16 * MiB, "read", read_bs=8192, read_depth=1)
+    real = twin.run_fio
+
+    def interrupted_on_the_second_pattern(fio, args, timeout=None):
+        if "--bs=8192" in args:
+            raise KeyboardInterrupt
+        return real(fio, args, timeout=timeout)
+
+    monkeypatch.setattr(twin, "run_fio", interrupted_on_the_second_pattern)
+    with pytest.raises(KeyboardInterrupt):
+        twin.measure([first, second], work, cache, repeats=1, runtime_s=0.1)
+    assert list(work.iterdir()) == []  # the test file is gone
+    assert set(cache.load()) == {first.key}  # the first pattern is kept for next time
+
+
+def test_plan_says_what_the_twin_may_cost(cli_env):
+    result = _cli(["plan", "mbrc", "--quick"], cli_env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "then the device twin: at most 8 fio pattern(s), about" in result.stdout

@@ -117,6 +117,11 @@ def plan_text(exp: Experiment) -> list[str]:
         lines.append(f"  {cell.index + 1:4d}  block {cell.block + 1}  {cell.setting.label}{note}")
         total += exp.workload_for(cell.setting.as_dict()).estimate_seconds()  # swept options change it
     lines.append(f"{len(costly)} restart/reinit step(s); estimated time {total:.0f} s (plus building the data set once)")
+    # the device twin runs after the cells, once per distinct I/O pattern not yet measured on this disk
+    from .device.twin import estimate_seconds
+
+    lines.append(f"then the device twin: at most {len(plan.settings)} fio pattern(s), about {estimate_seconds(len(plan.settings)):.0f} s "
+                 "if none was measured on this disk before (--device-twin off skips it)")
     return lines
 
 

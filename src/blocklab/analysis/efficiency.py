@@ -344,19 +344,21 @@ def rich_table(effs: list[SettingEfficiency], describe: Describe = str) -> Any:
 
     table = Table(box=box.SIMPLE_HEAD, title="The engine against its device twin (fio replaying the same I/O)",
                   title_justify="left", pad_edge=False)
-    for name in ("setting", "I/O replayed by fio", "engine", "disk (fio)", "of disk [95% CI]", "disk busy", "engine CPU", "bottleneck"):
-        table.add_column(name, justify="left" if name in ("setting", "I/O replayed by fio", "bottleneck") else "right",
-                         no_wrap=name not in ("setting", "I/O replayed by fio"))
+    # narrow headings: the caption says what they are
+    for name in ("setting / I/O replayed by fio", "engine", "disk", "of disk", "busy", "CPU", "bottleneck"):
+        table.add_column(name, justify="left" if name[0] in "sb" else "right", no_wrap=name[0] != "s", overflow="fold")
+    table.caption = ("of disk: the engine's rate over fio's for the same I/O, median [95% CI]; busy: the disk's utilisation; "
+                     "CPU: cores the engine's processes used of those they could use")
+    table.caption_justify = "left"
     for e in effs:
+        cpu, busy = _cores(e.server_cores, e.cores_available), _pct(e.util_pct)
+        what = e.pattern.compact() if e.has and e.pattern is not None else e.why_none
+        setting = f"{_short_label(describe(e.label))}\n  {what}"
         if e.has:
-            assert e.pattern is not None
-            table.add_row(
-                _short_label(describe(e.label)), e.pattern.compact(), _rate(e.engine_rate, e.unit), _rate(e.device_rate, e.unit),
-                e.percent(), _pct(e.util_pct), _cores(e.server_cores, e.cores_available), e.bottleneck or "",
-            )
+            table.add_row(setting, _rate(e.engine_rate, e.unit), _rate(e.device_rate, e.unit), e.percent(), busy, cpu, e.bottleneck or "")
         else:
-            table.add_row(_short_label(describe(e.label)), e.why_none, _rate(e.engine_rate, e.unit) if math.isfinite(e.engine_rate) else "–",
-                          "–", "–", _pct(e.util_pct), _cores(e.server_cores, e.cores_available), e.bottleneck or "")
+            engine = _rate(e.engine_rate, e.unit) if math.isfinite(e.engine_rate) else "–"
+            table.add_row(setting, engine, "–", "–", busy, cpu, e.bottleneck or "")
     return table
 
 
@@ -376,7 +378,7 @@ def _pct(x: float) -> str:
 def _cores(used: float, available: float) -> str:
     if not math.isfinite(used):
         return "–"
-    return f"{used:.2f} of {available:.0f}" if math.isfinite(available) else f"{used:.2f}"
+    return f"{used:.2f}/{available:.0f}" if math.isfinite(available) else f"{used:.2f}"
 
 
 def by_label(effs: list[SettingEfficiency]) -> Mapping[str, SettingEfficiency]:

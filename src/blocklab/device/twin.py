@@ -169,12 +169,11 @@ class Pattern:
         return f"{text}, {'direct I/O' if self.direct else 'buffered'}, {fmt_bytes(self.file_size)} file"
 
     def compact(self) -> str:
-        """'128 kB seq reads, qd 2, direct' (+ ' + 8 kB writes 2,048/s'): a table's cell."""
-        order = "seq" if self.sequential else "random"
-        text = f"{_kb(self.main_bs)} {order} {self.main}s, qd {self.main_depth}, {'direct' if self.direct else 'buffered'}"
+        """'seq 128k reads qd3, direct' ('rand 8k reads qd8 + 8k writes 3,072/s, direct'): a table's cell."""
+        text = f"{'seq' if self.sequential else 'rand'} {format_size(self.main_bs)} {self.main}s qd{self.main_depth}"
         if self.background:
-            text += f" + {_kb(self.background_bs)} {self.background}s {self.background_iops:,}/s"
-        return text
+            text += f" + {format_size(self.background_bs)} {self.background}s {self.background_iops:,}/s"
+        return f"{text}, {'direct' if self.direct else 'buffered'}"
 
     def short(self) -> str:
         """'128 kB reads': how a sentence names it."""
@@ -199,13 +198,13 @@ def _kb(size: int) -> str:
 def pattern_of(m: Mapping[str, float]) -> Pattern | str:
     """A cell's `pattern.*` metrics (or a setting's, pooled) -> its Pattern, or why it has none."""
     if "pattern.seconds" not in m:
-        return "no I/O pattern recorded (a run from before the device twin, or an imported one)"
+        return "no I/O pattern recorded (a run from before the twin, or imported)"
     reads, writes = m.get("pattern.reads", 0.0), m.get("pattern.writes", 0.0)
     if reads + writes < MIN_IOS:
         return f"the engine did {reads + writes:,.0f} I/Os: too few to replay"
     busy = m.get("pattern.busy_ms", 0.0)
     if not busy or "pattern.read_flight_ms" not in m:
-        return "the disk's queue depth was not measured (no /proc/diskstats times for the data's device here)"
+        return "queue depth not measured (no /proc/diskstats times for the disk)"
     main = "read" if reads >= writes else "write"
     minor = writes if main == "read" else reads
     seconds = m["pattern.seconds"]
@@ -525,28 +524,45 @@ def measure(
         ioengine, _ = choose_ioengine(fio, None)
         device = device_of(directory)
         files: dict[int, Path] = {}
+        runs: dict[str, list[FioRun]] = {}
+        commands: dict[str, str] = {}
+        ordered = sorted(todo, key=lambda p: (p.file_size, p.key))
         try:
-            # by file size, so each file is laid out once
-            for i, p in enumerate(sorted(todo, key=lambda p: (p.file_size, p.key))):
-                say(f"device twin {i + 1}/{len(todo)}: fio replays {p.describe()}")
+            for p in ordered:  # each file size laid out once; a pattern without room fails alone
                 try:
-                    test_file = files.get(p.file_size) or _lay_out(fio, directory, p.file_size, files)
-                    runs, command = [], ""
-                    for _ in range(repeats):
-                        args = fio_args(p, test_file, ioengine, runtime_s=runtime_s)
-                        command = shlex.join([fio, "--output-format=json", *args])
-                        timeout = runtime_s + RAMP_S + 60 + (p.file_size / 50e6 if not p.direct else 0)
-                        runs.append(FioRun.from_json(run_fio(fio, args, timeout=timeout)))
-                    out.twins[p.key] = _median_twin(
-                        p, runs, fio_version=version, ioengine="libaio" if p.direct and ioengine == "libaio" else "psync",
-                        command=command, measured=_now(), device=device.name, directory=str(directory),
-                    )
+                    if p.file_size not in files:
+                        _lay_out(fio, directory, p.file_size, files)
+                    runs[p.key] = []
                 except (FioError, OSError, ValueError) as err:
                     out.failures[p.key] = str(err).splitlines()[0][:300]
+            live = [p for p in ordered if p.key in runs]
+            # Round robin, every other round backwards: a burst of someone else's I/O hits
+            # one run of several patterns rather than every run of one
+            for rep in range(repeats):
+                for i, p in enumerate(live if rep % 2 == 0 else live[::-1]):
+                    if p.key in out.failures:
+                        continue
+                    if rep == 0:
+                        say(f"device twin {i + 1}/{len(live)}: fio replays {p.describe()}")
+                    elif i == 0:
+                        say(f"device twin: round {rep + 1} of {repeats} over the {len(live)} pattern(s)")
+                    try:
+                        args = fio_args(p, files[p.file_size], ioengine, runtime_s=runtime_s)
+                        commands[p.key] = shlex.join([fio, "--output-format=json", *args])
+                        timeout = runtime_s + RAMP_S + 60 + (p.file_size / 50e6 if not p.direct else 0)
+                        runs[p.key].append(FioRun.from_json(run_fio(fio, args, timeout=timeout)))
+                    except (FioError, OSError, ValueError) as err:
+                        out.failures[p.key] = str(err).splitlines()[0][:300]
         finally:
             for f in files.values():
                 f.unlink(missing_ok=True)
-            # what was measured is kept, also when a Ctrl-C cut the rest short
+            # what was measured is kept, also when a Ctrl-C cut the rounds short (fewer runs: see `runs`)
+            for p in ordered:
+                if runs.get(p.key) and p.key not in out.failures:
+                    out.twins[p.key] = _median_twin(
+                        p, runs[p.key], fio_version=version, ioengine="libaio" if p.direct and ioengine == "libaio" else "psync",
+                        command=commands[p.key], measured=_now(), device=device.name, directory=str(directory),
+                    )
             if new := [t for k, t in out.twins.items() if k not in out.cached]:
                 cache.save(new, device.to_dict())
     out.seconds = time.monotonic() - t0
