@@ -43,6 +43,7 @@ DEVICE_BOUND = 0.8  # efficiency at or above this, with the disk busy: the disk 
 DEVICE_BUSY_PCT = 80.0  # the disk's utilisation at or above this: busy nearly all the cell
 CPU_BOUND = 0.8  # the engine's CPU at or above this share of the cores it could use
 MACHINE_BUSY_PCT = 90.0  # all CPUs this busy (everyone's processes): the engine may have waited for one
+ABOVE_ONE = 1.05  # an efficiency above this is explained, not hidden: the twin met a busier machine
 
 Describe = Callable[[str], str]
 
@@ -247,8 +248,11 @@ def bottleneck_sentence(e: SettingEfficiency, engine: str, describe: Describe = 
         disk = (f"{engine} gets {e.percent()} of what fio gets from the disk for the same I/O ({e.pattern.describe()})"
                 + (f", and the disk was busy {e.util_pct:.0f}% of the time" if math.isfinite(e.util_pct) else ""))
     machine = ""
+    if e.has and e.median > ABOVE_ONE:
+        machine += (" Above 100%: fio's runs met a busier disk (or busier CPUs) than the engine's cells did, or the engine "
+                    "kept more I/O in flight than the disk's counters show; read it as 'the disk gives about this much'.")
     if math.isfinite(e.cpu_busy_pct) and e.cpu_busy_pct >= MACHINE_BUSY_PCT:
-        machine = (f" All CPUs were {e.cpu_busy_pct:.0f}% busy (other processes' included): the engine may also have "
+        machine += (f" All CPUs were {e.cpu_busy_pct:.0f}% busy (other processes' included): the engine may also have "
                    "waited for a CPU.")
     if e.bottleneck == "device+cpu":
         return f"At {where} the disk and the CPU are both at their limit: {disk}; {cpu}.{machine}"
@@ -332,7 +336,8 @@ def device_points(effs: list[SettingEfficiency]) -> dict[str, dict[str, float]]:
             continue
         t = e.twin
         lat = t.read_lat_ms if math.isfinite(t.read_lat_ms) else t.lat_ms
-        out[e.label] = {"read_iops": t.read_iops, "mb_per_s": t.mb_per_s, "read_latency_ms": lat}
+        out[e.label] = {"read_iops": t.read_iops, "mb_per_s": t.mb_per_s, "read_latency_ms": lat,
+                        "iodepth": float(t.pattern.read_depth or t.pattern.main_depth)}
     return out
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from ..analysis import efficiency
 from ..analysis.efficiency import SettingEfficiency
 from ..device.twin import load as load_twins
-from .data import RunData, fmt_bytes, human, unit_of
+from .data import RunData, human, unit_of
 
 GREEN = "#2e8b57"
 _CACHE_KEY = "_blocklab_efficiency"  # kept on the RunData: every plot and the page share one analysis
@@ -71,9 +71,9 @@ def petal_points(data: RunData) -> dict[str, dict[str, float]]:
     return efficiency.device_points(efficiencies(data))
 
 
-PETAL_SENTENCE = (" Dashed lines with crosses: the device twin, fio replaying each point's I/O (the same page size, "
-                  "read/write mix and queue depth, on a file as large as the sessions' tables): the disk's own petal, "
-                  "beside the engine's.")
+PETAL_SENTENCE = (" Dashed lines with crosses: the device twin, fio replaying each point's I/O (the same page size, the "
+                  "reads the engine kept in flight, qdN beside each cross, its writes beside them at its rate, on a file as "
+                  "large as the sessions' tables): the disk's own petal, beside the engine's.")
 
 
 # ====================================================================== the page
@@ -87,7 +87,7 @@ def html_context(data: RunData) -> dict[str, Any]:
     for e in effs:
         rows.append({
             "label": data.describe_label(e.label),
-            "pattern": f"{e.pattern.compact()}, {fmt_bytes(e.pattern.file_size)} file" if e.pattern else e.why_none,
+            "pattern": e.pattern.compact() if e.pattern else e.why_none,
             "engine": _rate(e.engine_rate, e.unit),
             "device": _rate(e.device_rate, e.unit) if e.has else "–",
             "efficiency": e.percent(),
