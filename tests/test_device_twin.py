@@ -465,7 +465,8 @@ def test_mbrc_twin_follows_the_engines_io_and_efficiency_is_a_share(cli_env, tmp
     assert result.returncode == 0, result.stdout + result.stderr
     text = result.stdout
     assert "device twin: on" in text and "device twin: 2 pattern(s) on" in text
-    assert "of disk [95% CI]" in text and "The engine against its device twin" in text
+    assert "of disk: the engine's rate over fio's for the same I/O, median [95% CI]" in text
+    assert "The engine against its device twin" in text
     assert "of what the disk delivers for the same I/O" in text
     doc = json.loads((out / "twin.json").read_text())
     assert doc["status"] == "measured" and doc["fio_version"].startswith("fio-")
@@ -503,7 +504,7 @@ def test_twin_only_adds_the_device_to_a_run_measured_without_it(cli_env, tmp_pat
     assert before["efficiency"]["device_twin"] == "off"
     only = _cli(["run", "--resume", str(out), "--device-twin", "only"], cli_env)
     assert only.returncode == 0, only.stdout + only.stderr
-    assert "device twin: 1 pattern(s) on" in only.stdout and "of disk [95% CI]" in only.stdout
+    assert "device twin: 1 pattern(s) on" in only.stdout and "The engine against its device twin" in only.stdout
     after = json.loads((out / SUMMARY_FILE).read_text())
     assert after["efficiency"]["device_twin"] == "measured"
     assert after["verdict"].startswith(before["verdict"].split(" PostgreSQL reaches")[0])
@@ -599,3 +600,36 @@ def test_plan_says_what_the_twin_may_cost(cli_env):
     result = _cli(["plan", "mbrc", "--quick"], cli_env)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "then the device twin: at most 8 fio pattern(s), about" in result.stdout
+
+
+# ====================================================================== sysstats
+def test_sysstats_twins_read_what_sreadtim_and_mreadtim_read():
+    from types import SimpleNamespace
+
+    from blocklab.analysis.sysstats_twin import patterns
+
+    stats = SimpleNamespace(relation_bytes=150e6, direct_io=True, block_size=8192, mbrc=15.6)
+    got = patterns(stats)  # type: ignore[arg-type]
+    assert got["SREADTIM"] == Pattern(False, True, 128 * MiB, "read", read_bs=8192, read_depth=1)
+    assert got["MREADTIM"] == Pattern(True, True, 128 * MiB, "read", read_bs=128 * KiB, read_depth=1)
+
+
+@needs_fio
+@pytest.mark.engine
+def test_sysstats_prints_the_disks_share_of_each_read_time(cli_env, tmp_path):
+    out = tmp_path / "stats"
+    result = _cli(["sysstats", "--rows", "200000", "--repeats", "1", "--reads", "300", "--device-twin", "on", "--out", str(out)], cli_env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SREADTIM" in result.stdout and "the disk alone takes" in result.stdout
+    doc = json.loads((out / "sysstats.json").read_text())
+    twins = {t["name"]: t for t in doc["device_twin"]}
+    assert set(twins) == {"SREADTIM", "MREADTIM"}
+    assert twins["SREADTIM"]["pattern"].startswith("rand r8k qd1 ")
+    assert twins["MREADTIM"]["pattern"].startswith("seq r")
+    for t in twins.values():
+        assert t["device_ms"] > 0 and t["engine_ms"] > 0
+        assert "--iodepth=1" in t["command"] and "--numjobs" not in t["command"].replace("--numjobs=1", "")  # one at a time
+    off = _cli(["sysstats", "--rows", "200000", "--repeats", "1", "--reads", "300", "--out", str(tmp_path / "off")], cli_env)
+    assert off.returncode == 0 and json.loads((tmp_path / "off" / "sysstats.json").read_text())["device_twin"] == []
+    only = _cli(["sysstats", "--device-twin", "only"], cli_env)
+    assert only.returncode == 2 and "--device-twin only is for `blocklab run --resume DIR`" in only.stdout

@@ -460,7 +460,10 @@ def _print_comparison(console: Any, result: Any) -> None:
 @click.option("--reads", "single_reads", type=int, default=2000, show_default=True, help="random single-block reads for SREADTIM")
 @click.option("--repeats", type=int, default=3, show_default=True, help="cold scans per measurement")
 @click.option("--out", type=click.Path(path_type=Path), help="directory for the statistics (default results/sysstats-TIMESTAMP)")
-def sysstats_command(dsn, rows, apply_costs, allow_server_changes, direct_io, single_reads, repeats, out) -> None:
+@click.option("--device-twin", "device_twin", type=click.Choice(TWIN_MODES), default=None, envvar=TWIN_ENV_VAR, show_envvar=True,
+              help="after measuring, fio reads what SREADTIM and MREADTIM read (same sizes, one at a time): the disk's "
+                   "share of each (on, the default where fio is installed and the data is on this host; off: not)")
+def sysstats_command(dsn, rows, apply_costs, allow_server_changes, direct_io, single_reads, repeats, out, device_twin) -> None:
     """Gather system statistics (SREADTIM, MREADTIM, MBRC, MAXTHR) on the engine's own
     data files, cold, and print the random_page_cost they imply.
 
@@ -470,10 +473,13 @@ def sysstats_command(dsn, rows, apply_costs, allow_server_changes, direct_io, si
       blocklab sysstats --rows 300000 --direct-io
       blocklab sysstats --apply
       blocklab sysstats --dsn "host=db1 dbname=app user=dba" --apply --allow-server-changes
+      blocklab sysstats --device-twin off      # no fio reads after the measurement
     """
     from .analysis.sysstats import SysstatsError, SysstatsInputError, run_sysstats
 
     console = make_console()
+    if device_twin == "only":
+        _fail(console, "--device-twin only is for `blocklab run --resume DIR`; sysstats accepts off or on", EXIT_BAD_INPUT)
     status = console.status("starting", spinner="dots") if console.is_terminal else None
 
     class _Progress:
@@ -491,6 +497,7 @@ def sysstats_command(dsn, rows, apply_costs, allow_server_changes, direct_io, si
             result = run_sysstats(
                 dsn=dsn, rows=rows, apply=apply_costs, allow_server_changes=allow_server_changes,
                 direct_io=direct_io, single_reads=single_reads, repeats=repeats, out=out, reporter=_Progress(),
+                device_twin=device_twin != "off",
             )
         finally:
             if status is not None:
@@ -521,6 +528,10 @@ def _print_sysstats(console: Any, result: Any) -> None:
     console.print(f"measured {stats.conditions()}", markup=False, highlight=False)
     for line in stats.explanations():
         console.print(line, markup=False, highlight=False)
+    for twin in result.device_twin:
+        console.print(twin.line(), markup=False, highlight=False)
+    if result.device_twin_note:
+        console.print(f"device twin: off ({result.device_twin_note})", markup=False, highlight=False)
     for note in stats.notes:
         console.print(f"note: {note}", style="yellow", markup=False, highlight=False)
     console.print(f"The planner costs they imply: {stats.formula()}", markup=False, highlight=False)

@@ -120,8 +120,8 @@ def plan_text(exp: Experiment) -> list[str]:
     # the device twin runs after the cells, once per distinct I/O pattern not yet measured on this disk
     from .device.twin import estimate_seconds
 
-    lines.append(f"then the device twin: at most {len(plan.settings)} fio pattern(s), about {estimate_seconds(len(plan.settings)):.0f} s "
-                 "if none was measured on this disk before (--device-twin off skips it)")
+    lines.insert(-1, f"then the device twin: at most {len(plan.settings)} fio pattern(s), about {estimate_seconds(len(plan.settings)):.0f} s "
+                     "if none was measured on this disk before (--device-twin off skips it)")
     return lines
 
 

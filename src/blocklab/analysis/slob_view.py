@@ -192,14 +192,14 @@ def petal_figures(rows: Iterable[Any], limits: dict[str, Any] | None = None,
             if s is not None and s.stopped:
                 ax.plot([getattr(s, x_name)], [s.read_latency_ms], "o", markersize=14, markerfacecolor="none",
                         markeredgecolor=color, markeredgewidth=2)
-            twin = [(n, p) for n, p in twins.get(key, []) if math.isfinite(p.get(x_name, math.nan))
-                    and math.isfinite(p.get("read_latency_ms", math.nan))]
+            twin = [(n, tp) for n, tp in twins.get(key, []) if math.isfinite(tp.get(x_name, math.nan))
+                    and math.isfinite(tp.get("read_latency_ms", math.nan))]
             if twin:  # the disk's own petal for the same I/O, each point labelled with the reads fio kept in flight
-                ax.plot([p[x_name] for _, p in twin], [p["read_latency_ms"] for _, p in twin], "--", marker="x",
+                ax.plot([tp[x_name] for _, tp in twin], [tp["read_latency_ms"] for _, tp in twin], "--", marker="x",
                         color=color, markersize=6, linewidth=1.2, alpha=0.8)
-                for _, p in twin:
-                    if p.get("iodepth"):
-                        ax.annotate(f"qd{p['iodepth']:.0f}", (p[x_name], p["read_latency_ms"]), textcoords="offset points",
+                for _, tp in twin:
+                    if tp.get("iodepth"):
+                        ax.annotate(f"qd{tp['iodepth']:.0f}", (tp[x_name], tp["read_latency_ms"]), textcoords="offset points",
                                     xytext=(dx, -dy), fontsize=7, color=color, alpha=0.8, ha="left" if dx > 0 else "right")
         if twins:
             ax.plot([], [], "--", marker="x", color="black", linewidth=1.2, label="the disk for the same I/O (fio, device twin)")
