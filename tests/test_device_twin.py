@@ -209,9 +209,17 @@ def test_fio_args_buffered_reads_with_writes_at_the_engines_rate():
                              "--rate_iops=1500", "--end_fsync=1"]  # the rate per job: 2 x 1,500 = the engine's 3,000
 
 
-def test_fio_args_without_libaio_emulate_the_depth_with_jobs():
-    args = twin.fio_args(Pattern(False, True, 16 * MiB, "read", read_bs=8192, read_depth=8), Path("/f"), "psync")
-    assert "--ioengine=psync" in args and "--numjobs=8" in args and "--rw=randread" in args
+def test_fio_args_random_reads_are_as_many_threads_as_reads_in_flight():
+    """Sessions each waiting for their read, not one thread reaping them all: on busy CPUs
+    the engine's sessions get a CPU each, and so must fio's."""
+    args = twin.fio_args(Pattern(False, True, 16 * MiB, "read", read_bs=8192, read_depth=8), Path("/f"), "libaio")
+    assert args[args.index("--name=reads"):] == ["--name=reads", "--rw=randread", "--bs=8192", f"--size={16 * MiB}",
+                                                 "--ioengine=psync", "--iodepth=1", "--numjobs=8"]  # the whole file each
+
+
+def test_fio_args_without_libaio_a_sequential_stream_becomes_sliced_threads():
+    args = twin.fio_args(Pattern(True, True, 16 * MiB, "read", read_bs=8192, read_depth=4), Path("/f"), "psync")
+    assert "--ioengine=psync" in args and "--numjobs=4" in args and f"--offset_increment={4 * MiB}" in args
 
 
 def _fio_json(read_ios=1000, write_ios=0, error=0):
@@ -429,7 +437,7 @@ def test_fio_replays_patterns_caches_them_and_leaves_no_file(disk_dir):
     assert phases[2] == "device twin: round 2 of 2 over the 2 pattern(s)"  # round robin: not all of one, then the other
     t = got.twins[small.key]
     assert t.iops > 0 and t.mb_per_s == pytest.approx(t.iops * 8192 / 1e6, rel=0.05) and len(t.runs) == 2
-    assert "--rw=randread" in t.command and "--iodepth=4" in t.command and t.fio_version.startswith("fio-")
+    assert "--rw=randread" in t.command and "--numjobs=4" in t.command and t.fio_version.startswith("fio-")
     m = got.twins[mixed.key]
     assert m.read_iops > 0 and 0 < m.write_iops <= 500 * 1.2  # the writes held to their rate
     assert "--rate_iops=500" in m.command

@@ -231,15 +231,25 @@ def sentence(effs: list[SettingEfficiency], engine: str, describe: Describe = st
     for pick in (next((e for e in have if e.label == best), None), min(have, key=lambda e: e.median), max(have, key=lambda e: e.median)):
         if pick is not None and pick not in chosen:
             chosen.append(pick)
-    parts = [f"{e.percent()} at {describe(e.label)} with {e.pattern.short()}" for e in chosen if e.pattern is not None]
+    parts = [f"{e.percent()} at {where(e.label, describe)} with {e.pattern.short()}" for e in chosen if e.pattern is not None]
     if len(parts) > 2:
         parts[-1] = "and " + parts[-1]
     return f"{engine} reaches {(', ' if len(parts) > 2 else ' and ').join(parts)} of what the disk delivers for the same I/O."
 
 
+def where(label: str, describe: Describe = str) -> str:
+    """'multiblock_read = 16 (128 kB)' for a one-knob label (its value alone reads oddly in a
+    sentence: 'at on'), the label itself for several."""
+    if "," in label or "=" not in label:
+        return describe(label)
+    knob = label.split("=", 1)[0]
+    text = describe(label)
+    return text if text.startswith(knob) else f"{knob} = {text}"
+
+
 def bottleneck_sentence(e: SettingEfficiency, engine: str, describe: Describe = str) -> str:
     """What limits the setting `e`, in words, with the evidence; '' when nothing is known."""
-    where = describe(e.label)
+    where_ = where(e.label, describe)
     cpu = (f"its processes used {e.server_cores:.2f} of the {e.cores_available:.0f} core(s) they could use"
            if math.isfinite(e.server_cores) and math.isfinite(e.cores_available) else "")
     disk = ""
@@ -255,16 +265,16 @@ def bottleneck_sentence(e: SettingEfficiency, engine: str, describe: Describe = 
         machine += (f" All CPUs were {e.cpu_busy_pct:.0f}% busy (other processes' included): the engine may also have "
                    "waited for a CPU.")
     if e.bottleneck == "device+cpu":
-        return f"At {where} the disk and the CPU are both at their limit: {disk}; {cpu}.{machine}"
+        return f"At {where_} the disk and the CPU are both at their limit: {disk}; {cpu}.{machine}"
     if e.bottleneck == "device":
-        return (f"At {where} the disk is the bottleneck: {disk}. Faster storage, or more I/O in flight, "
+        return (f"At {where_} the disk is the bottleneck: {disk}. Faster storage, or more I/O in flight, "
                 f"would help; database settings would not.{machine}")
     if e.bottleneck == "cpu":
-        text = f"At {where} the CPU is the bottleneck: {cpu}"
+        text = f"At {where_} the CPU is the bottleneck: {cpu}"
         return text + (f"; {disk}." if disk else ".") + machine
     if e.bottleneck == "neither":
         profile = ": the time profile below says which" if e.profiled else " (a time profile, as the update workload records, would say which)"
-        return (f"At {where} neither the disk nor the CPU is the bottleneck: {disk}; {cpu or 'the CPU was not measured'}. "
+        return (f"At {where_} neither the disk nor the CPU is the bottleneck: {disk}; {cpu or 'the CPU was not measured'}. "
                 f"The time goes to latency or waiting (locks, round trips){profile}.{machine}")
     return ""
 

@@ -256,11 +256,15 @@ def fio_args(p: Pattern, test_file: Path, ioengine: str, *, runtime_s: float = R
     """The fio command line replaying `p` on `test_file` (without --output-format,
     which run_fio adds): one job for the foreground kind, one for the background.
 
-    Direct I/O: libaio keeps the depth in flight, time-based (the file is read over
-    and over; nothing is cached). Buffered: fio's libaio would run synchronously, so
-    the depth becomes as many psync jobs, each on its own slice of the file, which
-    it passes over once at most after the page cache was dropped (invalidate): no
-    read is answered from memory. Buffered writes are flushed at the end."""
+    Sequential direct I/O: one stream, libaio keeping the depth in flight (an
+    engine's read-ahead). Random I/O: as many synchronous psync threads as I/Os
+    in flight (an engine's sessions, each waiting for its read): on a machine
+    whose CPUs are busy, one fio thread reaping them all would get one thread's
+    share of the CPUs where the engine's sessions get one each. Direct I/O is
+    time-based (the file is read over and over; nothing is cached). Buffered: each
+    thread passes over its own slice of the file once at most after the page
+    cache was dropped (invalidate), so no read is answered from memory; buffered
+    writes are flushed at the end."""
     timing = [f"--runtime={max(1, round(runtime_s * 1000))}ms"]
     if p.direct:
         timing += ["--time_based", f"--ramp_time={round(ramp_s * 1000)}ms"]
@@ -276,13 +280,15 @@ def fio_args(p: Pattern, test_file: Path, ioengine: str, *, runtime_s: float = R
         rw = ("" if p.sequential else "rand") + kind
         args += [f"--name={kind}s", f"--rw={rw}", f"--bs={bs}", f"--size={p.file_size}"]
         jobs = 1
-        if p.direct and ioengine == "libaio":
+        if p.direct and p.sequential and ioengine == "libaio":
             args += ["--ioengine=libaio", f"--iodepth={depth}"]
         else:
             jobs = depth
             args += ["--ioengine=psync", "--iodepth=1", f"--numjobs={depth}"]
             slice_ = p.file_size // depth // 4096 * 4096
-            if depth > 1 and slice_ >= bs:  # each job its own slice: jobs that all read the start would share cached pages
+            # each thread its own slice where they would otherwise share: cached pages (buffered),
+            # or the start of the file (sequential)
+            if depth > 1 and slice_ >= bs and (p.sequential or not p.direct):
                 args += [f"--size={slice_}", f"--offset_increment={slice_}"]
         if kind == p.background:
             args.append(f"--rate_iops={max(1, round(p.background_iops / jobs))}")  # per job
@@ -560,7 +566,8 @@ def measure(
             for p in ordered:
                 if runs.get(p.key) and p.key not in out.failures:
                     out.twins[p.key] = _median_twin(
-                        p, runs[p.key], fio_version=version, ioengine="libaio" if p.direct and ioengine == "libaio" else "psync",
+                        p, runs[p.key], fio_version=version,
+                        ioengine="libaio" if p.direct and p.sequential and ioengine == "libaio" else "psync",
                         command=commands[p.key], measured=_now(), device=device.name, directory=str(directory),
                     )
             if new := [t for k, t in out.twins.items() if k not in out.cached]:
