@@ -641,3 +641,15 @@ def test_sysstats_prints_the_disks_share_of_each_read_time(cli_env, tmp_path):
     assert off.returncode == 0 and json.loads((tmp_path / "off" / "sysstats.json").read_text())["device_twin"] == []
     only = _cli(["sysstats", "--device-twin", "only"], cli_env)
     assert only.returncode == 2 and "--device-twin only is for `blocklab run --resume DIR`" in only.stdout
+
+
+def test_the_engines_own_wait_bounds_its_time_in_flight():
+    """A neighbour's few reads, each queued for milliseconds, must not pass for the depth
+    of one session whose reads the engine saw complete in 0.1 ms."""
+    disk = DiskCounters(reads=1300, read_bytes=1300 * 8192, read_ms=6000, writes=0, write_bytes=0, write_ms=0,
+                        io_ticks_ms=300, weighted_ms=6000)
+    own = (1000.0, 1000 * 8192.0, 0.0, 0.0)
+    loose = _window(disk, 1.0).device_pattern(own)
+    assert loose["pattern.busy_queue_depth"] > 10  # the work share alone: others' slow reads counted as the engine's
+    bound = _window(disk, 1.0).device_pattern(own, (100.0, None))  # 1,000 reads waited for 0.1 ms each
+    assert bound["pattern.read_flight_ms"] == 100.0 and bound["pattern.busy_queue_depth"] == pytest.approx(1 / 3)

@@ -83,7 +83,8 @@ class HostWindow:
                        device_mb_per_s=(d.read_bytes + d.write_bytes) / 1e6 / seconds)
         return out
 
-    def device_pattern(self, own: tuple[float, float, float, float] | None = None) -> dict[str, float]:
+    def device_pattern(self, own: tuple[float, float, float, float] | None = None,
+                       bounds: tuple[float | None, float | None] = (None, None)) -> dict[str, float]:
         """The device's side of the I/O pattern over the window (/proc/diskstats):
         average request sizes as the disk saw them, its utilisation, and how many of
         the engine's I/Os were in flight. Empty when there is no device here; the
@@ -95,7 +96,14 @@ class HostWindow:
         a request costs beyond its transfer: sizes against latencies measured here
         put it near 32 kB); the same for writes, apart, so that others' slow writes
         never pass for the depth of an engine that only reads. With nobody else on
-        the disk the shares are 1 and the figures exact (Little's law)."""
+        the disk the shares are 1 and the figures exact (Little's law).
+
+        `bounds` (reads, writes; None: none) are the milliseconds the engine itself
+        waited for them, where it times its I/O: an I/O the engine waits for cannot
+        have been in flight longer than it was waited for, so the engine's share is
+        never taken above that. It matters where others' I/O is slow (a neighbour
+        throttled by its cgroup, say): a few of theirs, each waiting milliseconds,
+        would otherwise pass for many of the engine's in flight."""
         d = self.disk
         if d is None or self.window_s <= 0:
             return {}
@@ -117,6 +125,10 @@ class HostWindow:
             # weighted time (field 11), which since Linux 5.x also sums flushes and discards:
             # a flush (anyone's fsync) carries no data and would pass for queue depth here
             read_flight, write_flight = d.read_ms * read_share, d.write_ms * write_share
+            if bounds[0]:
+                read_flight = min(read_flight, bounds[0])
+            if bounds[1]:
+                write_flight = min(write_flight, bounds[1])
             flight = read_flight + write_flight
             total = d.read_ms + d.write_ms
             out["pattern.device_share"] = flight / total if total else 1.0
@@ -217,7 +229,15 @@ class RunProbe:
         own_read_ios = reads
         if not direct and disk is not None and disk.reads and own_reads != read_bytes:
             own_read_ios = own_reads / (disk.read_bytes / disk.reads)
-        out.update(self.host.device_pattern((own_read_ios, own_reads, writes, write_bytes)))
+        # The engine's own time waiting for its I/O (where it times it) bounds the time in flight only
+        # where it waited for each I/O it issued: random reads (no read-ahead can guess the next one,
+        # the session waits for each); a sequential scan's may be read ahead asynchronously, and then
+        # it waits less than they took. Writes: only direct and random (a buffered write returns once
+        # it is in the page cache)
+        read_wait, write_wait = d.get("read_time_ms", 0.0), d.get("write_time_ms", 0.0)
+        bounds = (read_wait if read_wait > 0 and not sequential else None,
+                  write_wait if write_wait > 0 and direct and not sequential else None)
+        out.update(self.host.device_pattern((own_read_ios, own_reads, writes, write_bytes), bounds))
         return out
 
 
