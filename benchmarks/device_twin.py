@@ -8,6 +8,7 @@ variant run through the CLI with `--device-twin on`, its twins measured anew
 
     python benchmarks/device_twin.py                               # every recipe and engine below
     python benchmarks/device_twin.py --only mbrc:postgres slob:postgres
+    python benchmarks/device_twin.py --only mbrc:postgres:full      # the recipe itself, not its --quick variant
     BLOCKLAB_CACHE=/var/tmp/mine python benchmarks/device_twin.py --out /var/tmp/twin-bench
 
 The engines' data directories are reused from BLOCKLAB_CACHE (built on the
@@ -26,8 +27,8 @@ import sys
 import time
 from pathlib import Path
 
-RUNS = [
-    ("mbrc", "postgres"), ("mbrc", "mariadb"),
+RUNS: list[tuple[str, ...]] = [
+    ("mbrc", "postgres", "full"), ("mbrc", "postgres"), ("mbrc", "mariadb"),
     ("slob", "postgres"), ("slob", "mariadb"),
     ("checksum", "postgres"), ("checksum", "sqlite"), ("checksum", "mariadb"),
     ("reload", "postgres"), ("writers", "postgres"),
@@ -43,17 +44,18 @@ def twin_cache_files(cache: Path) -> list[Path]:
     return sorted((cache / "device-twins").glob("*.json"))
 
 
-def one(recipe: str, engine: str, out: Path, cache: Path, extra: list[str]) -> dict:
-    """One quick run with a cold twin cache; returns its figures."""
+def one(recipe: str, engine: str, out: Path, cache: Path, extra: list[str], quick: bool = True) -> dict:
+    """One run (the quick variant unless `quick` is False) with a cold twin cache; returns its figures."""
     aside = {}
     for f in twin_cache_files(cache):  # measure the twins anew, put the cache back afterwards
         aside[f] = f.with_suffix(".benchmark-aside")
         f.rename(aside[f])
-    run_dir = out / f"{recipe}-{engine}"
+    run_dir = out / f"{recipe}-{engine}{'' if quick else '-full'}"
     if run_dir.exists():
         shutil.rmtree(run_dir)
     env = {**os.environ, "BLOCKLAB_CACHE": str(cache)}
-    cmd = [blocklab(), "run", recipe, "--quick", "--engine", engine, "--device-twin", "on", "--out", str(run_dir), *extra]
+    cmd = [blocklab(), "run", recipe, *(["--quick"] if quick else []), "--engine", engine, "--device-twin", "on",
+           "--out", str(run_dir), *extra]
     t0 = time.monotonic()
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
@@ -65,6 +67,7 @@ def one(recipe: str, engine: str, out: Path, cache: Path, extra: list[str]) -> d
     wall = time.monotonic() - t0
     if proc.returncode != 0:
         return {"recipe": recipe, "engine": engine, "error": (proc.stdout + proc.stderr)[-2000:], "command": " ".join(cmd[1:])}
+    (run_dir / "console.txt").write_text(proc.stdout)  # what the person at the terminal saw
     twin = json.loads((run_dir / "twin.json").read_text())
     summary = json.loads((run_dir / "summary.json").read_text())
     eff = summary.get("efficiency") or {}
@@ -84,12 +87,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("/var/tmp/blocklab-twin-benchmark"))
     parser.add_argument("--cache", type=Path, default=Path(os.environ.get("BLOCKLAB_CACHE", "/var/tmp/blocklab-twin-benchmark-cache")))
     args, extra = parser.parse_known_args()
-    runs = [tuple(x.split(":", 1)) for x in args.only] if args.only else RUNS
+    runs = [tuple(x.split(":")) for x in args.only] if args.only else RUNS
     args.out.mkdir(parents=True, exist_ok=True)
     print(f"load average at the start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
     results = []
-    for recipe, engine in runs:
-        r = one(recipe, engine, args.out, args.cache, extra)
+    for recipe, engine, *how in runs:
+        r = one(recipe, engine, args.out, args.cache, extra, quick=how != ["full"])
         results.append(r)
         if "error" in r:
             print(f"\n{recipe} on {engine}: FAILED\n{r['error']}", flush=True)

@@ -653,3 +653,36 @@ def test_the_engines_own_wait_bounds_its_time_in_flight():
     assert loose["pattern.busy_queue_depth"] > 10  # the work share alone: others' slow reads counted as the engine's
     bound = _window(disk, 1.0).device_pattern(own, (100.0, None))  # 1,000 reads waited for 0.1 ms each
     assert bound["pattern.read_flight_ms"] == 100.0 and bound["pattern.busy_queue_depth"] == pytest.approx(1 / 3)
+
+
+# ====================================================================== the runner's step
+def test_the_runner_records_why_an_engine_without_a_local_disk_has_no_twin(tmp_path):
+    from test_runner import null_experiment
+
+    from blocklab.runner import SilentReporter, run
+
+    rd = RunDir(tmp_path / "run")
+    reporter = SilentReporter()
+    summary = run(null_experiment(), rd, reporter, device_twin="on")
+    doc = twin.load(rd)
+    assert doc is not None and doc.status == "off" and "not on this host" in doc.reason
+    assert any(line.startswith("device twin: off: the engine's data is not on this host") for line in reporter.lines)
+    part = summary["efficiency"]  # the null engine records no I/O pattern: the summary says why there is nothing
+    assert part["device_twin"] == "off" and "not on this host" in part["device_twin_reason"]
+    assert part["sentence"] is None and "of what the disk delivers" not in summary["verdict"]
+
+
+def test_ctrl_c_in_the_twin_step_keeps_every_cell_and_says_how_to_go_on(tmp_path, monkeypatch):
+    from test_runner import null_experiment
+
+    from blocklab import runner
+    from blocklab.runner import Interrupted, SilentReporter, run
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "measure_run", interrupted)
+    rd = RunDir(tmp_path / "run")
+    with pytest.raises(Interrupted, match="9 of 9 cells are saved"):
+        run(null_experiment(), rd, SilentReporter(), device_twin="on")
+    assert len(rd.rows()) == 9 and rd.file(SUMMARY_FILE).exists()
