@@ -96,7 +96,7 @@ def test_pattern_of_reads_with_writes_beside_them():
     p = twin.pattern_of(_pattern_metrics(**{
         "pattern.seconds": 5.0, "pattern.reads": 70_000.0, "pattern.writes": 30_000.0, "pattern.write_kb": 8.0,
         "pattern.sequential": 0.0, "pattern.direct": 0.0, "pattern.read_flight_ms": 38_000.0,
-        "pattern.write_flight_ms": 4_000.0, "pattern.busy_ms": 5_000.0, "pattern.data_bytes": 1.3e9,
+        "pattern.write_flight_ms": 4_000.0, "pattern.busy_ms": 5_000.0, "pattern.data_bytes": 1.3e9, "pattern.sessions": 16.0,
     }))
     assert isinstance(p, Pattern)
     assert (p.main, p.read_depth, p.write_depth, p.background, p.background_iops) == ("read", 8, 1, "write", 6144)
@@ -686,3 +686,11 @@ def test_ctrl_c_in_the_twin_step_keeps_every_cell_and_says_how_to_go_on(tmp_path
     with pytest.raises(Interrupted, match="9 of 9 cells are saved"):
         run(null_experiment(), rd, SilentReporter(), device_twin="on")
     assert len(rd.rows()) == 9 and rd.file(SUMMARY_FILE).exists()
+
+
+def test_random_reads_are_never_more_in_flight_than_sessions():
+    one = twin.pattern_of(_pattern_metrics(**{"pattern.sequential": 0.0, "pattern.sessions": 1.0,
+                                             "pattern.read_flight_ms": 500.0, "pattern.busy_ms": 100.0}))
+    assert isinstance(one, Pattern) and one.read_depth == 1
+    scan = twin.pattern_of(_pattern_metrics(**{"pattern.sessions": 1.0, "pattern.read_flight_ms": 500.0, "pattern.busy_ms": 100.0}))
+    assert isinstance(scan, Pattern) and scan.read_depth == 6  # one scan reading ahead: not capped (5 -> the grid's 6)

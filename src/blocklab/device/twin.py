@@ -212,7 +212,12 @@ def pattern_of(m: Mapping[str, float]) -> Pattern | str:
     rate = minor / seconds if seconds > 0 else 0.0
     background = minor >= 0.01 * (reads + writes) and rate >= 10
     sizes = {kind: nearest(m.get(f"pattern.{kind}_kb", 0.0) * KiB, SIZE_GRID) for kind in ("read", "write")}
-    depths = {kind: nearest(max(1.0, m.get(f"pattern.{kind}_flight_ms", 0.0) / busy), DEPTH_GRID) for kind in ("read", "write")}
+    in_flight = {kind: m.get(f"pattern.{kind}_flight_ms", 0.0) / busy for kind in ("read", "write")}
+    if not m.get("pattern.sequential", 0.0) and m.get("pattern.sessions"):
+        # random reads are waited for one by one by the session that needs them: no more can be
+        # in flight than there are sessions (a shared disk's or a busy CPU's estimate can say more)
+        in_flight["read"] = min(in_flight["read"], m["pattern.sessions"])
+    depths = {kind: nearest(max(1.0, d), DEPTH_GRID) for kind, d in in_flight.items()}
     kinds = {main} | ({"write" if main == "read" else "read"} if background else set())
     return Pattern(
         sequential=bool(m.get("pattern.sequential", 0.0)),
