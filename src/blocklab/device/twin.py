@@ -1,29 +1,33 @@
 """The device twin: what the disk itself delivers for the I/O the engine issued.
 
 During every cell the probe records the I/O pattern the engine issued
-(`pattern.*` metrics, probes/io.py): its request sizes and read/write mix (the
-engine's own counters), how many of its I/Os were in flight while the disk was
-busy (/proc/diskstats), direct or buffered, sequential or random (the workload
-says), and the bytes of data it ranged over. After the run's cells, never
-between them, fio replays each setting's pattern on a file of the same size
-on the same file system: the twin. The engine's rate over the twin's is its
-efficiency (analysis/efficiency.py): near 1 the disk is the limit, far below
-it the engine is.
+(`pattern.*` metrics, probes/io.py): its request sizes and its reads and writes
+(the engine's own counters), how many of its I/Os were in flight while the disk
+was busy (/proc/diskstats), direct or buffered, sequential or random (the
+workload says), and the bytes of data it ranged over. After the run's cells,
+never between them, fio replays each setting's pattern on a file of the same
+size on the same file system: the twin. The engine's rate over the twin's is its
+efficiency (analysis/efficiency.py): near 1 the disk is the limit, far below it
+the engine is.
 
     patterns = setting_patterns(rows)          label -> Pattern, or why none
     twins = measure(patterns, directory, ...)  fio, once per distinct pattern, cached per device
     measure_run(run_dir, mode)                 the whole step for a run directory: twin.json
 
-A pattern is quantised so that nearby cells share one twin (and one cache
-entry): sizes and queue depths to a grid of powers of two and the halves
-between them (8k, 12k, 16k, 24k ...; 1, 2, 3, 4, 6, 8 ...), the read share to
-tens of percent, the file to the nearest power of two (at least 16 MiB).
+The kind of I/O the engine did most of (reads, or writes) is replayed as fast
+as the disk takes it with the engine's number in flight; the other kind, when it
+is more than a trace, beside it at the engine's own rate (see Pattern). A
+pattern is quantised so that nearby cells share one twin and one cache entry:
+sizes and depths to a grid of powers of two and the halves between them (8k,
+12k, 16k, 24k ...; 1, 2, 3, 4, 6, 8 ...), the background rate likewise, the file
+to the nearest power of two (at least 16 MiB).
 
 Twins are cached per device in <cache>/device-twins/<device>.json with the fio
 command, its version and when they were measured; a pattern measured once is
 not measured again (delete the file to measure the device anew). Each pattern
-is three fio runs of half a second (direct I/O; buffered: one pass over the file at
-most, page cache dropped first, so no read is a cache hit); the median counts.
+is three fio runs of half a second, round robin over the patterns (direct I/O
+time-based; buffered: one pass over the file at most, page cache dropped first,
+so no read is a cache hit); the median counts.
 
 Units: bytes, MB/s = 1e6 bytes/s, milliseconds, as in the rest of blocklab.
 """
