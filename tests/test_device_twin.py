@@ -694,3 +694,11 @@ def test_random_reads_are_never_more_in_flight_than_sessions():
     assert isinstance(one, Pattern) and one.read_depth == 1
     scan = twin.pattern_of(_pattern_metrics(**{"pattern.sessions": 1.0, "pattern.read_flight_ms": 500.0, "pattern.busy_ms": 100.0}))
     assert isinstance(scan, Pattern) and scan.read_depth == 6  # one scan reading ahead: not capped (5 -> the grid's 6)
+
+
+def test_a_flushing_engine_is_told_its_fsyncs_are_waits_the_twin_does_not_replay():
+    rows, twins = _rows_and_twins([1_000], 100_000, util=10.0, server=0.1)
+    rows = [_row(0, {"k": 1}, {**rows[0].metrics, "pattern.fsyncs_per_s": 350.0})]
+    (e,) = efficiency.analyse(rows, twins)
+    assert e.bottleneck == "neither"
+    assert "Its 350 fsyncs a second are each a wait for the disk's cache flush" in efficiency.bottleneck_sentence(e, "SQLite")

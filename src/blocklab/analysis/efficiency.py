@@ -44,6 +44,7 @@ DEVICE_BUSY_PCT = 80.0  # the disk's utilisation at or above this: busy nearly a
 CPU_BOUND = 0.8  # the engine's CPU at or above this share of the cores it could use
 MACHINE_BUSY_PCT = 90.0  # all CPUs this busy (everyone's processes): the engine may have waited for one
 ABOVE_ONE = 1.05  # an efficiency above this is explained, not hidden: the twin met a busier machine
+FSYNCS_NAMED = 10.0  # fsyncs a second from which the verdict names them as a wait
 
 Describe = Callable[[str], str]
 
@@ -68,6 +69,7 @@ class SettingEfficiency:
     cpu_busy_pct: float  # all CPUs of the machine, everyone's processes
     bottleneck: str  # "device" | "cpu" | "device+cpu" | "neither" | "" (not known)
     profiled: bool = False  # the cells carry a time profile (where the sessions' time went)
+    fsyncs_per_s: float = math.nan  # the engine's fsyncs (median of the cells): waits the twin does not replay
 
     @property
     def has(self) -> bool:
@@ -156,6 +158,7 @@ def analyse(rows: Iterable[ResultRow], twins: RunTwins | None, *, order: Iterabl
             server_cores=server, cores_available=available, cpu_busy_pct=busy,
             bottleneck=bottleneck(med, util, server, available),
             profiled=any("profile.slowest.total_s" in r.metrics for r in cells),
+            fsyncs_per_s=_median(r.metrics.get("pattern.fsyncs_per_s", math.nan) for r in cells),
         ))
     return out
 
@@ -274,8 +277,12 @@ def bottleneck_sentence(e: SettingEfficiency, engine: str, describe: Describe = 
         return text + (f"; {disk}." if disk else ".") + machine
     if e.bottleneck == "neither":
         profile = ": the time profile below says which" if e.profiled else " (a time profile, as the update workload records, would say which)"
+        fsyncs = ""
+        if math.isfinite(e.fsyncs_per_s) and e.fsyncs_per_s >= FSYNCS_NAMED:
+            fsyncs = (f" Its {e.fsyncs_per_s:,.0f} fsyncs a second are each a wait for the disk's cache flush, which the "
+                      "twin does not replay: a likely part of it.")
         return (f"At {where_} neither the disk nor the CPU is the bottleneck: {disk}; {cpu or 'the CPU was not measured'}. "
-                f"The time goes to latency or waiting (locks, round trips){profile}.{machine}")
+                f"The time goes to latency or waiting (locks, round trips, flushes){profile}.{fsyncs}{machine}")
     return ""
 
 

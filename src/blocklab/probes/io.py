@@ -218,6 +218,8 @@ class RunProbe:
             out["pattern.write_iops"] = writes / seconds
             out["pattern.read_mb_per_s"] = read_bytes / 1e6 / seconds
             out["pattern.write_mb_per_s"] = write_bytes / 1e6 / seconds
+            # each a wait for the disk's cache flush, which the twin does not replay: the verdict names them
+            out["pattern.fsyncs_per_s"] = d.get("fsyncs", 0.0) / seconds
             if self.host.pids:  # the engine's processes are on this host
                 out["pattern.server_cores"] = self.host.server_cpu_s / seconds
         # what the engine itself moved to and from storage: its processes' storage reads
