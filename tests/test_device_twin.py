@@ -702,3 +702,21 @@ def test_a_flushing_engine_is_told_its_fsyncs_are_waits_the_twin_does_not_replay
     (e,) = efficiency.analyse(rows, twins)
     assert e.bottleneck == "neither"
     assert "Its 350 fsyncs a second are each a wait for the disk's cache flush" in efficiency.bottleneck_sentence(e, "SQLite")
+
+
+@needs_fio
+def test_one_failed_fio_run_costs_that_run_not_the_pattern(disk_dir, monkeypatch):
+    cache = TwinCache(disk_dir / "cache", "test")
+    p = Pattern(True, True, 16 * MiB, "read", read_bs=8192, read_depth=1)
+    real, calls = twin.run_fio, []
+
+    def second_run_fails(fio, args, timeout=None):
+        if any(a.startswith("--name=reads") for a in args):
+            calls.append(args)
+            if len(calls) == 2:
+                raise FioError("fio completed no I/O")
+        return real(fio, args, timeout=timeout)
+
+    monkeypatch.setattr(twin, "run_fio", second_run_fails)
+    got = twin.measure([p], disk_dir, cache, repeats=3, runtime_s=0.1)
+    assert not got.failures and len(got.twins[p.key].runs) == 2

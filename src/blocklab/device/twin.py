@@ -553,10 +553,9 @@ def measure(
             live = [p for p in ordered if p.key in runs]
             # Round robin, every other round backwards: a burst of someone else's I/O hits
             # one run of several patterns rather than every run of one
+            errors: dict[str, str] = {}
             for rep in range(repeats):
                 for i, p in enumerate(live if rep % 2 == 0 else live[::-1]):
-                    if p.key in out.failures:
-                        continue
                     if rep == 0:
                         say(f"device twin {i + 1}/{len(live)}: fio replays {p.describe()}")
                     elif i == 0:
@@ -567,7 +566,9 @@ def measure(
                         timeout = runtime_s + RAMP_S + 60 + (p.file_size / 50e6 if not p.direct else 0)
                         runs[p.key].append(FioRun.from_json(run_fio(fio, args, timeout=timeout)))
                     except (FioError, OSError, ValueError) as err:
-                        out.failures[p.key] = str(err).splitlines()[0][:300]
+                        # one failed run (a stall of a busy machine) costs that run; a pattern fails when all did
+                        errors[p.key] = str(err).splitlines()[0][:300]
+            out.failures.update({k: v for k, v in errors.items() if not runs.get(k)})
         finally:
             for f in files.values():
                 f.unlink(missing_ok=True)
