@@ -552,7 +552,7 @@ def test_slob_twin_is_random_8k_at_the_engines_depth_and_draws_a_petal(cli_env, 
 @pytest.mark.engine
 @pytest.mark.parametrize("engine, recipe, rows, sets", [
     ("mariadb", "mbrc", 200_000, ["multiblock_read=0"]),
-    ("sqlite", "checksum", None, []),
+    ("sqlite", "checksum", None, ["block_size=4096", "block_checking=off"]),  # 4 of its 16 settings
 ])
 def test_every_engine_with_a_recipe_gets_its_twin(cache_dir, tmp_path, monkeypatch, engine, recipe, rows, sets):
     """The twin knows no engine: MariaDB's read-ahead scans and SQLite's buffered

@@ -75,7 +75,7 @@ def context(data: RunData, plots: list[Plot], *, generated: str | None = None) -
         "csv_name": f"{data.name}-{data.path.name}-results.csv".replace(f"{data.name}-{data.name}", data.name),
         "notes": list(data.notes),
         "resume_hint": f"blocklab run --resume {data.path}",
-        "generated": generated or dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "generated": generated or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "version": __version__,
     }
 
