@@ -43,6 +43,9 @@ def cli_env(cache_dir, tmp_path) -> dict[str, str]:
     env["BLOCKLAB_CACHE"] = str(cache_dir / f"cli-{tmp_path.name}")
     env["BLOCKLAB_RESULTS"] = str(tmp_path / "results")
     env.pop("FORCE_COLOR", None)
+    # the device twin (fio after the cells, seconds per pattern) only where a test asks for it:
+    # tests/test_device_twin.py runs it with --device-twin on
+    env["BLOCKLAB_DEVICE_TWIN"] = "off"
     return env
 
 

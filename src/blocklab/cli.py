@@ -12,6 +12,8 @@ from . import __version__, recipes
 from .cli_analyse import analyse_command
 from .cli_import import import_group
 from .console import ConsoleReporter, make_console, settings_table
+from .device.twin import ENV_VAR as TWIN_ENV_VAR
+from .device.twin import MODES as TWIN_MODES
 from .engines import available as available_engines
 from .engines.base import EngineError
 from .lab import Overrides, load_experiment, load_saved_experiment, plan_text
@@ -72,7 +74,13 @@ def main() -> None:
 @click.option("--no-retry", is_flag=True, help="with --resume: measure only the missing cells, not the failed or invalid ones again")
 @click.option("--wait", "wait_s", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
               help="if another blocklab uses the same engine data directory, wait for it (default: refuse at once)")
-def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_server_changes, out, resume, no_retry, wait_s) -> None:
+@click.option("--device-twin", "device_twin", type=click.Choice(TWIN_MODES), default=None, envvar=TWIN_ENV_VAR,
+              show_envvar=True,
+              help="after the cells, fio replays each setting's I/O on the same file system and the engine's share of "
+                   "it is printed (on: required; off: not; only: just that, for the run given by --resume). "
+                   "Default: on where fio is installed and the data directory is on this host")
+def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_server_changes, out, resume, no_retry, wait_s,
+                device_twin) -> None:
     """Run an experiment FILE or built-in RECIPE and print the verdict.
 
     \b
@@ -83,10 +91,16 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_ser
       blocklab run --resume results/mbrc-20261122-101500
       blocklab run --resume results/mbrc-20261122-101500 --no-retry
       blocklab run slob --wait 3600          # queue behind another run on the same cache
+      blocklab run mbrc --quick --device-twin off       # no fio replay after the cells
+      blocklab run --resume results/mbrc-20261122-101500 --device-twin only   # add the device twin to a run
     """
     from .engines.host import wait_for_locks
 
     console = make_console()
+    if device_twin == "only":
+        _device_twin_only(console, resume, bool(target or sets or repeats or rows or engine or dsn or seed is not None
+                                                or quick or out or no_retry))
+        return
     if wait_s is not None:
         wait_for_locks(wait_s, lambda text: console.print(text, markup=False, highlight=False))
     try:
@@ -108,10 +122,11 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_ser
         _fail(console, str(err), EXIT_BAD_INPUT)
     except EngineError as err:
         _fail(console, str(err), EXIT_FAILED)
+    device_twin = _device_twin_mode(console, exp, device_twin)
     console.print(f"results: {run_dir.path}")
     reporter = ConsoleReporter(console, lambda cell: _cell_text(exp, cell))
     try:
-        summary = run(exp, run_dir, reporter, resume=resume is not None, retry=not no_retry)
+        summary = run(exp, run_dir, reporter, resume=resume is not None, retry=not no_retry, device_twin=device_twin)
     except Interrupted as err:
         reporter.close()
         console.print(f"{err}; continue with: blocklab run --resume {run_dir.path}")
@@ -125,6 +140,60 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_ser
         _owed_hint(console, run_dir)
         _fail(console, f"{err}\nwhat was measured is kept: continue with blocklab run --resume {run_dir.path}", EXIT_FAILED)
     _print_summary(console, exp, summary, run_dir)
+
+
+def _device_twin_mode(console: Any, exp: Any, asked: str | None) -> str:
+    """'on' or 'off' for this run, said before it starts; `--device-twin on` where no
+    twin can run exits 2 with why (the engine is stopped first)."""
+    from .device.twin import why_not
+
+    reason = why_not(exp.engine.data_dir())
+    if asked == "on" and reason is not None:
+        exp.engine.stop()
+        _fail(console, f"--device-twin on: {reason}; use --device-twin off", EXIT_BAD_INPUT)
+    mode = asked or ("on" if reason is None else "off")
+    if mode == "off":
+        console.print(f"device twin: off ({reason or '--device-twin off'})", markup=False, highlight=False)
+    else:
+        console.print("device twin: on: after the cells, fio replays each setting's I/O on the same file system "
+                      "(a few seconds per pattern not measured before on this disk)", markup=False, highlight=False)
+    return mode
+
+
+def _device_twin_only(console: Any, resume: Path | None, other_options: bool) -> None:
+    """`--device-twin only --resume DIR`: the twin of a run already measured, its
+    summary and report brought up to date; no engine is started."""
+    from .device.fio import FioNotFound
+    from .lab import device_twin_only
+
+    if resume is None or other_options:
+        _fail(console, "--device-twin only replays the I/O of a run already measured: give --resume DIR and no other "
+                       "experiment option (e.g. blocklab run --resume results/mbrc-20261122-101500 --device-twin only)",
+              EXIT_BAD_INPUT)
+    try:
+        twins, summary, describe = device_twin_only(resume, lambda text: console.print(text, markup=False, highlight=False))
+    except (SpecError, ResultsError, FioNotFound) as err:
+        _fail(console, str(err), EXIT_BAD_INPUT)
+    except KeyboardInterrupt:
+        console.print("interrupted; the twin's test files are removed; run it again to finish", markup=False)
+        sys.exit(EXIT_INTERRUPTED)
+    console.print(twins.summary_line(), markup=False, highlight=False)
+    _print_efficiency(console, RunDir(resume), summary, describe)
+    words = summary.get("efficiency") or {}
+    if text := " ".join(p for p in (words.get("sentence"), words.get("verdict")) if p):
+        console.print(text, markup=False, highlight=False)
+    console.print(f"report:  {RunDir(resume).file('report.html')}", markup=False, highlight=False)
+
+
+def _print_efficiency(console: Any, run_dir: RunDir, summary: dict[str, Any], describe: Any) -> None:
+    """The engine against its device twin, when the run has the patterns for it."""
+    from .analysis.efficiency import for_run, rich_table
+
+    if not summary.get("efficiency"):
+        return
+    effs = for_run(run_dir, order=list(summary.get("settings") or {}), seed=int(summary.get("seed") or 0))
+    if any(e.pattern is not None for e in effs):
+        console.print(rich_table(effs, describe))
 
 
 def check_out_dir(out: Path) -> None:
@@ -164,6 +233,7 @@ def _print_summary(console: Any, exp: Any, summary: dict[str, Any], run_dir: Run
             console.print(f"Best {knob} is {exp.describe_setting(summary['best_label'])}")
         console.print(summary["verdict"])
     _print_workload_tables(console, run_dir, summary)
+    _print_efficiency(console, run_dir, summary, exp.describe_setting)
     if summary.get("cells_failed"):
         console.print(f"{summary['cells_failed']} cell(s) failed: see {run_dir.file('results.jsonl')}", style="red")
     invalid = summary.get("invalid_cells") or []
@@ -390,7 +460,10 @@ def _print_comparison(console: Any, result: Any) -> None:
 @click.option("--reads", "single_reads", type=int, default=2000, show_default=True, help="random single-block reads for SREADTIM")
 @click.option("--repeats", type=int, default=3, show_default=True, help="cold scans per measurement")
 @click.option("--out", type=click.Path(path_type=Path), help="directory for the statistics (default results/sysstats-TIMESTAMP)")
-def sysstats_command(dsn, rows, apply_costs, allow_server_changes, direct_io, single_reads, repeats, out) -> None:
+@click.option("--device-twin", "device_twin", type=click.Choice(TWIN_MODES), default=None, envvar=TWIN_ENV_VAR, show_envvar=True,
+              help="after measuring, fio reads what SREADTIM and MREADTIM read (same sizes, one at a time): the disk's "
+                   "share of each (on, the default where fio is installed and the data is on this host; off: not)")
+def sysstats_command(dsn, rows, apply_costs, allow_server_changes, direct_io, single_reads, repeats, out, device_twin) -> None:
     """Gather system statistics (SREADTIM, MREADTIM, MBRC, MAXTHR) on the engine's own
     data files, cold, and print the random_page_cost they imply.
 
@@ -400,10 +473,13 @@ def sysstats_command(dsn, rows, apply_costs, allow_server_changes, direct_io, si
       blocklab sysstats --rows 300000 --direct-io
       blocklab sysstats --apply
       blocklab sysstats --dsn "host=db1 dbname=app user=dba" --apply --allow-server-changes
+      blocklab sysstats --device-twin off      # no fio reads after the measurement
     """
     from .analysis.sysstats import SysstatsError, SysstatsInputError, run_sysstats
 
     console = make_console()
+    if device_twin == "only":
+        _fail(console, "--device-twin only is for `blocklab run --resume DIR`; sysstats accepts off or on", EXIT_BAD_INPUT)
     status = console.status("starting", spinner="dots") if console.is_terminal else None
 
     class _Progress:
@@ -421,6 +497,7 @@ def sysstats_command(dsn, rows, apply_costs, allow_server_changes, direct_io, si
             result = run_sysstats(
                 dsn=dsn, rows=rows, apply=apply_costs, allow_server_changes=allow_server_changes,
                 direct_io=direct_io, single_reads=single_reads, repeats=repeats, out=out, reporter=_Progress(),
+                device_twin=device_twin != "off",
             )
         finally:
             if status is not None:
@@ -451,6 +528,10 @@ def _print_sysstats(console: Any, result: Any) -> None:
     console.print(f"measured {stats.conditions()}", markup=False, highlight=False)
     for line in stats.explanations():
         console.print(line, markup=False, highlight=False)
+    for twin in result.device_twin:
+        console.print(twin.line(), markup=False, highlight=False)
+    if result.device_twin_note:
+        console.print(f"device twin: off ({result.device_twin_note})", markup=False, highlight=False)
     for note in stats.notes:
         console.print(f"note: {note}", style="yellow", markup=False, highlight=False)
     console.print(f"The planner costs they imply: {stats.formula()}", markup=False, highlight=False)

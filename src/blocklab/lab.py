@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import recipes
 from .plan import _fmt
 from .results import PLAN_FILE, SPEC_FILE, RunDir
 from .runner import Experiment, prepare, text_digest
 from .spec import Spec, SpecError, load_spec, parse_set_option
+
+if TYPE_CHECKING:
+    from .device.twin import RunTwins
 
 
 @dataclass
@@ -122,6 +126,11 @@ def plan_text(exp: Experiment) -> list[str]:
         lines.append(f"  {cell.index + 1:4d}  block {cell.block + 1}  {exp.setting_text(cell.setting.label)}{note}")
         total += exp.workload_for(cell.setting.as_dict()).estimate_seconds()  # swept options change it
     lines.append(f"{len(costly)} restart/reinit step(s); estimated time {total:.0f} s (plus building the data set once)")
+    # the device twin runs after the cells, once per distinct I/O pattern not yet measured on this disk
+    from .device.twin import estimate_seconds
+
+    lines.insert(-1, f"then the device twin: at most {len(plan.settings)} fio pattern(s), about {estimate_seconds(len(plan.settings)):.0f} s "
+                     "if none was measured on this disk before (--device-twin off skips it)")
     return lines
 
 
@@ -159,3 +168,27 @@ def clean_server(kind: str, dsn: str, *, dry_run: bool = False) -> list[str]:
         return engine.created_objects() if dry_run else engine.drop_created()
     finally:
         engine.stop()
+def device_twin_only(run_path: Path, say: Callable[[str], None]) -> tuple[RunTwins, dict[str, Any], Callable[[str], str]]:
+    """`blocklab run --resume DIR --device-twin only`: the device twin of a run already
+    measured (no engine started: the rows hold the I/O patterns, environment.json the
+    data directory), then its summary and report brought up to date. Returns the
+    twins, the summary and how its setting labels read."""
+    from .analysis.efficiency import add_to_summary
+    from .device.twin import measure_run, why_not
+    from .report.data import load_run
+    from .report.writer import write_report
+    from .results import ENVIRONMENT_FILE, SUMMARY_FILE
+
+    run_dir = RunDir(run_path)
+    if not run_dir.file(PLAN_FILE).exists():
+        raise SpecError(f"--resume {run_path}: not a blocklab results directory (no {PLAN_FILE})")
+    env = run_dir.read_json(ENVIRONMENT_FILE) if run_dir.file(ENVIRONMENT_FILE).exists() else {}
+    if reason := why_not(env.get("data_dir")):
+        raise SpecError(f"--device-twin only: {reason}")
+    twins = measure_run(run_dir, "on", on_phase=say)
+    data = load_run(run_dir.path)  # the summary, recomputed from the rows if it is older than they are
+    summary = data.summary
+    add_to_summary(summary, run_dir, data.describe_label)
+    run_dir.write_json(SUMMARY_FILE, summary)
+    write_report(run_dir.path)
+    return twins, summary, data.describe_label

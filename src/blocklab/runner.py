@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from . import claims
+from .analysis.efficiency import add_to_summary as add_efficiency
 from .analysis.summary import label_of, summarise
+from .device.twin import measure_run
 from .engines import make_engine
 from .engines.base import ApplyClass, Engine, EngineError, KnobError, KnobInfo
 from .environment import collect as collect_environment
@@ -346,13 +348,16 @@ class EngineDied(EngineError):
     """The engine died and could not be brought back, or died again on the cell re-run after a crash."""
 
 
-def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = False, retry: bool = True) -> dict[str, Any]:
+def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = False, retry: bool = True,
+        device_twin: str | None = None) -> dict[str, Any]:
     """Run (or resume) an experiment into `run_dir`; returns the summary.
 
     A resumed run measures the cells missing from results.jsonl and, unless
     `retry` is False, once more the cells that have no ok row (failed, invalid,
     or cut off by an engine's death), except those whose setting the engine
-    refused: the plan is finished, each cell ok once."""
+    refused: the plan is finished, each cell ok once. `device_twin` "on" replays
+    each setting's I/O with fio after the cells (device/twin.py), "off" records
+    that it did not; None leaves it out."""
     plan = _load_or_write_plan(exp, run_dir, resume, reporter)
     previous_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
@@ -397,6 +402,8 @@ def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = 
                 plan.extend(cells, settings)
                 run_dir.write_json(PLAN_FILE, plan.to_dict())
             list_created(exp, reporter)
+        if device_twin is not None:  # after every cell, the engine stopped: fio never disturbs a cell (issue 19)
+            reporter.phase(measure_run(run_dir, device_twin, on_phase=reporter.phase).summary_line())
     except KeyboardInterrupt:
         refresh_report(run_dir, force=True)
         raise Interrupted(f"interrupted; {len(run_dir.rows())} of {len(plan.cells)} cells are saved") from None
@@ -619,6 +626,7 @@ def write_summary(exp: Experiment, run_dir: RunDir, plan: Plan) -> dict[str, Any
     summary["cells_planned"] = len(plan.cells)
     summary.update(validity_counts(run_dir.rows()))
     summary["seed"] = exp.seed
+    add_efficiency(summary, run_dir, exp.describe_setting)  # the engine against its device twin, when the rows allow
     run_dir.write_json(SUMMARY_FILE, summary)
     return summary
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,7 +118,31 @@ def saturation_points(rows: Iterable[Any]) -> list[Saturation]:
     return out
 
 
-def petal_figures(rows: Iterable[Any], limits: dict[str, Any] | None = None) -> tuple[Any, Any]:
+def device_series(rows: Iterable[Any], device: Mapping[str, Mapping[str, float]]) -> dict[tuple[float, int | None], list[tuple[int, Mapping[str, float]]]]:
+    """The device twin's points (setting label -> read_iops, mb_per_s, read_latency_ms,
+    analysis/efficiency.device_points) per series, in session order, keyed like points()."""
+    from .summary import label_of
+
+    rows = list(rows)
+    series = points(rows)
+    keep_bs = any(bs for _, bs in series)
+    out: dict[tuple[float, int | None], dict[int, Mapping[str, float]]] = {}
+    for row in rows:
+        m = _metrics(row)
+        settings = getattr(row, "settings", None)
+        if not m or settings is None or m.get("sessions") is None:
+            continue
+        point = device.get(label_of(settings))
+        if point is None:
+            continue
+        bs = m.get("block_size")
+        key = (float(m.get("update_pct", 0.0)), int(bs) if bs and keep_bs else None)
+        out.setdefault(key, {})[int(m["sessions"])] = point
+    return {k: sorted(v.items()) for k, v in out.items()}
+
+
+def petal_figures(rows: Iterable[Any], limits: dict[str, Any] | None = None,
+                  device: Mapping[str, Mapping[str, float]] | None = None) -> tuple[Any, Any]:
     """(latency vs IOPS, latency vs MB/s): matplotlib Figures, one line per
     series joined in session order, each point labelled with its session
     count, the saturation point ringed. `limits` (e.g. from a calibration:
@@ -129,13 +153,18 @@ def petal_figures(rows: Iterable[Any], limits: dict[str, Any] | None = None) -> 
     share of it the busiest point reaches).
 
     With several block sizes (MariaDB's page-size axis) the colour is the block
-    size and the marker the update share, as in the seed's cluttered plot."""
+    size and the marker the update share, as in the seed's cluttered plot.
+
+    `device` (setting label -> the device twin's read_iops, mb_per_s and
+    read_latency_ms) draws the disk's own petal beside each series: fio replaying
+    the same I/O, dashed, in the series' colour."""
     from matplotlib.figure import Figure
 
     rows = list(rows)
     series = points(rows)
     sat = {(s.update_pct, s.block_size): s for s in saturation_points(rows)}
     limits = limits or {}
+    twins = device_series(rows, device) if device else {}
     block_sizes = sorted({bs for _, bs in series if bs})
     pcts = sorted({pct for pct, _ in series})
     many = len(series) > 6
@@ -148,8 +177,8 @@ def petal_figures(rows: Iterable[Any], limits: dict[str, Any] | None = None) -> 
         ax = fig.add_subplot(1, 1, 1)
         for i, (key, pts) in enumerate(series.items()):
             pct, bs = key
-            if block_sizes:
-                color, marker = f"C{block_sizes.index(bs) % 10 if bs in block_sizes else 0}", _MARKERS[pcts.index(pct) % len(_MARKERS)]
+            if block_sizes and bs is not None:  # several block sizes: every series has one
+                color, marker = f"C{block_sizes.index(bs) % 10}", _MARKERS[pcts.index(pct) % len(_MARKERS)]
             else:
                 color, marker = f"C{i % 10}", "o"
             xs = [getattr(p, x_name) for p in pts]
@@ -164,7 +193,20 @@ def petal_figures(rows: Iterable[Any], limits: dict[str, Any] | None = None) -> 
             if s is not None and s.stopped:
                 ax.plot([getattr(s, x_name)], [s.read_latency_ms], "o", markersize=14, markerfacecolor="none",
                         markeredgecolor=color, markeredgewidth=2)
-        busiest = max((getattr(p, x_name) for pts in series.values() for p in pts), default=0.0)
+            twin = [(n, tp) for n, tp in twins.get(key, []) if math.isfinite(tp.get(x_name, math.nan))
+                    and math.isfinite(tp.get("read_latency_ms", math.nan))]
+            if twin:  # the disk's own petal for the same I/O, each point labelled with the reads fio kept in flight
+                ax.plot([tp[x_name] for _, tp in twin], [tp["read_latency_ms"] for _, tp in twin], "--", marker="x",
+                        color=color, markersize=6, linewidth=1.2, alpha=0.8)
+                for _, tp in twin:
+                    if tp.get("iodepth"):
+                        ax.annotate(f"qd{tp['iodepth']:.0f}", (tp[x_name], tp["read_latency_ms"]), textcoords="offset points",
+                                    xytext=(dx, -dy), fontsize=7, color=color, alpha=0.8, ha="left" if dx > 0 else "right")
+        if twins:
+            ax.plot([], [], "--", marker="x", color="black", linewidth=1.2, label="the disk for the same I/O (fio, device twin)")
+        busiest = max([getattr(p, x_name) for pts in series.values() for p in pts]
+                      + [p.get(x_name, 0.0) for pts in twins.values() for _, p in pts if math.isfinite(p.get(x_name, math.nan))],
+                      default=0.0)
         right = busiest * 1.12 if busiest > 0 else 1.0
         limit = limits.get(limit_key)
         if limit is not None:
@@ -182,7 +224,9 @@ def petal_figures(rows: Iterable[Any], limits: dict[str, Any] | None = None) -> 
         ax.set_xlabel(x_label)
         ax.set_ylabel(f"read latency (ms, {_latency_source(rows)})")
         ax.set_xlim(0, right)
-        top = max((p.read_latency_ms for pts in series.values() for p in pts), default=1.0)
+        top = max([p.read_latency_ms for pts in series.values() for p in pts]
+                  + [p["read_latency_ms"] for pts in twins.values() for _, p in pts if math.isfinite(p.get("read_latency_ms", math.nan))],
+                  default=1.0)
         ax.set_ylim(0, top * 1.2 if top > 0 else 1.0)
         ax.grid(True, alpha=0.3)
         ax.set_title(f"SLOB: read latency against {x_label}; points labelled with sessions", fontsize=11)

@@ -393,6 +393,8 @@ class SysstatsRun:
     sql: list[str]
     applied: AppliedCosts | None = None
     how_to_apply: list[str] = field(default_factory=list)
+    device_twin: list[Any] = field(default_factory=list)  # sysstats_twin.ReadTwin: the disk's own time for the same reads
+    device_twin_note: str = ""  # why there is none
 
 
 def check_options(*, dsn: str | None, rows: int, apply: bool, allow_server_changes: bool,
@@ -442,6 +444,7 @@ def run_sysstats(
     out: Path | None = None,
     results_root: Path | None = None,
     reporter: Reporter | None = None,
+    device_twin: bool = False,
 ) -> SysstatsRun:
     """Start the engine (embedded, or the --dsn server), gather, save a run
     directory, apply the planner costs if asked, stop the engine (also on error
@@ -469,6 +472,11 @@ def run_sysstats(
         run_dir.write_json(ENVIRONMENT_FILE, env)
         costs = stats.planner_costs()
         result = SysstatsRun(stats, run_dir.path, engine.mode, alter_system_sql(costs))
+        if device_twin:  # issue 19: fio reads what SREADTIM and MREADTIM read, the engine idle meanwhile
+            from .sysstats_twin import measure_stats
+
+            rep.phase("device twin: fio reads what SREADTIM and MREADTIM read")
+            result.device_twin, result.device_twin_note = measure_stats(stats, engine.data_dir(), on_phase=rep.phase)
         if apply:
             rep.phase("applying the planner costs (ALTER SYSTEM, pg_reload_conf)")
             result.applied = apply_planner_costs(engine, costs)
@@ -499,6 +507,8 @@ def _document(result: SysstatsRun) -> dict[str, Any]:
         "sql": result.sql,
         "mode": result.mode,
         "applied": result.applied.to_dict() if result.applied else None,
+        "device_twin": [t.to_dict() for t in result.device_twin],
+        "device_twin_note": result.device_twin_note or None,
     }
 
 

@@ -93,12 +93,22 @@ def _read(path: str) -> str:
 
 @dataclass(frozen=True)
 class DiskCounters:
+    """Cumulative counters of one device (all of them counters, never gauges, so
+    that `minus` gives what happened over a window)."""
+
     reads: int
     read_bytes: int
     read_ms: int
     writes: int
     write_bytes: int
     write_ms: int
+    # Kernel fields 10 and 11 (after the name): milliseconds with at least one I/O in
+    # flight (io_ticks), and the sum of every I/O's time in flight (weighted). Over a
+    # window, weighted / elapsed is the average number of I/Os in flight (Little's
+    # law), io_ticks / elapsed the utilisation, weighted / io_ticks the queue depth
+    # while busy. Defaults keep a reader of an old kernel's 11-field lines working.
+    io_ticks_ms: int = 0
+    weighted_ms: int = 0
 
     def minus(self, earlier: DiskCounters) -> DiskCounters:
         return DiskCounters(*(a - b for a, b in zip(self.__dict__.values(), earlier.__dict__.values())))
@@ -120,6 +130,9 @@ def disk_counters(device_name: str) -> DiskCounters | None:
                 writes=int(f[7]),
                 write_bytes=int(f[9]) * SECTOR,
                 write_ms=int(f[10]),
+                # f[11] is the I/Os in flight right now, a gauge: not kept (weighted_ms gives the average)
+                io_ticks_ms=int(f[12]) if len(f) >= 14 else 0,
+                weighted_ms=int(f[13]) if len(f) >= 14 else 0,
             )
     return None
 

@@ -14,6 +14,7 @@ import jinja2
 from .. import __version__
 from .csv_export import export_csv
 from .data import SHORT_NAMES, RunData, SettingFigures, fmt_bytes, human, label_of, metric_title
+from .device_twin import html_context as device_twin_context
 from .plots import Plot
 
 _ENV = jinja2.Environment(
@@ -57,6 +58,7 @@ def context(data: RunData, plots: list[Plot], *, generated: str | None = None) -
         "settings_caption": _settings_caption(data),
         "ratio_heading": "ratio to best [CI]" if _paired(data) else "ratio to best [95% CI]",
         "other_metrics": _other_metrics(data),
+        "device_twin": device_twin_context(data),  # the engine against its device twin (issue 19)
         "plots": [_plot_context(p) for p in plots],
         "failed": [_failed(data, r) for r in data.failed_rows],
         "invalid": [_failed(data, r) for r in data.invalid_rows],

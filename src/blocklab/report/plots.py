@@ -29,6 +29,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from .data import RunData, SettingFigures, axis_formatter_text, fmt_bytes, human, label_of, metric_title, unit_of
+from .device_twin import PETAL_SENTENCE, device_line, petal_points
 
 PNG_DPI = 150
 SIZE = (10.0, 6.0)  # inches: 1500 x 900 px at 150 dpi
@@ -163,8 +164,9 @@ def _slob_petal(which: int, plot_id: str, title: str, caption: str) -> Any:
 
         if not points(data.ok_rows):
             return None
-        figures = petal_figures(data.ok_rows, limits or None)
-        return plot_id, title, caption, figures[which]
+        device = petal_points(data)  # the device twin's own petal, when the run has one (issue 19)
+        figures = petal_figures(data.ok_rows, limits or None, device=device)
+        return plot_id, title, caption + (PETAL_SENTENCE if device else ""), figures[which]
 
     return make
 
@@ -251,6 +253,11 @@ def _scan_sweep(data: RunData, knob: str, metric: str, limits: dict[str, float])
     _knob_ticks(ax, data, knob, xs, log2)
     ax.set_xlabel(_knob_axis_label(data, knob, log2))
 
+    # the disk's own figure for the same I/O (issue 19: the device twin), when the run has one
+    twin_handle, twin_sentence = device_line(ax, data, knob, metric)
+    if twin_handle is not None:
+        handles.append(twin_handle)
+
     io_handles = _io_size_axis(ax, data, knob, xs, log2)
 
     legend = [
@@ -274,6 +281,7 @@ def _scan_sweep(data: RunData, knob: str, metric: str, limits: dict[str, float])
     )
     if limit_handle:
         caption += " Red dashed: the device's limit measured by `blocklab calibrate` (fio)."
+    caption += twin_sentence
     return plot_id, title, caption, fig
 
 

@@ -8,6 +8,7 @@ by the engine's dialect and reused while its fingerprint (rows, shape) matches.
 from __future__ import annotations
 
 import json
+import os
 import time
 from typing import ClassVar, Protocol, cast
 
@@ -98,6 +99,9 @@ class FullScan:
         for key in ("device_reads", "device_read_bytes", *own):
             if key in d:
                 metrics[key] = d[key]
+        # one serial scan reads its table in order (a parallel one: as many workers as cores)
+        sessions = 1 if not self.options.parallel else len(os.sched_getaffinity(0))
+        metrics.update(probe.pattern(elapsed, sequential=True, direct=direct, data_bytes=relation_bytes, sessions=sessions))
         # the engine processes' own storage reads when /proc tells them (nobody else's I/O in
         # them), else the device's (whole-disk: another reader could make a cached scan look cold)
         physical = metrics.get("proc_read_bytes", d.get("device_read_bytes"))

@@ -120,6 +120,9 @@ class Reload:
             **self.notes,
         }
         metrics.update(io_metrics(probe.deltas))
+        # one session: the source read in order, the target filled page after page
+        metrics.update(probe.pattern(elapsed, sequential=True, direct=engine.direct_io_active(),
+                                     data_bytes=metrics["table_bytes"], sessions=1))
         return metrics
 
     def describe(self, m: dict[str, float]) -> str:

@@ -139,6 +139,9 @@ class RowInsert:
             "table_bytes": float(engine.relation_bytes(TABLE)),
         }
         metrics.update(io_metrics(probe.deltas))
+        # one session appending rows: the table grows page after page
+        metrics.update(probe.pattern(elapsed, sequential=True, direct=engine.direct_io_active(),
+                                     data_bytes=metrics["table_bytes"], sessions=1))
         return metrics
 
     def describe(self, m: dict[str, float]) -> str:

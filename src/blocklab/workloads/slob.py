@@ -129,6 +129,7 @@ class Slob:
         o = self.options
         dialect = cast(SlobDialect, engine.dialect(self.name))
         tables = self.tables()
+        direct = engine.direct_io_active()  # asked before the window: it is a query
         sessions: list[Session] = []
         self.series = {}
         try:
@@ -151,6 +152,9 @@ class Slob:
         m = point_metrics(o, points, engine.block_size(), probe.host, d.get("reads", 0.0), d.get("writes", 0.0),
                           d.get("read_bytes", 0.0), d.get("write_bytes", 0.0), d.get("read_time_ms", 0.0))
         m.update({k: v for k, v in probe.engine_metrics().items() if not k.startswith(("io.", "wal."))})
+        # random single-page reads over every session's table: the twin's file is their size
+        data = float(sum(engine.relation_bytes(r) for r in self.relations()))
+        m.update(probe.pattern(m["elapsed_s"], sequential=False, direct=direct, data_bytes=data, sessions=o.sessions))
         return m
 
     def describe(self, m: dict[str, float]) -> str:

@@ -184,6 +184,11 @@ class Update:
         metrics.update(table.metrics(metrics["rows"] / self.dataset.rows))
         metrics.update(probe.host.deltas())
         metrics.update(probe.engine_metrics())
+        # each session updates its own contiguous range of ids, laid out in id order: its
+        # reads go through the table in order; the data is the table and its key
+        data = float(sum(engine.relation_bytes(r) for r in self.relations()))
+        metrics.update(probe.pattern(metrics["elapsed_s"], sequential=True, direct=engine.direct_io_active(),
+                                     data_bytes=data, sessions=o.sessions))
         if profiler is not None:
             metrics.update(profiler.metrics("profile"))
         return metrics

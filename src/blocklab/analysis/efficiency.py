@@ -1,0 +1,424 @@
+"""Engine efficiency: the engine's I/O rate as a share of its device twin's, per
+setting, and the bottleneck the evidence points at.
+
+Input: a run's result rows (their `pattern.*` metrics, probes/io.py) and its
+twin.json (device/twin.py). Rows without pattern metrics (runs from before the
+twin, imports) or settings whose twin was not measured simply get no
+efficiency; nothing here raises on an old run.
+
+    efficiency = the engine's IOPS (I/O up to 32 kB) or MB/s (larger I/O) over a cell's
+                 timed span / the same figure fio reached replaying the setting's I/O
+                 pattern (same sizes, read/write mix, queue depth, direct or buffered,
+                 order, a file of the data's size on the same file system)
+
+per cell, then the median of a setting's cells with its 95% bootstrap interval.
+It can pass 1 a little: the twin is three one-second fio runs on a disk others
+may be using too.
+
+The bottleneck, per setting:
+
+    device   efficiency >= 0.8 and the disk busy >= 80% of the cell: the disk gives
+             no more for this I/O (more of it in flight, or faster storage, would help)
+    cpu      the engine's processes used >= 80% of the cores they could use
+             (min(sessions, cores)): the engine's own work is the limit
+    neither  the disk had more to give and the CPU was not exhausted: the time is
+             latency or waiting (locks, round trips): the time profile says where
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..device.twin import Pattern, RunTwins, Twin, setting_patterns
+from ..device.twin import load as load_twins
+from ..results import ENVIRONMENT_FILE, ResultRow, RunDir
+from .summary import label_of
+
+DEVICE_BOUND = 0.8  # efficiency at or above this, with the disk busy: the disk is the limit
+DEVICE_BUSY_PCT = 80.0  # the disk's utilisation at or above this: busy nearly all the cell
+CPU_BOUND = 0.8  # the engine's CPU at or above this share of the cores it could use
+MACHINE_BUSY_PCT = 90.0  # all CPUs this busy (everyone's processes): the engine may have waited for one
+ABOVE_ONE = 1.05  # an efficiency above this is explained, not hidden: the twin met a busier machine
+FSYNCS_NAMED = 10.0  # fsyncs a second from which the verdict names them as a wait
+
+Describe = Callable[[str], str]
+
+
+@dataclass(frozen=True)
+class SettingEfficiency:
+    """One setting against its twin (efficiency fields NaN when there is no twin)."""
+
+    label: str
+    pattern: Pattern | None
+    why_none: str  # why there is no efficiency ("" when there is)
+    twin: Twin | None
+    unit: str  # "IOPS" or "MB/s"
+    values: tuple[float, ...]  # per ok cell
+    median: float
+    ci_low: float
+    ci_high: float
+    engine_rate: float  # the engine's median rate in `unit`
+    util_pct: float  # the disk's utilisation (median of the cells)
+    server_cores: float  # cores the engine's processes used (median)
+    cores_available: float  # min(sessions, cores of the machine)
+    cpu_busy_pct: float  # all CPUs of the machine, everyone's processes
+    bottleneck: str  # "device" | "cpu" | "device+cpu" | "neither" | "" (not known)
+    profiled: bool = False  # the cells carry a time profile (where the sessions' time went)
+    fsyncs_per_s: float = math.nan  # the engine's fsyncs (median of the cells): waits the twin does not replay
+
+    @property
+    def has(self) -> bool:
+        return self.twin is not None and math.isfinite(self.median)
+
+    @property
+    def device_rate(self) -> float:
+        return self.twin.rate(self.unit) if self.twin else math.nan
+
+    def percent(self) -> str:
+        """'52%' or '52% [48, 55]' (no interval from one cell)."""
+        if not self.has:
+            return "–"
+        text = f"{100 * self.median:.0f}%"
+        if len(self.values) > 1 and math.isfinite(self.ci_low) and math.isfinite(self.ci_high):
+            text += f" [{100 * self.ci_low:.0f}, {100 * self.ci_high:.0f}]"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pattern": self.pattern.key if self.pattern else None,
+            "pattern_text": self.pattern.describe() if self.pattern else None,
+            "why_none": self.why_none or None,
+            "unit": self.unit,
+            "engine": _finite_or_none(self.engine_rate),
+            "device": _finite_or_none(self.device_rate),
+            "efficiency": _finite_or_none(self.median),
+            "ci_low": _finite_or_none(self.ci_low),
+            "ci_high": _finite_or_none(self.ci_high),
+            "n": len(self.values),
+            "values": [round(v, 4) for v in self.values],
+            "device_util_pct": _finite_or_none(self.util_pct),
+            "server_cores": _finite_or_none(self.server_cores),
+            "cores_available": _finite_or_none(self.cores_available),
+            "cpu_busy_pct": _finite_or_none(self.cpu_busy_pct),
+            "bottleneck": self.bottleneck or None,
+            "device_measured": self.twin.measured if self.twin else None,
+        }
+
+
+def _finite_or_none(x: float) -> float | None:
+    return round(x, 6) if isinstance(x, (int, float)) and math.isfinite(x) else None
+
+
+def _median(values: Iterable[float]) -> float:
+    xs = [v for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+    return statistics.median(xs) if xs else math.nan
+
+
+# ====================================================================== the analysis
+def analyse(rows: Iterable[ResultRow], twins: RunTwins | None, *, order: Iterable[str] = (), seed: int = 0) -> list[SettingEfficiency]:
+    """Every setting with ok rows (in `order` first, then as met), against its twin."""
+    from .stats import median_ci
+
+    rows = [r for r in rows if r.ok]
+    by_label: dict[str, list[ResultRow]] = {}
+    for label in order:
+        by_label[label] = []
+    for row in rows:
+        by_label.setdefault(label_of(row.settings), []).append(row)
+    patterns = setting_patterns(rows)
+    known = twins.twins if twins is not None and twins.status == "measured" else {}
+    out = []
+    for label, cells in by_label.items():
+        if not cells:
+            continue
+        p = patterns.get(label)
+        pattern = p if isinstance(p, Pattern) else None
+        twin = known.get(pattern.key) if pattern else None
+        unit = pattern.unit if pattern else "IOPS"
+        metric = rate_key(pattern)
+        rates = [r.metrics[metric] for r in cells if metric in r.metrics]
+        values: tuple[float, ...] = ()
+        med = lo = hi = math.nan
+        if twin is not None and twin.rate(unit) > 0 and rates:
+            values = tuple(rate / twin.rate(unit) for rate in rates)
+            med, lo, hi = median_ci(list(values), seed=seed)
+        util = _median(r.metrics.get("pattern.util_pct", math.nan) for r in cells)
+        server = _median(r.metrics.get("pattern.server_cores", math.nan) for r in cells)
+        available = _median(min(r.metrics.get("pattern.sessions", math.inf), r.metrics.get("pattern.cores", math.inf)) for r in cells)
+        busy = _median(r.metrics.get("pattern.cpu_busy_pct", math.nan) for r in cells)
+        why = "" if twin is not None else _why_none(p, pattern, twins)
+        out.append(SettingEfficiency(
+            label=label, pattern=pattern, why_none=why, twin=twin, unit=unit, values=values,
+            median=med, ci_low=lo, ci_high=hi, engine_rate=_median(rates), util_pct=util,
+            server_cores=server, cores_available=available, cpu_busy_pct=busy,
+            bottleneck=bottleneck(med, util, server, available),
+            profiled=any("profile.slowest.total_s" in r.metrics for r in cells),
+            fsyncs_per_s=_median(r.metrics.get("pattern.fsyncs_per_s", math.nan) for r in cells),
+        ))
+    return out
+
+
+def rate_key(pattern: Pattern | None) -> str:
+    """The cell's metric its twin's rate is set against: the foreground kind's IOPS
+    (I/O up to 32 kB) or MB/s, the engine's own count over the workload's time."""
+    if pattern is None:
+        return "pattern.iops"
+    return f"pattern.{pattern.main}_{'iops' if pattern.unit == 'IOPS' else 'mb_per_s'}"
+
+
+def _why_none(p: Pattern | str | None, pattern: Pattern | None, twins: RunTwins | None) -> str:
+    if isinstance(p, str):
+        return p
+    if p is None:
+        return "no measured cell"
+    if twins is None:
+        return "no device twin for this run (twin.json absent)"
+    if twins.status != "measured":
+        return f"device twin {twins.status}: {twins.reason}"
+    assert pattern is not None
+    return twins.failures.get(pattern.key, "the twin of this pattern was not measured")
+
+
+def bottleneck(efficiency: float, util_pct: float, server_cores: float, cores_available: float) -> str:
+    """'device', 'cpu', both, 'neither', or '' when the evidence says nothing."""
+    device = math.isfinite(efficiency) and efficiency >= DEVICE_BOUND and math.isfinite(util_pct) and util_pct >= DEVICE_BUSY_PCT
+    cpu = (math.isfinite(server_cores) and math.isfinite(cores_available) and cores_available > 0
+           and server_cores >= CPU_BOUND * cores_available)
+    if device and cpu:
+        return "device+cpu"
+    if device:
+        return "device"
+    if cpu:
+        return "cpu"
+    if math.isfinite(efficiency):  # the twin says the disk had more to give
+        return "neither"
+    return ""
+
+
+def for_run(run_dir: RunDir | Path | str, order: Iterable[str] = (), seed: int = 0) -> list[SettingEfficiency]:
+    rd = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
+    return analyse(rd.rows(), load_twins(rd), order=order, seed=seed)
+
+
+def engine_name(run_dir: RunDir | Path | str) -> str:
+    """'PostgreSQL': how the run's engine is written (environment.json), else 'the engine'."""
+    rd = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
+    try:
+        env = rd.read_json(ENVIRONMENT_FILE)
+    except Exception:  # no environment: the words need no name
+        return "the engine"
+    if env.get("engine_display"):
+        return str(env["engine_display"])
+    from ..engines import engine_class
+
+    try:
+        return str(engine_class(str(env.get("engine", ""))).display)
+    except Exception:  # an engine this blocklab does not know
+        return str(env.get("engine") or "the engine")
+
+
+# ====================================================================== words
+def sentence(effs: list[SettingEfficiency], engine: str, describe: Describe = str, best: str | None = None) -> str:
+    """'PostgreSQL reaches 52% [48, 55] of what the disk delivers for the same I/O at
+    16 (128 kB) (128 kB reads); 31% at 1 (8 kB) (8 kB reads).' The best setting
+    first, then the least and the most efficient ones."""
+    have = [e for e in effs if e.has]
+    if not have:
+        return ""
+    chosen: list[SettingEfficiency] = []
+    for pick in (next((e for e in have if e.label == best), None), min(have, key=lambda e: e.median), max(have, key=lambda e: e.median)):
+        if pick is not None and pick not in chosen:
+            chosen.append(pick)
+    parts = [f"{e.percent()} at {where(e.label, describe)} with {e.pattern.short()}" for e in chosen if e.pattern is not None]
+    if len(parts) > 2:
+        parts[-1] = "and " + parts[-1]
+    return f"{engine} reaches {(', ' if len(parts) > 2 else ' and ').join(parts)} of what the disk delivers for the same I/O."
+
+
+def where(label: str, describe: Describe = str) -> str:
+    """'multiblock_read = 16 (128 kB)' for a one-knob label (its value alone reads oddly in a
+    sentence: 'at on'), the label itself for several."""
+    if "," in label or "=" not in label:
+        return describe(label)
+    knob = label.split("=", 1)[0]
+    text = describe(label)
+    return text if text.startswith(knob) else f"{knob} = {text}"
+
+
+def bottleneck_sentence(e: SettingEfficiency, engine: str, describe: Describe = str) -> str:
+    """What limits the setting `e`, in words, with the evidence; '' when nothing is known."""
+    where_ = where(e.label, describe)
+    cpu = (f"its processes used {e.server_cores:.2f} of the {e.cores_available:.0f} core(s) they could use"
+           if math.isfinite(e.server_cores) and math.isfinite(e.cores_available) else "")
+    disk = ""
+    if e.has:
+        assert e.pattern is not None
+        disk = (f"{engine} gets {e.percent()} of what fio gets from the disk for the same I/O ({e.pattern.describe()})"
+                + (f", and the disk was busy {e.util_pct:.0f}% of the time" if math.isfinite(e.util_pct) else ""))
+    machine = ""
+    if e.has and e.median > ABOVE_ONE:
+        machine += (" Above 100%: fio's runs met a busier disk (or busier CPUs) than the engine's cells did, or the engine "
+                    "kept more I/O in flight than the disk's counters show; read it as 'the disk gives about this much'.")
+    if math.isfinite(e.cpu_busy_pct) and e.cpu_busy_pct >= MACHINE_BUSY_PCT:
+        machine += (f" All CPUs were {e.cpu_busy_pct:.0f}% busy (other processes' included): the engine may also have "
+                   "waited for a CPU.")
+    if e.bottleneck == "device+cpu":
+        return f"At {where_} the disk and the CPU are both at their limit: {disk}; {cpu}.{machine}"
+    if e.bottleneck == "device":
+        return (f"At {where_} the disk is the bottleneck: {disk}. Faster storage, or more I/O in flight, "
+                f"would help; database settings would not.{machine}")
+    if e.bottleneck == "cpu":
+        text = f"At {where_} the CPU is the bottleneck: {cpu}"
+        return text + (f"; {disk}." if disk else ".") + machine
+    if e.bottleneck == "neither":
+        profile = ": the time profile below says which" if e.profiled else " (a time profile, as the update workload records, would say which)"
+        fsyncs = ""
+        if math.isfinite(e.fsyncs_per_s) and e.fsyncs_per_s >= FSYNCS_NAMED:
+            fsyncs = (f" Its {e.fsyncs_per_s:,.0f} fsyncs a second are each a wait for the disk's cache flush, which the "
+                      "twin does not replay: a likely part of it.")
+        return (f"At {where_} neither the disk nor the CPU is the bottleneck: {disk}; {cpu or 'the CPU was not measured'}. "
+                f"The time goes to latency or waiting (locks, round trips, flushes){profile}.{fsyncs}{machine}")
+    return ""
+
+
+def summary_part(effs: list[SettingEfficiency], twins: RunTwins | None, engine: str, describe: Describe = str,
+                 best: str | None = None) -> dict[str, Any]:
+    """summary.json's "efficiency" entry."""
+    chosen = next((e for e in effs if e.label == best), None)
+    return {
+        "device_twin": twins.status if twins else "absent",
+        "device_twin_reason": (twins.reason if twins else "") or None,
+        "fio_version": twins.fio_version if twins else None,
+        "sentence": sentence(effs, engine, describe, best) or None,
+        "bottleneck": chosen.bottleneck if chosen else None,
+        "verdict": (bottleneck_sentence(chosen, engine, describe) if chosen else "") or None,
+        "settings": {e.label: e.to_dict() for e in effs},
+    }
+
+
+def add_to_summary(summary: dict[str, Any], run_dir: RunDir | Path | str, describe: Describe | None = None) -> None:
+    """Put the efficiency into a summary (in place): summary["efficiency"], and the
+    efficiency sentence and the bottleneck of the best setting after the verdict.
+    Idempotent (a summary that has them already gets them replaced); does nothing
+    to a run without pattern metrics or twin.json."""
+    rd = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
+    twins = load_twins(rd)
+    rows = rd.rows()
+    if twins is None and not any("pattern.seconds" in r.metrics for r in rows):
+        return
+    old = summary.get("efficiency") or {}
+    verdict = str(summary.get("verdict") or "")
+    for part in (old.get("sentence"), old.get("verdict")):
+        if part and part in verdict:
+            verdict = verdict.replace(" " + part, "").replace(part, "")
+    effs = analyse(rows, twins, order=list(summary.get("settings") or {}), seed=int(summary.get("seed") or 0))
+    part = summary_part(effs, twins, engine_name(rd), describe or str, summary.get("best_label"))
+    summary["efficiency"] = part
+    extra = " ".join(p for p in (part["sentence"], part["verdict"]) if p)
+    summary["verdict"] = f"{verdict} {extra}".strip() if extra else verdict
+
+
+# ====================================================================== the pictures' numbers
+def device_values(effs: list[SettingEfficiency], rows: Iterable[ResultRow], metric: str) -> dict[str, float]:
+    """Label -> what `metric` (a throughput, higher is better) would be if the engine
+    got all the disk gives for its I/O: each cell's value over its efficiency, the
+    median per setting. For MB/s this is the twin's own MB/s; for rows/s, the rows
+    a scan would return at the twin's speed."""
+    by_label: dict[str, list[ResultRow]] = {}
+    for r in rows:
+        if r.ok:
+            by_label.setdefault(label_of(r.settings), []).append(r)
+    out: dict[str, float] = {}
+    for e in effs:
+        if not e.has:
+            continue
+        unit_key = rate_key(e.pattern)
+        scaled = [r.metrics[metric] * e.device_rate / r.metrics[unit_key]
+                  for r in by_label.get(e.label, []) if metric in r.metrics and r.metrics.get(unit_key)]
+        if scaled:
+            out[e.label] = statistics.median(scaled)
+    return out
+
+
+def device_points(effs: list[SettingEfficiency]) -> dict[str, dict[str, float]]:
+    """Label -> the twin's read IOPS, MB/s and read latency (ms): a SLOB petal of the disk."""
+    out = {}
+    for e in effs:
+        if e.twin is None:
+            continue
+        t = e.twin
+        lat = t.read_lat_ms if math.isfinite(t.read_lat_ms) else t.lat_ms
+        out[e.label] = {"read_iops": t.read_iops, "mb_per_s": t.mb_per_s, "read_latency_ms": lat,
+                        "iodepth": float(t.pattern.read_depth or t.pattern.main_depth)}
+    return out
+
+
+# ====================================================================== tables
+def rich_table(effs: list[SettingEfficiency], describe: Describe = str) -> Any:
+    """The console's table: per setting the I/O replayed, engine and device rates, efficiency, bottleneck."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(box=box.SIMPLE_HEAD, title="The engine against its device twin (fio replaying the same I/O)",
+                  title_justify="left", pad_edge=False)
+    # narrow headings: the caption says what they are
+    for name in ("setting / I/O replayed by fio", "engine", "disk", "of disk", "busy", "CPU", "bottleneck"):
+        table.add_column(name, justify="left" if name[0] in "sb" else "right", no_wrap=name[0] != "s", overflow="fold")
+    table.caption = ("of disk: the engine's rate over fio's for the same I/O, median [95% CI]; busy: the disk's utilisation; "
+                     "CPU: cores the engine's processes used of those they could use")
+    table.caption_justify = "left"
+    for e in effs:
+        cpu, busy = _cores(e.server_cores, e.cores_available), _pct(e.util_pct)
+        what = e.pattern.compact() if e.has and e.pattern is not None else e.why_none
+        setting = f"{_short_label(describe(e.label))}\n  {what}"
+        if e.has:
+            table.add_row(setting, _rate(e.engine_rate, e.unit), _rate(e.device_rate, e.unit), e.percent(), busy, cpu, e.bottleneck or "")
+        else:
+            engine = _rate(e.engine_rate, e.unit) if math.isfinite(e.engine_rate) else "–"
+            table.add_row(setting, engine, "–", "–", busy, cpu, e.bottleneck or "")
+    return table
+
+
+def _short_label(text: str) -> str:
+    """'workload.sessions=4, workload.update_pct=0' -> 'sessions=4, update_pct=0': a narrow column."""
+    return text.replace("workload.", "")
+
+
+def _rate(x: float, unit: str) -> str:
+    return f"{x:,.0f} {unit}" if math.isfinite(x) else "–"
+
+
+def _pct(x: float) -> str:
+    return f"{x:.0f}%" if math.isfinite(x) else "–"
+
+
+def _cores(used: float, available: float) -> str:
+    if not math.isfinite(used):
+        return "–"
+    return f"{used:.2f}/{available:.0f}" if math.isfinite(available) else f"{used:.2f}"
+
+
+def by_label(effs: list[SettingEfficiency]) -> Mapping[str, SettingEfficiency]:
+    return {e.label: e for e in effs}
+
+
+__all__ = [
+    "SettingEfficiency",
+    "add_to_summary",
+    "analyse",
+    "bottleneck",
+    "bottleneck_sentence",
+    "by_label",
+    "device_points",
+    "device_values",
+    "engine_name",
+    "for_run",
+    "rich_table",
+    "sentence",
+    "summary_part",
+]

@@ -1,0 +1,722 @@
+"""Issue 19: the device twin (fio replaying the engine's own I/O pattern after the
+cells) and the engine's efficiency against it.
+
+Pure parts first (quantising, fio's arguments and output, the cache, the
+analysis on hand-made rows), then fio itself on a small file, then real runs:
+PostgreSQL's mbrc and slob through the CLI, MariaDB and SQLite through the
+library. No wall-clock time is asserted; efficiencies only within the band
+noise allows (others use this disk too)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+from conftest import blocklab_bin
+
+from blocklab.analysis import efficiency
+from blocklab.device import twin
+from blocklab.device.fio import FioError
+from blocklab.device.twin import FioRun, Pattern, RunTwins, Twin, TwinCache
+from blocklab.probes.io import HostWindow
+from blocklab.probes.os_stats import DiskCounters
+from blocklab.results import ENVIRONMENT_FILE, PLAN_FILE, SUMMARY_FILE, ResultRow, RunDir
+
+KiB, MiB = 1024, 1024**2
+HAS_FIO = shutil.which("fio") is not None
+needs_fio = pytest.mark.skipif(not HAS_FIO, reason="fio is not installed")  # installed here; kept for other machines
+
+
+# ====================================================================== quantising
+@pytest.mark.parametrize(
+    "value, grid, expected",
+    [
+        (8 * KiB, "size", 8 * KiB),
+        (7.9 * KiB, "size", 8 * KiB),
+        (124.7 * KiB, "size", 128 * KiB),
+        (435 * KiB, "size", 384 * KiB),  # the half steps: 384k, not 512k
+        (563 * KiB, "size", 512 * KiB),
+        (0.3, "depth", 1),
+        (1.46, "depth", 2),
+        (2.8, "depth", 3),
+        (5.4, "depth", 6),
+        (13.0, "depth", 12),
+        (10_000, "depth", 256),
+    ],
+)
+def test_nearest_on_a_log_scale(value, grid, expected):
+    assert twin.nearest(value, twin.SIZE_GRID if grid == "size" else twin.DEPTH_GRID) == expected
+
+
+def test_sizes_above_8k_suit_direct_io_on_4k_sectors():
+    assert all(s % 4096 == 0 for s in twin.SIZE_GRID if s >= 4096)
+    assert twin.SIZE_GRID[0] == 512 and 12 * KiB in twin.SIZE_GRID and 6 * KiB not in twin.SIZE_GRID
+
+
+def test_file_size_is_the_nearest_power_of_two_at_least_16_mib():
+    assert twin.file_size_for(0) == 16 * MiB
+    assert twin.file_size_for(15.6e6) == 16 * MiB
+    assert twin.file_size_for(49.7e6) == 64 * MiB  # log2 45.4 -> 64 MiB nearer than 32
+    assert twin.file_size_for(1.3e9) == 1024 * MiB
+
+
+def _pattern_metrics(**over):
+    m = {
+        "pattern.seconds": 0.1, "pattern.reads": 1900.0, "pattern.writes": 0.0, "pattern.sequential": 1.0,
+        "pattern.direct": 1.0, "pattern.data_bytes": 15.6e6, "pattern.read_kb": 8.0,
+        "pattern.read_flight_ms": 270.0, "pattern.write_flight_ms": 0.0, "pattern.busy_ms": 100.0,  # 2.7 in flight
+        "pattern.read_iops": 19_000.0, "pattern.read_mb_per_s": 155.6, "pattern.util_pct": 90.0, "pattern.server_cores": 0.5,
+        "pattern.sessions": 1.0, "pattern.cores": 2.0, "pattern.cpu_busy_pct": 50.0,
+    }
+    m.update(over)
+    return m
+
+
+def test_pattern_of_a_cell():
+    p = twin.pattern_of(_pattern_metrics())
+    assert isinstance(p, Pattern)
+    assert p == Pattern(sequential=True, direct=True, file_size=16 * MiB, main="read", read_bs=8192, read_depth=3)
+    assert p.key == "seq r8k qd3 direct 16M"
+    assert p.unit == "IOPS" and p.kind == "sequential reads" and p.short() == "8 kB reads"
+    assert p.describe() == "8 kB sequential reads, 3 in flight, direct I/O, 16 MB file"
+    assert Pattern.from_dict(p.to_dict()) == p
+    big = twin.pattern_of(_pattern_metrics(**{"pattern.read_kb": 126.9}))
+    assert isinstance(big, Pattern) and big.read_bs == 128 * KiB and big.unit == "MB/s"
+
+
+def test_pattern_of_reads_with_writes_beside_them():
+    """SLOB with updates: the sessions' reads in the foreground at their depth, the
+    engine's page writes beside them at the engine's own rate."""
+    p = twin.pattern_of(_pattern_metrics(**{
+        "pattern.seconds": 5.0, "pattern.reads": 70_000.0, "pattern.writes": 30_000.0, "pattern.write_kb": 8.0,
+        "pattern.sequential": 0.0, "pattern.direct": 0.0, "pattern.read_flight_ms": 38_000.0,
+        "pattern.write_flight_ms": 4_000.0, "pattern.busy_ms": 5_000.0, "pattern.data_bytes": 1.3e9, "pattern.sessions": 16.0,
+    }))
+    assert isinstance(p, Pattern)
+    assert (p.main, p.read_depth, p.write_depth, p.background, p.background_iops) == ("read", 8, 1, "write", 6144)
+    assert p.key == "rand r8k qd8 + w8k@6144/s qd1 buffered 1G"
+    assert p.describe() == "8 kB random reads, 8 in flight, with 8 kB writes at 6,144/s beside them, buffered, 1 GB file"
+    writes = twin.pattern_of(_pattern_metrics(**{"pattern.reads": 5.0, "pattern.writes": 900.0, "pattern.write_kb": 8.0,
+                                                "pattern.write_flight_ms": 90.0}))
+    assert isinstance(writes, Pattern) and writes.main == "write" and not writes.background  # 5 reads: a trace, not a load
+    assert writes.unit == "IOPS" and writes.short() == "8 kB writes"
+
+
+@pytest.mark.parametrize(
+    "metrics, why",
+    [
+        ({"elapsed_s": 1.0}, "no I/O pattern recorded"),
+        (_pattern_metrics(**{"pattern.reads": 10.0}), "the engine did 10 I/Os: too few to replay"),
+        ({k: v for k, v in _pattern_metrics().items() if k != "pattern.busy_ms"}, "queue depth not measured"),
+    ],
+)
+def test_pattern_of_says_why_there_is_none(metrics, why):
+    got = twin.pattern_of(metrics)
+    assert isinstance(got, str) and why in got
+
+
+def _row(cell, settings, metrics, status="ok"):
+    return ResultRow(cell=cell, block=0, settings=settings, applied={}, metrics=metrics, status=status, cell_id=f"c{cell}")
+
+
+def test_a_setting_pools_its_cells_depth_from_their_times():
+    """Two cells: 300 ms in flight over 100 ms busy, and 100 over 100: the setting's depth is
+    400/200 = 2, not the median of 3 and 1 (a cell's busy time counts in 4 ms jiffies)."""
+    a = _pattern_metrics(**{"pattern.read_flight_ms": 300.0, "pattern.busy_ms": 100.0})
+    b = _pattern_metrics(**{"pattern.read_flight_ms": 100.0, "pattern.busy_ms": 100.0})
+    failed = _pattern_metrics(**{"pattern.read_flight_ms": 9000.0, "pattern.busy_ms": 1.0})
+    rows = [_row(0, {"k": 1}, a), _row(1, {"k": 1}, b), _row(2, {"k": 1}, failed, status="RuntimeError: x")]
+    got = twin.setting_patterns(rows)["k=1"]
+    assert isinstance(got, Pattern) and got.read_depth == 2
+
+
+# ====================================================================== the disk's side of the pattern
+def _window(disk: DiskCounters, seconds: float) -> HostWindow:
+    hw = HostWindow.__new__(HostWindow)  # no engine: the figures are set as __exit__ would
+    hw.disk, hw.window_s, hw.cpu_busy_pct = disk, seconds, 0.0
+    return hw
+
+
+def test_device_pattern_alone_on_the_disk_is_littles_law():
+    # 1,000 reads of 8 kB, each 0.3 ms in flight (300 ms), over 100 ms busy of a 0.2 s window
+    disk = DiskCounters(reads=1000, read_bytes=8192_000, read_ms=300, writes=0, write_bytes=0, write_ms=0,
+                        io_ticks_ms=100, weighted_ms=320)  # weighted also counts 20 ms of flushes
+    m = _window(disk, 0.2).device_pattern((1000.0, 8192_000.0, 0.0, 0.0))
+    assert m["pattern.device_share"] == 1.0
+    assert m["pattern.util_pct"] == pytest.approx(50.0)
+    assert m["pattern.queue_depth"] == pytest.approx(1.5)  # 300 ms / 200 ms: flushes are not depth
+    assert m["pattern.busy_queue_depth"] == pytest.approx(3.0)
+    assert m["pattern.read_flight_ms"] == 300.0 and m["pattern.busy_ms"] == 100.0
+    assert m["pattern.device_read_kb"] == pytest.approx(8.0)
+
+
+def test_others_slow_writes_are_not_the_depth_of_an_engine_that_only_reads():
+    disk = DiskCounters(reads=1000, read_bytes=8192_000, read_ms=100, writes=10, write_bytes=1_000_000, write_ms=2000,
+                        io_ticks_ms=100, weighted_ms=2100)
+    m = _window(disk, 0.2).device_pattern((1000.0, 8192_000.0, 0.0, 0.0))
+    assert m["pattern.busy_queue_depth"] == pytest.approx(1.0)
+
+
+def test_others_reads_count_by_their_share_of_the_work():
+    # the engine: 100 reads of 128 kB; someone else: 100 reads of 128 kB: half the work, half the time
+    disk = DiskCounters(reads=200, read_bytes=200 * 131072, read_ms=400, writes=0, write_bytes=0, write_ms=0,
+                        io_ticks_ms=100, weighted_ms=400)
+    m = _window(disk, 0.1).device_pattern((100.0, 100 * 131072.0, 0.0, 0.0))
+    assert m["pattern.device_share"] == pytest.approx(0.5)
+    assert m["pattern.busy_queue_depth"] == pytest.approx(2.0)
+
+
+def test_no_device_no_pattern_and_an_old_kernel_no_times():
+    assert _window(None, 0.1).device_pattern() == {}  # type: ignore[arg-type]
+    old = DiskCounters(reads=10, read_bytes=81920, read_ms=3, writes=0, write_bytes=0, write_ms=0)  # 11 fields: no ticks
+    m = _window(old, 0.1).device_pattern()
+    assert "pattern.device_iops" in m and "pattern.busy_queue_depth" not in m
+
+
+def test_disk_counters_subtract_every_field():
+    a = DiskCounters(1, 2, 3, 4, 5, 6, 7, 8)
+    b = DiskCounters(11, 12, 13, 14, 15, 16, 17, 18)
+    assert b.minus(a) == DiskCounters(10, 10, 10, 10, 10, 10, 10, 10)
+
+
+# ====================================================================== fio's job and output
+def test_fio_args_direct_sequential_reads():
+    p = Pattern(True, True, 64 * MiB, "read", read_bs=128 * KiB, read_depth=3)
+    args = twin.fio_args(p, Path("/d/f"), "libaio", runtime_s=0.5, ramp_s=0.15)
+    assert args[:4] == ["--filename=/d/f", "--direct=1", "--randrepeat=0", "--runtime=500ms"]
+    assert "--time_based" in args and "--ramp_time=150ms" in args and "--norandommap" in args
+    assert args[args.index("--name=reads"):] == ["--name=reads", "--rw=read", "--bs=131072", f"--size={64 * MiB}",
+                                                 "--ioengine=libaio", "--iodepth=3"]
+    assert not any(a.startswith("--rate_iops") for a in args)
+
+
+def test_fio_args_buffered_reads_with_writes_at_the_engines_rate():
+    p = Pattern(False, False, 64 * MiB, "read", read_bs=8 * KiB, read_depth=4, write_bs=16 * KiB, write_depth=2,
+                background_iops=3000)
+    args = twin.fio_args(p, Path("/d/f"), "libaio")
+    assert "--invalidate=1" in args and "--time_based" not in args and "--norandommap" not in args  # one pass: no cache hit
+    reads, writes = args.index("--name=reads"), args.index("--name=writes")
+    assert args[reads:writes] == ["--name=reads", "--rw=randread", "--bs=8192", f"--size={64 * MiB}", "--ioengine=psync",
+                                  "--iodepth=1", "--numjobs=4", f"--size={16 * MiB}", f"--offset_increment={16 * MiB}"]
+    assert args[writes:] == ["--name=writes", "--rw=randwrite", "--bs=16384", f"--size={64 * MiB}", "--ioengine=psync",
+                             "--iodepth=1", "--numjobs=2", f"--size={32 * MiB}", f"--offset_increment={32 * MiB}",
+                             "--rate_iops=1500", "--end_fsync=1"]  # the rate per job: 2 x 1,500 = the engine's 3,000
+
+
+def test_fio_args_random_reads_are_as_many_threads_as_reads_in_flight():
+    """Sessions each waiting for their read, not one thread reaping them all: on busy CPUs
+    the engine's sessions get a CPU each, and so must fio's."""
+    args = twin.fio_args(Pattern(False, True, 16 * MiB, "read", read_bs=8192, read_depth=8), Path("/f"), "libaio")
+    assert args[args.index("--name=reads"):] == ["--name=reads", "--rw=randread", "--bs=8192", f"--size={16 * MiB}",
+                                                 "--ioengine=psync", "--iodepth=1", "--numjobs=8"]  # the whole file each
+
+
+def test_fio_args_without_libaio_a_sequential_stream_becomes_sliced_threads():
+    args = twin.fio_args(Pattern(True, True, 16 * MiB, "read", read_bs=8192, read_depth=4), Path("/f"), "psync")
+    assert "--ioengine=psync" in args and "--numjobs=4" in args and f"--offset_increment={4 * MiB}" in args
+
+
+def _fio_json(read_ios=1000, write_ios=0, error=0):
+    def side(ios, iops, bw, lat_ns):
+        return {"total_ios": ios, "iops": iops, "bw_bytes": bw, "runtime": 500, "clat_ns": {"mean": lat_ns}}
+
+    reads = {"jobname": "reads", "error": error, "read": side(read_ios, 2000.0, 16_384_000, 100_000), "write": side(0, 0.0, 0, 0)}
+    writes = {"jobname": "writes", "error": 0, "read": side(0, 0.0, 0, 0),
+              "write": side(write_ios, 1000.0 if write_ios else 0.0, 8_192_000 if write_ios else 0, 300_000)}
+    return {"jobs": [reads, writes]}
+
+
+def test_fio_output_adds_each_direction_over_the_jobs():
+    run = FioRun.from_json(_fio_json(read_ios=2000, write_ios=1000))
+    assert run.iops == 3000 and run.read_iops == 2000 and run.write_iops == 1000
+    assert run.mb_per_s == pytest.approx(24.576) and run.read_mb_per_s == pytest.approx(16.384)
+    assert run.read_lat_ms == pytest.approx(0.1) and run.write_lat_ms == pytest.approx(0.3) and run.runtime_s == 0.5
+    alone = FioRun.from_json(_fio_json(read_ios=2000))
+    assert alone.write_iops == 0 and math.isnan(alone.write_lat_ms)
+
+
+@pytest.mark.parametrize("data, message", [({"jobs": []}, "no jobs"), (_fio_json(error=5), "error 5"),
+                                           (_fio_json(read_ios=0), "no I/O")])
+def test_fio_output_that_is_no_measurement(data, message):
+    with pytest.raises(FioError, match=message):
+        FioRun.from_json(data)
+
+
+# ====================================================================== the cache
+def _twin(p: Pattern, iops=10_000.0, version="fio-3.33") -> Twin:
+    run = FioRun(iops, 0.0, iops * p.main_bs / 1e6, 0.0, 0.1, math.nan, 0.5)
+    return Twin(p, iops, 0.0, run.read_mb_per_s, 0.0, 0.1, math.nan, (run,), version, "libaio", "fio ...",
+                "2026-11-23T00:00:00+00:00", "vda", "/var/tmp")
+
+
+def test_cache_merges_and_survives_damage(tmp_path):
+    cache = TwinCache(tmp_path, "vda")
+    p1 = Pattern(True, True, 16 * MiB, "read", read_bs=8192, read_depth=1)
+    p2 = Pattern(False, True, 16 * MiB, "read", read_bs=8192, read_depth=8)
+    cache.save([_twin(p1)], {"name": "vda"})
+    cache.save([_twin(p2, 50_000.0)], {"name": "vda"})
+    loaded = cache.load()
+    assert set(loaded) == {p1.key, p2.key} and loaded[p2.key].iops == 50_000.0
+    assert loaded[p1.key].runs[0].write_iops == 0.0 and math.isnan(loaded[p1.key].write_lat_ms)  # null in JSON
+    cache.path.write_text("{not json")
+    assert cache.load() == {}
+    cache.path.write_text(json.dumps({"format": 99, "twins": {}}))
+    assert cache.load() == {}
+
+
+def test_a_cached_twin_is_not_measured_again(tmp_path, monkeypatch):
+    cache = TwinCache(tmp_path, "vda")
+    p = Pattern(True, True, 16 * MiB, "read", read_bs=8192, read_depth=1)
+    monkeypatch.setattr(twin, "fio_version", lambda fio: "fio-3.33")
+    monkeypatch.setattr(twin, "find_fio", lambda: "/usr/bin/fio")
+    cache.save([_twin(p)], {"name": "vda"})
+
+    def no_fio(*a, **k):
+        raise AssertionError("fio ran for a pattern in the cache")
+
+    monkeypatch.setattr(twin, "run_fio", no_fio)
+    got = twin.measure([p], tmp_path, cache)
+    assert got.cached == {p.key} and got.twins[p.key].iops == 10_000.0 and not got.failures
+
+
+# ====================================================================== efficiency on hand-made rows
+def _run_dir(tmp_path, rows, twins: RunTwins | None, env=None) -> RunDir:
+    rd = RunDir(tmp_path / "run")
+    rd.create()
+    rd.write_json(PLAN_FILE, {"seed": 1, "cells": []})
+    rd.write_json(ENVIRONMENT_FILE, env or {"engine": "postgres"})
+    for r in rows:
+        rd.append(r)
+    if twins is not None:
+        rd.write_json(twin.TWIN_FILE, twins.to_dict())
+    return rd
+
+
+def _rows_and_twins(iops_by_cell, device_iops, util=90.0, server=0.3):
+    rows = [_row(i, {"k": 1}, _pattern_metrics(**{"pattern.read_iops": v, "pattern.util_pct": util, "pattern.server_cores": server}))
+            for i, v in enumerate(iops_by_cell)]
+    p = twin.setting_patterns(rows)["k=1"]
+    assert isinstance(p, Pattern)
+    twins = RunTwins("on", "measured", twins={p.key: _twin(p, device_iops)}, patterns={"k=1": p.key})
+    return rows, twins
+
+
+def test_efficiency_per_cell_median_and_interval():
+    rows, twins = _rows_and_twins([9_000, 10_000, 11_000], 20_000)
+    (e,) = efficiency.analyse(rows, twins)
+    assert e.unit == "IOPS" and e.values == pytest.approx((0.45, 0.5, 0.55))
+    assert e.median == pytest.approx(0.5) and e.ci_low <= 0.5 <= e.ci_high
+    assert e.percent().startswith("50% [")
+    assert e.device_rate == 20_000 and e.engine_rate == 10_000
+
+
+@pytest.mark.parametrize(
+    "eff_iops, util, server, available, expected",
+    [
+        (19_000, 95.0, 0.3, 1, "device"),
+        (19_000, 50.0, 0.3, 1, "neither"),  # the disk had time to spare: not its limit
+        (8_000, 95.0, 0.9, 1, "cpu"),
+        (19_000, 95.0, 0.95, 1, "device+cpu"),
+        (8_000, 95.0, 0.3, 1, "neither"),
+    ],
+)
+def test_bottleneck_rules(eff_iops, util, server, available, expected):
+    rows, twins = _rows_and_twins([eff_iops], 20_000, util=util, server=server)
+    (e,) = efficiency.analyse(rows, twins)
+    assert e.bottleneck == expected
+    text = efficiency.bottleneck_sentence(e, "PostgreSQL")
+    word = {"device": "the disk is the bottleneck", "neither": "neither the disk nor the CPU", "cpu": "the CPU is the bottleneck",
+            "device+cpu": "the disk and the CPU are both"}[expected]
+    assert word in text
+
+
+def test_no_twin_still_names_a_cpu_bound_engine_and_says_why_there_is_no_efficiency():
+    rows, _ = _rows_and_twins([8_000], 20_000, server=0.95)
+    (e,) = efficiency.analyse(rows, RunTwins("on", "off", "fio is not installed (apt-get install fio)"))
+    assert not e.has and e.bottleneck == "cpu" and "fio is not installed" in e.why_none
+    (e,) = efficiency.analyse(rows, None)
+    assert e.bottleneck == "cpu" and "twin.json absent" in e.why_none
+
+
+def test_summary_gets_the_efficiency_once_however_often_it_is_written(tmp_path):
+    rows, twins = _rows_and_twins([10_000, 10_500], 20_000, util=95.0)
+    rd = _run_dir(tmp_path, rows, twins)
+    summary = {"verdict": "Best k = 1.", "best_label": "k=1", "settings": {"k=1": {}}, "seed": 1}
+    efficiency.add_to_summary(summary, rd)
+    first = summary["verdict"]
+    efficiency.add_to_summary(summary, rd)
+    assert summary["verdict"] == first
+    assert first.startswith("Best k = 1. PostgreSQL reaches 51% ") and "of what the disk delivers for the same I/O." in first
+    part = summary["efficiency"]
+    assert part["device_twin"] == "measured" and part["settings"]["k=1"]["efficiency"] == pytest.approx(0.5125)
+    assert part["bottleneck"] == "neither"
+    json.dumps(summary)  # no NaN in summary.json
+
+
+def test_an_old_run_without_patterns_is_left_as_it_was(tmp_path):
+    rd = _run_dir(tmp_path, [_row(0, {"k": 1}, {"rows_per_s": 5.0})], None)
+    summary = {"verdict": "Best k = 1.", "best_label": "k=1"}
+    efficiency.add_to_summary(summary, rd)
+    assert summary == {"verdict": "Best k = 1.", "best_label": "k=1"}
+
+
+# ====================================================================== modes and reasons
+def test_why_not(tmp_path, monkeypatch):
+    assert "not on this host" in twin.why_not(None)
+    assert twin.why_not(str(tmp_path)) is None or not HAS_FIO
+    monkeypatch.setattr(twin.shutil, "which", lambda name: None)
+    assert "fio is not installed" in twin.why_not(str(tmp_path))
+
+
+def test_measure_run_off_says_why(tmp_path):
+    rd = _run_dir(tmp_path, [_row(0, {"k": 1}, _pattern_metrics())], None, env={"engine": "postgres"})
+    result = twin.measure_run(rd, "off")
+    assert result.status == "off" and result.patterns == {"k=1": "seq r8k qd3 direct 16M"}
+    assert twin.load(rd).reason == "--device-twin off"
+    dsn = twin.measure_run(rd, "on")  # environment.json has no data_dir: a DSN server elsewhere
+    assert dsn.status == "off" and "not on this host" in dsn.reason
+    with pytest.raises(ValueError, match=r"--device-twin 'maybe' is not accepted; accepted: off, on, only"):
+        twin.check_mode("maybe")
+
+
+def _cli(args, env, timeout=900):
+    return subprocess.run([blocklab_bin(), *args], env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_cli_refuses_a_bad_mode_naming_the_option_and_the_choices(cli_env):
+    result = _cli(["run", "mbrc", "--quick", "--device-twin", "maybe"], cli_env)
+    assert result.returncode == 2
+    assert "--device-twin" in result.stderr and "'maybe' is not one of 'off', 'on', 'only'" in result.stderr
+    env = {**cli_env, "BLOCKLAB_DEVICE_TWIN": "sometimes"}
+    result = _cli(["run", "mbrc", "--quick"], env)
+    assert result.returncode == 2 and "--device-twin" in result.stderr and "'sometimes'" in result.stderr
+
+
+def test_cli_only_needs_a_run_to_replay(cli_env, tmp_path):
+    result = _cli(["run", "mbrc", "--device-twin", "only"], cli_env)
+    assert result.returncode == 2 and "--device-twin only replays the I/O of a run already measured: give --resume DIR" in result.stdout
+    result = _cli(["run", "--resume", str(tmp_path), "--device-twin", "only"], cli_env)
+    assert result.returncode == 2 and "not a blocklab results directory" in result.stdout
+    assert not Path(cli_env["BLOCKLAB_RESULTS"]).exists()
+
+
+def test_cli_help_shows_the_option_with_an_example(cli_env):
+    result = _cli(["run", "--help"], cli_env)
+    assert result.returncode == 0
+    assert "--device-twin [off|on|only]" in result.stdout and "BLOCKLAB_DEVICE_TWIN" in result.stdout
+    assert "--device-twin only" in result.stdout and "--device-twin off" in result.stdout
+
+
+# ====================================================================== fio itself
+@pytest.fixture
+def disk_dir():
+    """A directory on a disk file system (pytest's /tmp may be a tmpfs without O_DIRECT)."""
+    path = Path(tempfile.mkdtemp(prefix="blocklab-twin-test-", dir="/var/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@needs_fio
+def test_fio_replays_patterns_caches_them_and_leaves_no_file(disk_dir):
+    cache = TwinCache(disk_dir / "cache", "test")
+    work = disk_dir / "work"
+    work.mkdir()
+    small = Pattern(False, True, 16 * MiB, "read", read_bs=8192, read_depth=4)
+    mixed = Pattern(True, False, 16 * MiB, "read", read_bs=65536, read_depth=1, write_bs=8192, write_depth=1, background_iops=500)
+    phases: list[str] = []
+    got = twin.measure([small, mixed, small], work, cache, on_phase=phases.append, repeats=2, runtime_s=0.2)
+    assert not got.failures, got.failures
+    assert set(got.twins) == {small.key, mixed.key} and not got.cached
+    assert len(phases) == 3 and "8 kB random reads, 4 in flight, direct I/O" in phases[0] + phases[1]
+    assert phases[2] == "device twin: round 2 of 2 over the 2 pattern(s)"  # round robin: not all of one, then the other
+    t = got.twins[small.key]
+    assert t.iops > 0 and t.mb_per_s == pytest.approx(t.iops * 8192 / 1e6, rel=0.05) and len(t.runs) == 2
+    assert "--rw=randread" in t.command and "--numjobs=4" in t.command and t.fio_version.startswith("fio-")
+    m = got.twins[mixed.key]
+    assert m.read_iops > 0 and 0 < m.write_iops <= 500 * 1.2  # the writes held to their rate
+    assert "--rate_iops=500" in m.command
+    assert list(work.iterdir()) == []  # the test files are gone
+    again = twin.measure([small], work, cache)
+    assert again.cached == {small.key} and again.twins[small.key] == t
+
+
+@needs_fio
+def test_a_pattern_without_room_fails_alone(disk_dir, monkeypatch):
+    cache = TwinCache(disk_dir / "cache", "test")
+    huge = Pattern(True, True, 2**50, "read", read_bs=8192, read_depth=1)
+    ok = Pattern(True, True, 16 * MiB, "read", read_bs=8192, read_depth=1)
+    got = twin.measure([huge, ok], disk_dir, cache, repeats=1, runtime_s=0.1)
+    assert "no room for a" in got.failures[huge.key] and ok.key in got.twins
+
+
+# ====================================================================== real runs
+def _rows(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines() if line.strip()]
+
+
+@needs_fio
+@pytest.mark.engine
+def test_mbrc_twin_follows_the_engines_io_and_efficiency_is_a_share(cli_env, tmp_path):
+    """The issue's check on a real run: the twin reads 8 kB where the engine read 8 kB
+    (multiblock_read=1) and at least 64 kB at 16; every cell's efficiency is above 0
+    and at most ~1.2 (the twin is three half-second fio runs on a disk others use too)."""
+    env = {**cli_env, "BLOCKLAB_DEVICE_TWIN": ""}  # the default: on where fio is and the data is here
+    out = tmp_path / "run"
+    result = _cli(["run", "mbrc", "--rows", "500000", "--set", "multiblock_read=1,16", "--repeats", "2", "--seed", "3",
+                   "--out", str(out)], env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    text = result.stdout
+    assert "device twin: on" in text and "device twin: 2 pattern(s) on" in text
+    assert "of disk: the engine's rate over fio's for the same I/O, median [95% CI]" in text
+    assert "The engine against its device twin" in text
+    assert "of what the disk delivers for the same I/O" in text
+    doc = json.loads((out / "twin.json").read_text())
+    assert doc["status"] == "measured" and doc["fio_version"].startswith("fio-")
+    patterns = {label: Pattern.from_dict(t["pattern"]) for t in doc["twins"].values() for label, key in doc["patterns"].items() if key == t["key"]}
+    assert patterns["multiblock_read=1"].read_bs == 8192
+    assert patterns["multiblock_read=16"].read_bs >= 64 * KiB
+    assert all(p.direct and p.sequential and p.main == "read" for p in patterns.values())
+    for t in doc["twins"].values():
+        assert "--direct=1" in t["command"] and "--rw=read" in t["command"]
+    summary = json.loads((out / SUMMARY_FILE).read_text())
+    settings = summary["efficiency"]["settings"]
+    for label in ("multiblock_read=1", "multiblock_read=16"):
+        values = settings[label]["values"]
+        assert len(values) == 2, settings[label]
+        assert all(0 < v <= 1.2 for v in values), (label, values)
+    for row in _rows(out):
+        m = row["metrics"]
+        assert m["pattern.read_kb"] == pytest.approx(m["avg_read_kb"])
+        assert 0 < m["pattern.util_pct"] <= 100 and m["pattern.busy_queue_depth"] > 0
+    report = (out / "report.html").read_text()
+    assert 'id="device-twin-table"' in report and "Green dashed: the device twin" in report
+    svg = (out / "plots" / "mbrc-mb-per-s.svg").read_text()
+    assert 'id="device-twin' in svg
+
+
+@needs_fio
+@pytest.mark.engine
+def test_twin_only_adds_the_device_to_a_run_measured_without_it(cli_env, tmp_path):
+    out = tmp_path / "run"
+    first = _cli(["run", "mbrc", "--rows", "200000", "--set", "multiblock_read=4", "--repeats", "1", "--out", str(out)], cli_env)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "device twin: off (--device-twin off)" in first.stdout
+    assert json.loads((out / "twin.json").read_text())["status"] == "off"
+    before = json.loads((out / SUMMARY_FILE).read_text())
+    assert before["efficiency"]["device_twin"] == "off"
+    only = _cli(["run", "--resume", str(out), "--device-twin", "only"], cli_env)
+    assert only.returncode == 0, only.stdout + only.stderr
+    assert "device twin: 1 pattern(s) on" in only.stdout and "The engine against its device twin" in only.stdout
+    after = json.loads((out / SUMMARY_FILE).read_text())
+    assert after["efficiency"]["device_twin"] == "measured"
+    assert after["verdict"].startswith(before["verdict"].split(" PostgreSQL reaches")[0])
+    assert after["verdict"].count("of what the disk delivers for the same I/O") == 1
+    assert len(_rows(out)) == 1  # no cell measured again
+
+
+@needs_fio
+@pytest.mark.engine
+def test_slob_twin_is_random_8k_at_the_engines_depth_and_draws_a_petal(cli_env, tmp_path):
+    env = {**cli_env, "BLOCKLAB_DEVICE_TWIN": "on"}
+    out = tmp_path / "run"
+    result = _cli(["run", "slob", "--quick", "--rows", "2000", "--set", "workload.sessions=1,4", "--set", "workload.update_pct=0",
+                   "--set", "workload.run_time_s=2", "--out", str(out)], env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    doc = json.loads((out / "twin.json").read_text())
+    assert doc["status"] == "measured", doc
+    by_label = {label: doc["twins"][key]["pattern"] for label, key in doc["patterns"].items() if key in doc["twins"]}
+    assert len(by_label) == 2
+    for p in by_label.values():
+        assert p["read_bs"] == 8192 and not p["sequential"] and p["direct"] and p["main"] == "read"
+    def depth(sessions: int) -> int:
+        (label,) = [label for label in by_label if re.search(rf"workload\.sessions={sessions}(,|$)", label)]
+        return int(by_label[label]["read_depth"])
+
+    one, four = depth(1), depth(4)
+    assert one <= four  # more sessions, more reads in flight
+    summary = json.loads((out / SUMMARY_FILE).read_text())
+    for entry in summary["efficiency"]["settings"].values():
+        assert all(0 < v <= 1.2 for v in entry["values"]), entry
+    svg = (out / "plots" / "slob-latency-iops.svg").read_text()
+    assert "the disk for the same I/O" in svg or "device twin" in (out / "report.html").read_text()
+    assert "Dashed lines with crosses: the device twin" in (out / "report.html").read_text()
+
+
+@needs_fio
+@pytest.mark.engine
+@pytest.mark.parametrize("engine, recipe, rows, sets", [
+    ("mariadb", "mbrc", 200_000, ["multiblock_read=0"]),
+    ("sqlite", "checksum", None, ["block_size=4096", "block_checking=off"]),  # 4 of its 16 settings
+])
+def test_every_engine_with_a_recipe_gets_its_twin(cache_dir, tmp_path, monkeypatch, engine, recipe, rows, sets):
+    """The twin knows no engine: MariaDB's read-ahead scans and SQLite's buffered
+    inserts get their pattern and their twin like PostgreSQL's scans."""
+    if engine == "mariadb" and shutil.which("mariadbd") is None:
+        pytest.skip("mariadb-server is not installed")
+    from blocklab.lab import Overrides, load_experiment
+    from blocklab.runner import SilentReporter, run
+
+    monkeypatch.setenv("BLOCKLAB_CACHE", str(cache_dir / f"twin-{engine}"))  # the twins' cache too
+    over = Overrides(sets=sets, rows=rows, engine=engine, quick=True, repeats=1, seed=2)
+    exp = load_experiment(recipe, over, cache_dir=cache_dir / f"twin-{engine}")
+    rd = RunDir(tmp_path / "run")
+    reporter = SilentReporter()
+    run(exp, rd, reporter, device_twin="on")
+    doc = twin.load(rd)
+    assert doc is not None and doc.status == "measured", (doc, reporter.lines[-5:])
+    patterns = [twin.pattern_of(r.metrics) for r in rd.rows() if r.ok]
+    assert patterns and all(isinstance(p, Pattern) or "too few to replay" in p for p in patterns), patterns
+    assert doc.twins, "no setting did enough I/O to replay"
+    for t in doc.twins.values():
+        assert t.iops > 0 and ("--direct=1" in t.command) == t.pattern.direct
+    summary = rd.read_json(SUMMARY_FILE)
+    assert summary["efficiency"]["device_twin"] == "measured"
+    for entry in summary["efficiency"]["settings"].values():
+        assert all(v > 0 for v in entry["values"]), entry
+    assert any(line.startswith("device twin: ") for line in reporter.lines)
+
+
+@needs_fio
+def test_ctrl_c_during_the_twin_removes_its_file_and_keeps_what_was_measured(disk_dir, monkeypatch):
+    cache = TwinCache(disk_dir / "cache", "test")
+    work = disk_dir / "work"
+    work.mkdir()
+    # measured in the order of their keys: 'seq r64k ...' before 'seq r8k ...'
+    first = Pattern(True, True, 16 * MiB, "read", read_bs=65536, read_depth=1)
+    second = Pattern(True, True, 16 * MiB, "read", read_bs=8192, read_depth=1)
+    real = twin.run_fio
+
+    def interrupted_on_the_second_pattern(fio, args, timeout=None):
+        if "--bs=8192" in args:
+            raise KeyboardInterrupt
+        return real(fio, args, timeout=timeout)
+
+    monkeypatch.setattr(twin, "run_fio", interrupted_on_the_second_pattern)
+    with pytest.raises(KeyboardInterrupt):
+        twin.measure([first, second], work, cache, repeats=1, runtime_s=0.1)
+    assert list(work.iterdir()) == []  # the test file is gone
+    assert set(cache.load()) == {first.key}  # the first pattern is kept for next time
+
+
+def test_plan_says_what_the_twin_may_cost(cli_env):
+    result = _cli(["plan", "mbrc", "--quick"], cli_env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "then the device twin: at most 8 fio pattern(s), about" in result.stdout
+
+
+# ====================================================================== sysstats
+def test_sysstats_twins_read_what_sreadtim_and_mreadtim_read():
+    from types import SimpleNamespace
+
+    from blocklab.analysis.sysstats_twin import patterns
+
+    stats = SimpleNamespace(relation_bytes=150e6, direct_io=True, block_size=8192, mbrc=15.6)
+    got = patterns(stats)  # type: ignore[arg-type]
+    assert got["SREADTIM"] == Pattern(False, True, 128 * MiB, "read", read_bs=8192, read_depth=1)
+    assert got["MREADTIM"] == Pattern(True, True, 128 * MiB, "read", read_bs=128 * KiB, read_depth=1)
+
+
+@needs_fio
+@pytest.mark.engine
+def test_sysstats_prints_the_disks_share_of_each_read_time(cli_env, tmp_path):
+    out = tmp_path / "stats"
+    result = _cli(["sysstats", "--rows", "200000", "--repeats", "1", "--reads", "300", "--device-twin", "on", "--out", str(out)], cli_env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SREADTIM" in result.stdout and "the disk alone takes" in result.stdout
+    doc = json.loads((out / "sysstats.json").read_text())
+    twins = {t["name"]: t for t in doc["device_twin"]}
+    assert set(twins) == {"SREADTIM", "MREADTIM"}
+    assert twins["SREADTIM"]["pattern"].startswith("rand r8k qd1 ")
+    assert twins["MREADTIM"]["pattern"].startswith("seq r")
+    for t in twins.values():
+        assert t["device_ms"] > 0 and t["engine_ms"] > 0
+        assert "--iodepth=1" in t["command"] and "--numjobs" not in t["command"].replace("--numjobs=1", "")  # one at a time
+    off = _cli(["sysstats", "--rows", "200000", "--repeats", "1", "--reads", "300", "--out", str(tmp_path / "off")], cli_env)
+    assert off.returncode == 0 and json.loads((tmp_path / "off" / "sysstats.json").read_text())["device_twin"] == []
+    only = _cli(["sysstats", "--device-twin", "only"], cli_env)
+    assert only.returncode == 2 and "--device-twin only is for `blocklab run --resume DIR`" in only.stdout
+
+
+def test_the_engines_own_wait_bounds_its_time_in_flight():
+    """A neighbour's few reads, each queued for milliseconds, must not pass for the depth
+    of one session whose reads the engine saw complete in 0.1 ms."""
+    disk = DiskCounters(reads=1300, read_bytes=1300 * 8192, read_ms=6000, writes=0, write_bytes=0, write_ms=0,
+                        io_ticks_ms=300, weighted_ms=6000)
+    own = (1000.0, 1000 * 8192.0, 0.0, 0.0)
+    loose = _window(disk, 1.0).device_pattern(own)
+    assert loose["pattern.busy_queue_depth"] > 10  # the work share alone: others' slow reads counted as the engine's
+    bound = _window(disk, 1.0).device_pattern(own, (100.0, None))  # 1,000 reads waited for 0.1 ms each
+    assert bound["pattern.read_flight_ms"] == 100.0 and bound["pattern.busy_queue_depth"] == pytest.approx(1 / 3)
+
+
+# ====================================================================== the runner's step
+def test_the_runner_records_why_an_engine_without_a_local_disk_has_no_twin(tmp_path):
+    from test_runner import null_experiment
+
+    from blocklab.runner import SilentReporter, run
+
+    rd = RunDir(tmp_path / "run")
+    reporter = SilentReporter()
+    summary = run(null_experiment(), rd, reporter, device_twin="on")
+    doc = twin.load(rd)
+    assert doc is not None and doc.status == "off" and "not on this host" in doc.reason
+    assert any(line.startswith("device twin: off: the engine's data is not on this host") for line in reporter.lines)
+    part = summary["efficiency"]  # the null engine records no I/O pattern: the summary says why there is nothing
+    assert part["device_twin"] == "off" and "not on this host" in part["device_twin_reason"]
+    assert part["sentence"] is None and "of what the disk delivers" not in summary["verdict"]
+
+
+def test_ctrl_c_in_the_twin_step_keeps_every_cell_and_says_how_to_go_on(tmp_path, monkeypatch):
+    from test_runner import null_experiment
+
+    from blocklab import runner
+    from blocklab.runner import Interrupted, SilentReporter, run
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "measure_run", interrupted)
+    rd = RunDir(tmp_path / "run")
+    with pytest.raises(Interrupted, match="9 of 9 cells are saved"):
+        run(null_experiment(), rd, SilentReporter(), device_twin="on")
+    assert len(rd.rows()) == 9 and rd.file(SUMMARY_FILE).exists()
+
+
+def test_random_reads_are_never_more_in_flight_than_sessions():
+    one = twin.pattern_of(_pattern_metrics(**{"pattern.sequential": 0.0, "pattern.sessions": 1.0,
+                                             "pattern.read_flight_ms": 500.0, "pattern.busy_ms": 100.0}))
+    assert isinstance(one, Pattern) and one.read_depth == 1
+    scan = twin.pattern_of(_pattern_metrics(**{"pattern.sessions": 1.0, "pattern.read_flight_ms": 500.0, "pattern.busy_ms": 100.0}))
+    assert isinstance(scan, Pattern) and scan.read_depth == 6  # one scan reading ahead: not capped (5 -> the grid's 6)
+
+
+def test_a_flushing_engine_is_told_its_fsyncs_are_waits_the_twin_does_not_replay():
+    rows, twins = _rows_and_twins([1_000], 100_000, util=10.0, server=0.1)
+    rows = [_row(0, {"k": 1}, {**rows[0].metrics, "pattern.fsyncs_per_s": 350.0})]
+    (e,) = efficiency.analyse(rows, twins)
+    assert e.bottleneck == "neither"
+    assert "Its 350 fsyncs a second are each a wait for the disk's cache flush" in efficiency.bottleneck_sentence(e, "SQLite")
+
+
+@needs_fio
+def test_one_failed_fio_run_costs_that_run_not_the_pattern(disk_dir, monkeypatch):
+    cache = TwinCache(disk_dir / "cache", "test")
+    p = Pattern(True, True, 16 * MiB, "read", read_bs=8192, read_depth=1)
+    real, calls = twin.run_fio, []
+
+    def second_run_fails(fio, args, timeout=None):
+        if any(a.startswith("--name=reads") for a in args):
+            calls.append(args)
+            if len(calls) == 2:
+                raise FioError("fio completed no I/O")
+        return real(fio, args, timeout=timeout)
+
+    monkeypatch.setattr(twin, "run_fio", second_run_fails)
+    got = twin.measure([p], disk_dir, cache, repeats=3, runtime_s=0.1)
+    assert not got.failures and len(got.twins[p.key].runs) == 2
