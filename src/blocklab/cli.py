@@ -9,6 +9,7 @@ from typing import Any, NoReturn
 import click
 
 from . import __version__, recipes
+from .cli_fleet import fleet_group, fleet_run_options, run_on_fleet, wants_fleet, worker_command
 from .cli_import import import_group
 from .console import ConsoleReporter, make_console, settings_table
 from .engines import available as available_engines
@@ -71,7 +72,8 @@ def main() -> None:
 @click.option("--no-retry", is_flag=True, help="with --resume: measure only the missing cells, not the failed or invalid ones again")
 @click.option("--wait", "wait_s", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
               help="if another blocklab uses the same engine data directory, wait for it (default: refuse at once)")
-def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_server_changes, out, resume, no_retry, wait_s) -> None:
+@fleet_run_options  # --fleet, --hosts, --certs, --insecure, --share-disk (cli_fleet.py)
+def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_server_changes, out, resume, no_retry, wait_s, **fleet) -> None:
     """Run an experiment FILE or built-in RECIPE and print the verdict.
 
     \b
@@ -82,7 +84,11 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_ser
       blocklab run --resume results/mbrc-20261122-101500
       blocklab run --resume results/mbrc-20261122-101500 --no-retry
       blocklab run slob --wait 3600          # queue behind another run on the same cache
+      blocklab run mbrc --fleet tls://sched:8786 --certs ~/fleet-certs    # every host of a fleet
     """
+    if wants_fleet(resume, fleet):  # the same run on many hosts: cli_fleet.py
+        return run_on_fleet(target, _overrides(sets, repeats, rows, engine, dsn, seed, quick), out, resume, no_retry, wait_s,
+                            allow_server_changes, **fleet)
     from .engines.host import wait_for_locks
 
     console = make_console()
@@ -561,6 +567,8 @@ def calibrate_command(directory: Path | None, quick: bool, out: Path | None) -> 
 
 
 main.add_command(import_group)  # `blocklab import ...`: results measured on Oracle (cli_import.py)
+main.add_command(fleet_group)  # `blocklab fleet ...`: many hosts through Dask (cli_fleet.py)
+main.add_command(worker_command)  # `blocklab worker`: one per host of a fleet (cli_fleet.py)
 
 
 @main.command("restore")

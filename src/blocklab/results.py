@@ -64,6 +64,7 @@ class ResultRow:
     notes: dict[str, Any] = field(default_factory=dict)
     format: int = FORMAT
     source: str = ""  # "" for a cell blocklab measured; "import" for a row read from another tool's output
+    host: str = ""  # "" for a local run; a fleet run's worker name (fleet/), the host that measured the cell
 
     @property
     def ok(self) -> bool:
@@ -99,6 +100,8 @@ class ResultRow:
         }
         if self.source:  # only imported rows say where they came from; measured rows stay as they were
             d["source"] = self.source
+        if self.host:  # only fleet rows name their host; a local run's rows stay as they were
+            d["host"] = self.host
         return json.dumps(d, sort_keys=False, default=str)
 
     @classmethod
@@ -120,6 +123,7 @@ class ResultRow:
             started=str(d.get("started", "")),
             notes=dict(d.get("notes", {})),
             source=str(d.get("source", "")),
+            host=str(d.get("host", "")),
         )
 
 
