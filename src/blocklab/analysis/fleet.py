@@ -97,10 +97,14 @@ def fleet_verdict(sweep: Sweep, hosts: dict[str, dict[str, Any]], lost: dict[str
         return out
     order = {label: i for i, label in enumerate(sweep.labels)}
 
-    def score(label: str) -> tuple[int, int, int]:
+    def score(label: str) -> tuple[int, int, float, int]:
         best = sum(1 for s in measured.values() if s["best_label"] == label)
         near = sum(1 for s in measured.values() if s["best_label"] == label or label in (s.get("indistinguishable") or []))
-        return best, near, -order.get(label, len(order))
+        # a tie (say every host has a best of its own): the setting that costs the fleet
+        # least, the geometric mean over the hosts of how much slower it is than each best
+        factors = [_slowdown((s.get("settings") or {}).get(label) or {}, sweep.goal)[0] for s in measured.values()]
+        logs = [math.log(f) if math.isfinite(f) and f > 0 else math.inf for f in factors]
+        return best, near, -(sum(logs) / len(logs)), -order.get(label, len(order))
 
     candidates = {s["best_label"] for s in measured.values()} | {k for s in measured.values() for k in s.get("indistinguishable") or []}
     choice = max(sorted(candidates, key=lambda k: order.get(k, len(order))), key=score)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import queue
 import random
 import signal
@@ -248,10 +249,11 @@ class _Fleet:
         own engine and starts it. Any host's refusal stops the run before a cell runs."""
         from .worker import HostLab, current_facts
 
+        run = f"{run} from {socket.gethostname()} pid {os.getpid()}"  # who holds a host, as another coordinator is told
         connected = self.workers()
         facts = self.client.run(current_facts, workers=[connected[h] for h in hosts])
         for h in hosts:
-            busy = facts.get(connected[h], {}).get("busy") or []
+            busy = [b for b in facts.get(connected[h], {}).get("busy") or [] if b != run]
             if busy:
                 raise FleetError(f"host {h} is measuring another run ({busy[0]}); one run at a time per host: wait for it, "
                                  f"or leave {h} out with --hosts")

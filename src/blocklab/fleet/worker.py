@@ -53,7 +53,7 @@ class HostLab:
     def __init__(self, key: str, host: str, run: str):
         self.key = key
         self.host = host
-        self.run = run  # the run directory's name, to tell a second coordinator who holds the host
+        self.run = run  # which run: its directory's name and its coordinator, to tell a second coordinator who holds the host
         self.exp: Experiment | None = None
         with _LABS_LOCK:
             _LABS[key] = self
@@ -70,8 +70,8 @@ class HostLab:
         from ..spec import Spec, SpecError
         from .facts import disk_key
 
-        with _LABS_LOCK:
-            others = [lab.run for key, lab in _LABS.items() if key != self.key and lab.exp is not None]
+        with _LABS_LOCK:  # another run's lab with a started engine (not this run's lab of another host in this process)
+            others = [lab.run for key, lab in _LABS.items() if key != self.key and lab.exp is not None and lab.run != self.run]
         if others:
             raise FleetError(f"host {self.host} is measuring another run ({others[0]}); one run at a time per host: "
                              "wait for it, or leave this host out with --hosts")

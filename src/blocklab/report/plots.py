@@ -176,8 +176,16 @@ _PETAL_CAPTION = (
     "right edge when they lie far beyond the data."
 )
 
+def _fleet_hosts(data: RunData, limits: dict[str, float]) -> tuple[str, str, str, Figure] | None:
+    """A fleet run's hosts side by side, one curve per host (report/fleet.py)."""
+    from .fleet import fleet_figure
+
+    return fleet_figure(data, limits)
+
+
 # Recipe-specific pictures: each takes the run and returns (id, title, caption, figure) or None.
 EXTRA_FIGURES = [
+    _fleet_hosts,
     _time_profile,
     _checksum_overhead,
     _slob_petal(0, "slob-latency-iops", "Read latency against IOPS", _PETAL_CAPTION),
