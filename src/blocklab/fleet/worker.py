@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import logging
 import signal
 import threading
 import time
@@ -209,15 +210,22 @@ def run_worker(
                 scheduler, name=name, nthreads=1, security=security, host=listen_host, death_timeout=timeout,
                 plugins=(_janitor_class()(),), memory_limit=0, validate=False,
             )
+            # a refused start is told in one line below; Dask would log it with a traceback first
+            start_log = logging.getLogger("distributed.worker")
+            level = start_log.level
+            start_log.setLevel(logging.CRITICAL)
             try:
                 await worker
-            except (OSError, TimeoutError) as err:
-                raise FleetInputError("--scheduler", f"cannot reach the scheduler at {scheduler}: {_reason(err)}") from None
-            except ValueError as err:  # the scheduler's refusal: "name taken, host-a"
-                if "name taken" in str(err):
+            except (OSError, TimeoutError, RuntimeError, ValueError) as err:
+                cause = err.__cause__ if isinstance(err, RuntimeError) and err.__cause__ is not None else err
+                if "name taken" in str(cause):  # the scheduler's refusal: "name taken, host-a"
                     raise FleetInputError("--name", f"a worker named {name!r} is already connected to {scheduler}; "
                                           "every host needs a name of its own") from None
+                if isinstance(cause, (OSError, TimeoutError)):
+                    raise FleetInputError("--scheduler", f"cannot reach the scheduler at {scheduler}: {_reason(cause)}") from None
                 raise
+            finally:
+                start_log.setLevel(level)
         on_ready(worker.address, dict(_FACTS))
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
