@@ -46,15 +46,23 @@ class Fleet:
         return self.address
 
     def start_worker(self, name: str, cache: Path) -> subprocess.Popen:
-        cache.mkdir(parents=True, exist_ok=True)
-        os.chmod(cache, 0o755)  # the engines' service user must enter it
-        self.caches[name] = cache
-        starts = sum(1 for _ in self.tmp.glob(f"worker-{name}*.log"))  # a restarted worker's log is a new file:
-        log = self.tmp / f"worker-{name}{f'-{starts + 1}' if starts else ''}.log"  # the old one holds the first start's line
-        proc = self._spawn([blocklab_bin(), "worker", "--scheduler", self.address, "--name", name, "--cache", str(cache), *self.trust], log)
-        self._wait_for(log, f"worker {name} at ", proc)
-        self.workers[name] = proc
-        return proc
+        return self.start_workers({name: cache})[name]
+
+    def start_workers(self, caches: dict[str, Path]) -> dict[str, subprocess.Popen]:
+        """Workers started together (each imports Dask and blocklab: seconds), then waited for."""
+        started = {}
+        for name, cache in caches.items():
+            cache.mkdir(parents=True, exist_ok=True)
+            os.chmod(cache, 0o755)  # the engines' service user must enter it
+            self.caches[name] = cache
+            starts = sum(1 for _ in self.tmp.glob(f"worker-{name}*.log"))  # a restarted worker's log is a new file:
+            log = self.tmp / f"worker-{name}{f'-{starts + 1}' if starts else ''}.log"  # the old one holds the first start's line
+            proc = self._spawn([blocklab_bin(), "worker", "--scheduler", self.address, "--name", name, "--cache", str(cache), *self.trust], log)
+            started[name] = (proc, log)
+        for name, (proc, log) in started.items():
+            self._wait_for(log, f"worker {name} at ", proc)
+            self.workers[name] = proc
+        return {name: proc for name, (proc, _) in started.items()}
 
     def run(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
         return subprocess.run([blocklab_bin(), *args], env=self.env, capture_output=True, text=True, timeout=timeout)

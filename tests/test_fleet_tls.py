@@ -31,8 +31,8 @@ def tls_fleet(cache_dir, tmp_path_factory, certs):
     procs = Fleet(tmp, env, certs=certs)
     try:
         assert procs.start_scheduler().startswith("tls://127.0.0.1:")
-        for name in HOSTS:
-            procs.start_worker(name, cache_dir / f"fleet-{name}")  # the caches of test_fleet.py's hosts: their data set is reused
+        # the caches of test_fleet.py's hosts: their clusters and data set are reused
+        procs.start_workers({name: cache_dir / f"fleet-{name}" for name in HOSTS})
         yield procs
     finally:
         procs.stop()
@@ -50,27 +50,31 @@ def test_mbrc_quick_over_tls(tls_fleet, tmp_path):
     assert json.loads((out / "plan.json").read_text())["fleet"]["scheduler"] == tls_fleet.address
 
 
-def test_plain_tcp_and_strangers_are_refused(tls_fleet, tmp_path):
+def test_plain_tcp_and_strangers_are_refused(tls_fleet, tmp_path, monkeypatch):
+    from click.testing import CliRunner
     from distributed import Client
 
+    from blocklab.cli import main
     from blocklab.fleet.security import load_security, make_certs
 
+    monkeypatch.setenv("BLOCKLAB_CACHE", str(tmp_path / "cache"))  # `worker --cache` sets it in this process: put back after
+    runner = CliRunner()
     plain = "tcp://" + tls_fleet.address.removeprefix("tls://")
     # the blocklab commands: plain TCP to a TLS scheduler does not get through
-    status = tls_fleet.run("fleet", "status", "--fleet", plain, "--insecure", "--timeout", "2")
-    assert status.returncode == 2 and f"--fleet: cannot reach the scheduler at {plain}" in status.stdout + status.stderr
+    status = runner.invoke(main, ["fleet", "status", "--fleet", plain, "--insecure", "--timeout", "1"])
+    assert status.exit_code == 2 and f"--fleet: cannot reach the scheduler at {plain}" in status.output
     # a Dask client without TLS: refused
     with pytest.raises((OSError, TimeoutError)):
-        Client(plain, timeout=2, set_as_default=False)
+        Client(plain, timeout=1, set_as_default=False)
     # TLS with certificates of another CA: refused both ways (Dask checks the peer's chain)
     other = tmp_path / "other-ca"
     make_certs(other)
     with pytest.raises((OSError, TimeoutError)):
-        Client(tls_fleet.address, security=load_security("client", other), timeout=2, set_as_default=False)
-    stranger = tls_fleet.run("worker", "--scheduler", tls_fleet.address, "--certs", str(other), "--name", "stranger",
-                             "--timeout", "2", "--cache", str(tmp_path / "stranger"))
-    assert stranger.returncode == 2 and "--scheduler: cannot reach the scheduler" in stranger.stdout + stranger.stderr
+        Client(tls_fleet.address, security=load_security("client", other), timeout=1, set_as_default=False)
+    stranger = runner.invoke(main, ["worker", "--scheduler", tls_fleet.address, "--certs", str(other), "--name", "stranger",
+                                    "--timeout", "1", "--cache", str(tmp_path / "stranger")])
+    assert stranger.exit_code == 2 and "--scheduler: cannot reach the scheduler" in stranger.output
     # and the fleet's own client still gets in, and sees only the three hosts
-    allowed = tls_fleet.run("fleet", "status", "--fleet", tls_fleet.address, *tls_fleet.trust, "--json")
-    assert allowed.returncode == 0, allowed.stderr
-    assert [w["name"] for w in json.loads(allowed.stdout)] == list(HOSTS)
+    allowed = runner.invoke(main, ["fleet", "status", "--fleet", tls_fleet.address, *tls_fleet.trust, "--json"])
+    assert allowed.exit_code == 0, allowed.output
+    assert [w["name"] for w in json.loads(allowed.output)] == list(HOSTS)

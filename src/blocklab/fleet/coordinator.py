@@ -166,9 +166,10 @@ def resume_run(run_path: Path, request: FleetRequest, reporter: FleetReporter, *
         connected = fleet.workers()
         absent = [h for h in todo if h not in connected]
         if absent:
+            others = ",".join(h for h in todo if h not in absent)
             raise FleetInputError("--fleet", f"{', '.join(f'{h} ({len(todo[h])} cells to measure)' for h in absent)}: no worker of "
-                                  f"that name is connected to {request.address}; start `blocklab worker --name NAME` there, "
-                                  f"or resume the other hosts only with --hosts {','.join(h for h in todo if h not in absent) or 'NAMES'}")
+                                  f"that name is connected to {request.address}; start `blocklab worker --scheduler {request.address} "
+                                  f"--name {absent[0]}` there" + (f", or resume the other hosts only with --hosts {others}" if others else ""))
         hosts = list(todo)
         opened = fleet.open_labs(hosts, spec, text, str(saved["source"]), dict(saved.get("options") or {}),
                                  run_dir.path.name, reporter) if hosts else {}
@@ -360,11 +361,13 @@ class _Fleet:
                 reporter.phase(f"{', '.join(group)} keep their data on one disk: they take turns, one cell at a time (--share-disk to measure them at once)")
         threads = [threading.Thread(target=self._drive, args=(group, todo, events, stop), name=f"blocklab-fleet-{group[0]}", daemon=True)
                    for group in groups]
+        reports = _Reports(run_dir)
         previous = signal.signal(signal.SIGTERM, _sigterm) if threading.current_thread() is threading.main_thread() else None
         try:
             for thread in threads:
                 thread.start()
             running = len(threads)
+            stale = False  # rows appended since summary.json and the report were last written
             while running:
                 try:
                     kind, host, payload = events.get(timeout=POLL_S)
@@ -376,7 +379,7 @@ class _Fleet:
                     lost[host] = payload
                     self.forget(host)
                     reporter.phase(f"{host} lost: {payload}; its remaining cells stay missing (never measured on another host)")
-                    summaries.write(run_dir, lost)
+                    stale = True
                 elif kind == "rows":
                     cell, result = payload
                     for phase in result["phases"]:
@@ -384,14 +387,21 @@ class _Fleet:
                     for text, line in zip(result["rows"], result["lines"]):
                         row = ResultRow.from_dict(json.loads(text))
                         row = dataclasses.replace(row, host=host, cell_id=host_cell_id(host, row.cell_id))
-                        run_dir.append(row)
+                        run_dir.append(row)  # fsync'd: from here on the row survives a crash of this machine
                         summaries.add(row)
-                        summaries.write(run_dir, lost)
-                        if message := refresh_report(run_dir):  # never stops a run
-                            reporter.phase(message)
                         reporter.host_cell_done(host, cell, row, f"{_what(sweep, cell)} ... {line}")
+                    stale = True
+                # Rows first: rows waiting in the queue are appended before summary.json is rewritten
+                # for them all at once; the report renders on a thread of its own (seconds of matplotlib)
+                if stale and events.empty():
+                    summaries.write(run_dir, lost)
+                    reports.poke()
+                    stale = False
+                for message in reports.messages():
+                    reporter.phase(message)
         except KeyboardInterrupt:
             stop.set()
+            reports.close()
             summaries.write(run_dir, lost, force=True)
             refresh_report(run_dir, force=True)
             self.close(wait=False)
@@ -399,6 +409,7 @@ class _Fleet:
         finally:
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
+        reports.close()
         summary = summaries.write(run_dir, lost, force=True)
         refresh_report(run_dir, force=True)
         reporter.finished(summary)
@@ -555,6 +566,45 @@ def fleet_environment(hosts: dict[str, dict[str, Any]], scheduler: str, previous
     common["hosts"] = envs
     common["fleet"] = {"scheduler": scheduler, "coordinator": socket.gethostname(), "hosts": list(envs)}
     return common
+
+
+class _Reports:
+    """report.html rewritten while the run goes, off the thread that appends rows: a
+    render costs a second or more (matplotlib) and rows must reach the disk as they
+    come. One render at a time; a poke during a render asks for one more after it
+    (refresh_report itself skips renders that would cost over a quarter of the time)."""
+
+    def __init__(self, run_dir: RunDir):
+        self.run_dir = run_dir
+        self._wanted = threading.Event()
+        self._closing = False
+        self._messages: queue.Queue[str] = queue.Queue()
+        self._thread = threading.Thread(target=self._loop, name="blocklab-fleet-report", daemon=True)
+        self._thread.start()
+
+    def poke(self) -> None:
+        self._wanted.set()
+
+    def messages(self) -> list[str]:
+        out = []
+        while not self._messages.empty():
+            out.append(self._messages.get_nowait())
+        return out
+
+    def _loop(self) -> None:
+        while True:
+            self._wanted.wait()
+            self._wanted.clear()
+            if self._closing:
+                return
+            if message := refresh_report(self.run_dir):  # never raises: the report never stops a run
+                self._messages.put(message)
+
+    def close(self) -> None:
+        """Wait for a render in progress (the caller renders the last one itself)."""
+        self._closing = True
+        self._wanted.set()
+        self._thread.join(timeout=120)
 
 
 class _Summaries:
