@@ -257,6 +257,73 @@ def test_a_slow_host_does_not_hold_the_others(fleet, tmp_path):
     assert ok_counts(rows_of(out)) == Counter(cid for ids in planned(out).values() for cid in ids)
 
 
+def test_a_host_busy_with_another_run_is_refused(fleet, tmp_path):
+    """One run at a time per host: a second run that wants host-a while a first one
+    measures there is refused before it touches anything; `fleet status` says who holds it."""
+    experiment = tmp_path / "null.toml"
+    experiment.write_text(NULL_EXPERIMENT.replace("sleep_s = 0.25", "sleep_s = 0.5"))
+    first, second = tmp_path / "first", tmp_path / "second"
+    proc = fleet.popen(["run", str(experiment), "--fleet", fleet.address, *fleet.trust, "--hosts", "host-a", "--out", str(first)],
+                       tmp_path / "first.log")
+    try:
+        deadline = time.monotonic() + 120
+        while not rows_of(first):
+            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "first.log").read_text()
+            time.sleep(0.05)
+        runner = CliRunner()
+        status = runner.invoke(main, ["fleet", "status", "--fleet", fleet.address, *fleet.trust, "--json"])
+        busy = {w["name"]: w["busy"] for w in json.loads(status.output)}
+        assert busy["host-b"] == [] and len(busy["host-a"]) == 1 and busy["host-a"][0].startswith("first from ")
+        refused = runner.invoke(main, ["run", str(experiment), "--fleet", fleet.address, *fleet.trust, "--hosts", "host-b,host-a",
+                                       "--out", str(second)])
+        assert refused.exit_code == 1, refused.output
+        assert "host host-a is measuring another run (first from " in " ".join(refused.output.split())
+        assert not second.exists()  # refused before anything was written
+        assert proc.wait(timeout=300) == 0, (tmp_path / "first.log").read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert ok_counts(rows_of(first)) == Counter(planned(first)["host-a"])
+
+
+def test_a_stopped_coordinator_frees_the_hosts_and_resume_finishes(fleet, tmp_path):
+    """SIGTERM (or Ctrl-C) on the machine that started the run: it keeps every row that
+    came back, prints the resume command and exits 130; each worker's janitor stops
+    the engine of the run nobody records any more, so the hosts are free; --resume
+    measures the rest, each cell once."""
+    experiment = tmp_path / "null.toml"
+    experiment.write_text(NULL_EXPERIMENT)
+    out = tmp_path / "stopped"
+    log = tmp_path / "run.log"
+    proc = fleet.popen(["run", str(experiment), "--fleet", fleet.address, *fleet.trust, "--out", str(out)], log)
+    try:
+        deadline = time.monotonic() + 120
+        while len(rows_of(out)) < 3:
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = " ".join(log.read_text().split())
+    assert code == 130, text
+    assert f"continue with: blocklab run --resume {out} --fleet {fleet.address} --insecure" in text
+    kept = len(rows_of(out))
+    assert 3 <= kept < 24
+    runner = CliRunner()
+    deadline = time.monotonic() + 60
+    while True:  # the labs are closed by the workers themselves, once the cell in flight is done
+        status = runner.invoke(main, ["fleet", "status", "--fleet", fleet.address, *fleet.trust, "--json"])
+        if all(w["busy"] == [] for w in json.loads(status.output)):
+            break
+        assert time.monotonic() < deadline, status.output
+        time.sleep(0.5)
+    resumed = fleet.run("run", "--resume", str(out), "--fleet", fleet.address, *fleet.trust)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert ok_counts(rows_of(out)) == Counter(cid for ids in planned(out).values() for cid in ids)
+
+
 def test_the_report_shows_the_hosts_side_by_side(mbrc_run, tmp_path):
     """report.html in headless Chromium: the hosts table (one row per host) and the
     picture with one curve per host render; no console error."""

@@ -15,7 +15,7 @@ from blocklab.engines.base import ApplyClass
 from blocklab.fleet import FleetInputError
 from blocklab.fleet.plan import FleetPlan, check_host_name, host_cell_id, host_seed, local_cell_id
 from blocklab.fleet.security import certs_dir, check_address, is_loopback, load_security, make_certs
-from blocklab.results import ResultRow
+from blocklab.results import ResultRow, RunDir
 
 HOSTS = ["host-a", "host-b", "host-c"]
 LEVELS = [1, 2, 4, 8]
@@ -264,3 +264,13 @@ def test_a_row_names_its_host_only_in_a_fleet_run():
     assert json.loads(fleet.to_json())["host"] == "h"
     assert ResultRow.from_dict(json.loads(fleet.to_json())) == fleet
     assert ResultRow.from_dict(json.loads(local.to_json())).host == ""
+
+
+def test_a_host_that_comes_back_changed_is_refused_on_resume(tmp_path):
+    from blocklab.fleet.coordinator import _check_same_host
+
+    run = write_fleet_run(tmp_path / "run", {"a": _rows("a", 2), "b": _rows("b", 2)})
+    same = {"engine_version": "18.6", "device": "vda", "file_system": "ext4"}
+    _check_same_host(RunDir(run), {"a": {"environment": same}})
+    with pytest.raises(FleetInputError, match=r"^--resume: host b is not as it was .*device vdb -> sda"):
+        _check_same_host(RunDir(run), {"b": {"environment": {**same, "device": "sda"}}})

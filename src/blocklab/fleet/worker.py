@@ -205,7 +205,12 @@ def run_worker(
     async def main() -> None:
         from .security import HTTP_CONFIG
 
-        with dask.config.set({"distributed.comm.timeouts.connect": f"{timeout}s", **HTTP_CONFIG}):
+        # Dask's statistical profiler samples the stack of the thread running an actor every
+        # 10 ms: it competes for the GIL with the cell being measured (tens of ms per cell
+        # here). A measuring worker runs no profiler, and samples its own system load rarely.
+        quiet = {"distributed.worker.profile.enabled": False, "distributed.admin.system-monitor.interval": "5s",
+                 "distributed.admin.system-monitor.gil.enabled": False}
+        with dask.config.set({"distributed.comm.timeouts.connect": f"{timeout}s", **HTTP_CONFIG, **quiet}):
             worker = Worker(
                 scheduler, name=name, nthreads=1, security=security, host=listen_host, death_timeout=timeout,
                 plugins=(_janitor_class()(),), memory_limit=0, validate=False,
