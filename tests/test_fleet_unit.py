@@ -255,6 +255,17 @@ def test_the_report_has_the_hosts_side_by_side_and_a_local_run_has_none(tmp_path
     run_local(prepare(spec, "# test", "test"), RunDir(tmp_path / "local"), SilentReporter())
     assert fleet_context(load_run(tmp_path / "local")) is None
     assert 'id="hosts-table"' not in (tmp_path / "local" / "report.html").read_text()
+    # the CSV export names each cell's host; a local run's columns are as they were
+    import csv
+    import io
+
+    from blocklab.report.writer import export_bytes
+
+    fleet_csv = list(csv.DictReader(io.StringIO(export_bytes(run, "csv").decode())))
+    assert list(fleet_csv[0])[:4] == ["cell", "cell_id", "host", "block"] and {r["host"] for r in fleet_csv} == {"a", "b", "c"}
+    assert all(r["cell_id"].startswith(r["host"] + "/") for r in fleet_csv) and fleet_csv[0]["multiblock_read"]
+    local_csv = list(csv.DictReader(io.StringIO(export_bytes(tmp_path / "local", "csv").decode())))
+    assert "host" not in local_csv[0] and list(local_csv[0])[:3] == ["cell", "cell_id", "block"]
 
 
 def test_a_row_names_its_host_only_in_a_fleet_run():

@@ -316,9 +316,11 @@ def worker_command(address: str, name: str | None, certs: Path | None, insecure:
               f"({facts.get('device')}, {facts.get('file_system')})", flush=True)
 
     try:
-        run_worker(address, name, security, cache_dir=cache_root(), listen_host=listen, timeout=timeout_s, on_ready=ready)
+        told = run_worker(address, name, security, cache_dir=cache_root(), listen_host=listen, timeout=timeout_s, on_ready=ready)
     except FleetInputError as err:
         _fail(console, str(err), EXIT_BAD_INPUT)
+    if not told:  # exit 1, so that a service manager (systemd Restart=on-failure) starts it again
+        _fail(console, f"worker {name} stopped: the scheduler at {address} went away; start the worker again once it is back", EXIT_FAILED)
     print(f"worker {name} stopped", flush=True)
 
 

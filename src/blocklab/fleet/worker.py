@@ -191,9 +191,11 @@ def run_worker(
     listen_host: str | None,
     timeout: float,
     on_ready: Callable[[str, dict[str, Any]], None],
-) -> None:
-    """Serve as the worker `name` until SIGTERM, SIGINT or the scheduler's end.
-    FleetInputError when the scheduler cannot be reached or the name is taken."""
+) -> bool:
+    """Serve as the worker `name` until SIGTERM, SIGINT or the scheduler's end; True
+    when it was told to stop, False when the scheduler went away (Dask's worker closes
+    then: a service manager should start it again). FleetInputError when the scheduler
+    cannot be reached or the name is taken."""
     import dask
     from distributed import Worker
 
@@ -202,7 +204,7 @@ def run_worker(
 
     _FACTS.update(collect_facts(name, cache_dir))
 
-    async def main() -> None:
+    async def main() -> bool:
         from .security import HTTP_CONFIG
 
         # Dask's statistical profiler samples the stack of the thread running an actor every
@@ -239,12 +241,14 @@ def run_worker(
         finished = asyncio.ensure_future(worker.finished())
         stopping = asyncio.ensure_future(stop.wait())
         await asyncio.wait([finished, stopping], return_when=asyncio.FIRST_COMPLETED)
+        told = stop.is_set()
         stopping.cancel()
         if not finished.done():
             await worker.close(reason="blocklab worker stopped")
         finished.cancel()
+        return told
 
-    asyncio.run(main())
+    return asyncio.run(main())
 
 
 def _reason(err: BaseException) -> str:
