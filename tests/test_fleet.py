@@ -295,7 +295,7 @@ def test_a_stopped_coordinator_frees_the_hosts_and_resume_finishes(fleet, tmp_pa
     experiment.write_text(NULL_EXPERIMENT)
     out = tmp_path / "stopped"
     log = tmp_path / "run.log"
-    proc = fleet.popen(["run", str(experiment), "--fleet", fleet.address, *fleet.trust, "--out", str(out)], log)
+    proc = fleet.popen(["run", str(experiment), "--fleet", fleet.address, *fleet.trust, "--share-disk", "--out", str(out)], log)
     try:
         deadline = time.monotonic() + 120
         while len(rows_of(out)) < 3:
