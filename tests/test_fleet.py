@@ -209,6 +209,35 @@ def test_a_killed_worker_leaves_its_cells_missing_and_resume_measures_them_once(
     assert json.loads((out / "summary.json").read_text())["fleet"]["lost"] == {}
 
 
+def test_an_engine_killed_on_a_worker_is_recovered_there(fleet, tmp_path):
+    """The runner's recovery works on a worker as in a local run: host-b's PostgreSQL
+    is killed (SIGKILL) mid-run; the cell it took is recorded as `engine died`, the
+    server restarted (its own crash recovery) and the cell measured again there;
+    every cell of every host ends ok, once."""
+    out = tmp_path / "died"
+    log = tmp_path / "run.log"
+    pid_file = fleet.caches["host-b"] / "postgres" / "data" / "postmaster.pid"
+    proc = fleet.popen([*MBRC, "--fleet", fleet.address, *fleet.trust, "--out", str(out)], log)
+    try:
+        deadline = time.monotonic() + 300
+        while not any(r.get("host") == "host-b" for r in rows_of(out)):
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        os.kill(int(pid_file.read_text().split()[0]), signal.SIGKILL)
+        code = proc.wait(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = log.read_text()
+    assert code == 0, text
+    rows = rows_of(out)
+    died = [r for r in rows if r["status"].startswith("engine died:")]
+    assert len(died) == 1 and died[0]["host"] == "host-b", [r["status"] for r in rows if r["status"] != "ok"]
+    assert "host-b: the engine died (" in " ".join(text.split())
+    assert ok_counts(rows) == Counter(cid for ids in planned(out).values() for cid in ids)  # the cell measured again, once
+    assert died[0]["cell_id"] in ok_counts(rows)
+
+
 NULL_EXPERIMENT = """
 name = "nullfleet"
 [engine]

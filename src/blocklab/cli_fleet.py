@@ -432,6 +432,11 @@ def run_on_fleet(target: str | None, overrides: Any, out: Path | None, resume: P
         where = getattr(err, "run_dir", None) or resume or "DIR"
         _print(console, f"{err}; continue with: blocklab run --resume {where} --fleet {fleet} {_trust_words(certs, insecure)}")
         sys.exit(EXIT_INTERRUPTED)
+    except KeyboardInterrupt:  # before the first cell: the hosts' labs were closed on the way out
+        reporter.close()
+        _print(console, "interrupted before any cell was measured; nothing to resume" if resume is None
+               else f"interrupted; continue with: blocklab run --resume {resume} --fleet {fleet} {_trust_words(certs, insecure)}")
+        sys.exit(EXIT_INTERRUPTED)
     except (SpecError, ResultsError) as err:
         reporter.close()
         _fail(console, str(err), EXIT_BAD_INPUT)

@@ -277,6 +277,15 @@ class _Fleet:
                 raise FleetError(f"host {h} was lost while opening the experiment: {err}") from None
         return opened
 
+    def call(self, host: str, method: str, *args: Any, stop: threading.Event | None = None) -> Any:
+        """A method of `host`'s lab, waited for; HostGone when its worker is (Dask raises
+        "Worker holding Actor was lost" at the call itself once the scheduler knows)."""
+        try:
+            future = getattr(self.labs[host], method)(*args)
+        except (OSError, RuntimeError) as err:
+            raise HostGone(_first_line(err)) from None
+        return self.wait(host, future, stop)
+
     def wait(self, host: str, future: Any, stop: threading.Event | None = None) -> Any:
         """The result of a future on `host`'s worker; HostGone as soon as the worker is."""
         while True:
@@ -349,13 +358,13 @@ class _Fleet:
         summaries = _Summaries(sweep, fplan, name, run_dir.rows())
         total = sum(len(c) for c in todo.values())
         estimate = {h: sum((opened.get(h) or {}).get("estimate", {}).get(c.setting.label, 0.0) for c in cells) for h, cells in todo.items()}
-        if total:
-            reporter.plan_started(fplan.total, total, max(estimate.values(), default=0.0))
+        groups = [[h for h in group if todo.get(h)] for group in fplan.disk_groups()]
+        groups = [g for g in groups if g]
+        if total:  # groups run at once, the hosts of a group one after the other
+            reporter.plan_started(fplan.total, total, max((sum(estimate[h] for h in g) for g in groups), default=0.0))
         events: queue.Queue[tuple[str, str, Any]] = queue.Queue()
         stop = threading.Event()
         lost: dict[str, str] = {}
-        groups = [[h for h in group if todo.get(h)] for group in fplan.disk_groups()]
-        groups = [g for g in groups if g]
         for group in groups:
             if len(group) > 1:
                 reporter.phase(f"{', '.join(group)} keep their data on one disk: they take turns, one cell at a time (--share-disk to measure them at once)")
@@ -439,7 +448,7 @@ class _Fleet:
                     cell = cells[h].popleft()
                     payload = {"index": cell.index, "block": cell.block, "settings": cell.setting.as_dict()}
                     try:
-                        result = self.wait(h, self.labs[h].measure(payload), stop)
+                        result = self.call(h, "measure", payload, stop=stop)
                     except _Stopped:
                         return
                     except HostGone as err:
