@@ -32,7 +32,10 @@ def collect_facts(name: str, cache_dir: Path) -> dict[str, Any]:
     device = device_of(cache_dir)
     engines: dict[str, str | None] = {}
     for kind in available():
-        probe = getattr(engine_class(kind), "installed_version", None)  # an engine plug-in may not say
+        # a capability an engine class may offer (the built-in ones do), asked the same of
+        # every engine, like the registry's other class attributes; a plug-in may not say
+        plugin = engine_class(kind)
+        probe = getattr(plugin, "installed_version", None)
         try:
             engines[kind] = probe() if callable(probe) else None
         except Exception:  # a broken install is a fact to show, not a reason to refuse the worker

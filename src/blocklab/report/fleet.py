@@ -82,10 +82,7 @@ def fleet_context(data: RunData) -> dict[str, Any] | None:
             there, mark = (f"{d['factor']:.2f}× slower{ci}" if d.get("n") else "not measured"), "differ"
         else:
             there, mark = "no measurement yet", "empty"
-        device = str(env.get("device") or "")
-        info = env.get("device_info") or {}
-        if "rotational" in info:
-            device += " (rotational)" if info["rotational"] else " (non-rotational)"
+        device = str(env.get("device") or "")  # rotational or not: in `blocklab fleet status` (the table stays narrow)
         rows.append({
             "host": host,
             "colour": HOST_COLOURS[hosts_of(data).index(host) % len(HOST_COLOURS)],
