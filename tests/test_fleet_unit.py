@@ -285,3 +285,10 @@ def test_a_host_that_comes_back_changed_is_refused_on_resume(tmp_path):
     _check_same_host(RunDir(run), {"a": {"environment": same}})
     with pytest.raises(FleetInputError, match=r"^--resume: host b is not as it was .*device vdb -> sda"):
         _check_same_host(RunDir(run), {"b": {"environment": {**same, "device": "sda"}}})
+
+
+def test_fleet_errors_survive_pickling_as_dask_carries_them():
+    import pickle
+
+    err = pickle.loads(pickle.dumps(FleetInputError("--hosts", "x: unknown")))
+    assert str(err) == "--hosts: x: unknown" and err.option == "--hosts"

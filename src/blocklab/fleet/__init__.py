@@ -34,6 +34,11 @@ class FleetInputError(SpecError):
     def __init__(self, option: str, message: str):
         super().__init__(f"{option}: {message}" if option else message)
         self.option = option
+        self.message = message
+
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
+        # pickled as (option, message), not as the joined text: Dask carries exceptions between processes
+        return (type(self), (self.option, self.message))
 
 
 class FleetError(RuntimeError):
