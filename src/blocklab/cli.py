@@ -10,6 +10,7 @@ import click
 
 from . import __version__, recipes
 from .cli_analyse import analyse_command
+from .cli_fleet import fleet_group, fleet_run_options, run_on_fleet, wants_fleet, worker_command
 from .cli_import import import_group
 from .console import ConsoleReporter, make_console, settings_table
 from .device.twin import ENV_VAR as TWIN_ENV_VAR
@@ -79,8 +80,9 @@ def main() -> None:
               help="after the cells, fio replays each setting's I/O on the same file system and the engine's share of "
                    "it is printed (on: required; off: not; only: just that, for the run given by --resume). "
                    "Default: on where fio is installed and the data directory is on this host")
+@fleet_run_options  # --fleet, --hosts, --certs, --insecure, --share-disk (cli_fleet.py)
 def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_server_changes, out, resume, no_retry, wait_s,
-                device_twin) -> None:
+                device_twin, **fleet) -> None:
     """Run an experiment FILE or built-in RECIPE and print the verdict.
 
     \b
@@ -93,7 +95,14 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_ser
       blocklab run slob --wait 3600          # queue behind another run on the same cache
       blocklab run mbrc --quick --device-twin off       # no fio replay after the cells
       blocklab run --resume results/mbrc-20261122-101500 --device-twin only   # add the device twin to a run
+      blocklab run mbrc --fleet tls://sched:8786 --certs ~/fleet-certs    # every host of a fleet
     """
+    if wants_fleet(resume, fleet):  # the same run on many hosts: cli_fleet.py
+        if device_twin in ("on", "only"):
+            _fail(make_console(), f"--device-twin {device_twin}: not on a fleet run (each host's disk would need its own "
+                  "twin); run it on one host, or leave --device-twin out", EXIT_BAD_INPUT)
+        return run_on_fleet(target, _overrides(sets, repeats, rows, engine, dsn, seed, quick), out, resume, no_retry, wait_s,
+                            allow_server_changes, **fleet)
     from .engines.host import wait_for_locks
 
     console = make_console()
@@ -642,6 +651,8 @@ def calibrate_command(directory: Path | None, quick: bool, out: Path | None) -> 
 
 
 main.add_command(import_group)  # `blocklab import ...`: results measured on Oracle (cli_import.py)
+main.add_command(fleet_group)  # `blocklab fleet ...`: many hosts through Dask (cli_fleet.py)
+main.add_command(worker_command)  # `blocklab worker`: one per host of a fleet (cli_fleet.py)
 
 
 @main.command("doctor")

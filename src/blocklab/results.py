@@ -67,6 +67,7 @@ class ResultRow:
     # A point that runs for a duration may record its metrics second by second:
     # {"t": [seconds...], "<metric>": [value per second...]} (analysis/series.py).
     series: dict[str, list[float]] = field(default_factory=dict)
+    host: str = ""  # "" for a local run; a fleet run's worker name (fleet/), the host that measured the cell
 
     @property
     def ok(self) -> bool:
@@ -104,6 +105,8 @@ class ResultRow:
             d["source"] = self.source
         if self.series:  # only points that record one: other rows stay as they were
             d["series"] = self.series
+        if self.host:  # only fleet rows name their host; a local run's rows stay as they were
+            d["host"] = self.host
         return json.dumps(d, sort_keys=False, default=str)
 
     @classmethod
@@ -126,6 +129,7 @@ class ResultRow:
             notes=dict(d.get("notes", {})),
             source=str(d.get("source", "")),
             series=_series(d.get("series"), d.get("cell_id") or d.get("cell")),
+            host=str(d.get("host", "")),
         )
 
 

@@ -438,10 +438,18 @@ def retryable_cells(rows: list[ResultRow]) -> set[str]:
 
 
 def _run_and_record(exp: Experiment, cell: Cell, run_dir: RunDir, plan: Plan, reporter: Reporter) -> None:
-    """Run one cell and record it. A cell whose claims did not hold is measured once
-    more at once. A cell that failed because the engine died (not because of its
-    setting) is recorded as such, the engine restarted (its own crash recovery),
-    and the cell measured again; a second death stops the run."""
+    """Run one cell and record it in the run directory (see measure_cell)."""
+    measure_cell(exp, cell, reporter, lambda row: _record(exp, cell, row, run_dir, plan, reporter))
+
+
+def measure_cell(exp: Experiment, cell: Cell, reporter: Reporter, record: Callable[[ResultRow], None]) -> None:
+    """Run one cell, handing every row to `record` as soon as it exists. A cell whose
+    claims did not hold is measured once more at once. A cell that failed because
+    the engine died (not because of its setting) is recorded as such, the engine
+    restarted (its own crash recovery), and the cell measured again; a second death
+    stops the run (EngineDied). Split from _run_and_record so that a fleet worker
+    (fleet/worker.py) measures with the same rules and streams the rows back
+    instead of writing them."""
     died = remeasured = False
     attempt = 0
     while True:
@@ -450,7 +458,7 @@ def _run_and_record(exp: Experiment, cell: Cell, run_dir: RunDir, plan: Plan, re
         why = exp.engine.health() if row.failed else None
         if why is not None:
             row = dataclasses.replace(row, status=f"engine died: {why}", notes={**row.notes, "error": row.status})
-        _record(exp, cell, row, run_dir, plan, reporter)
+        record(row)
         if why is not None:
             if died:
                 raise EngineDied(f"the {exp.spec.engine.kind} engine died again on cell {cell.cell_id}: {why}" + _log(exp.engine))

@@ -327,10 +327,15 @@ def compare_runs(
 ) -> RunComparison:
     """B against A for each setting both measured. Raises CompareError on bad
     input and EnvironmentMismatch (a CompareError) on unlike runs without `force`."""
-    a = _load(run_a, "RUN_A")
-    b = _load(run_b, "RUN_B")
+    return compare_loaded(_load(run_a, "RUN_A"), _load(run_b, "RUN_B"), metric=metric, force=force, seed=seed)
 
-    differences = environment_differences(a.info.environment, b.info.environment)
+
+def compare_loaded(
+    a: _Run, b: _Run, *, metric: str | None = None, force: bool = False, seed: int = 0, checked: tuple[str, ...] = CHECKED_FIELDS
+) -> RunComparison:
+    """compare_runs on loaded runs. `checked`: the environment fields that must match
+    (analysis/fleet.py compares two hosts of one run, whose host and device differ by design)."""
+    differences = environment_differences(a.info.environment, b.info.environment, checked)
     if differences and not force:
         raise EnvironmentMismatch(differences)
     other = environment_differences(a.info.environment, b.info.environment, INFORMATIVE_FIELDS)

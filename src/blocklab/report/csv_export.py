@@ -22,7 +22,10 @@ def columns(data: RunData) -> list[str]:
         knobs.extend(k for k in row.settings if k not in knobs)
         applied.extend(k for k in row.applied if k not in applied)
         metrics.extend(k for k in row.metrics if k not in metrics)
-    return [*BASE_COLUMNS, *knobs, *(f"applied.{k}" for k in applied), *metrics]
+    base = list(BASE_COLUMNS)
+    if any(row.host for row in data.rows):  # a fleet run: the host that measured each cell (a local run's columns stay as they were)
+        base.insert(base.index("cell_id") + 1, "host")
+    return [*base, *knobs, *(f"applied.{k}" for k in applied), *metrics]
 
 
 def record(row: ResultRow, cols: list[str]) -> dict[str, Any]:
@@ -35,7 +38,11 @@ def record(row: ResultRow, cols: list[str]) -> dict[str, Any]:
         "status": row.status,
         "setting": label_of(row.settings),
     }
-    for col in cols[len(BASE_COLUMNS):]:
+    base = len(BASE_COLUMNS)
+    if "host" in cols[:base + 1]:
+        out["host"] = row.host
+        base += 1
+    for col in cols[base:]:
         if col.startswith("applied."):
             out[col] = row.applied.get(col[len("applied."):])
         elif col in row.settings:

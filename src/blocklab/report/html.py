@@ -15,6 +15,7 @@ from .. import __version__
 from .csv_export import export_csv
 from .data import SHORT_NAMES, RunData, SettingFigures, fmt_bytes, human, label_of, metric_title
 from .device_twin import html_context as device_twin_context
+from .fleet import fleet_context
 from .plots import Plot
 
 _ENV = jinja2.Environment(
@@ -76,6 +77,7 @@ def context(data: RunData, plots: list[Plot], *, generated: str | None = None) -
         "csv_href": "data:text/csv;charset=utf-8;base64," + base64.b64encode(export_csv(data)).decode("ascii"),
         "csv_name": f"{data.name}-{data.path.name}-results.csv".replace(f"{data.name}-{data.name}", data.name),
         "notes": list(data.notes),
+        "fleet": fleet_context(data),  # None for a run on one machine (report/fleet.py)
         "resume_hint": f"blocklab run --resume {data.path}",
         "generated": generated or dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "version": __version__,
@@ -239,7 +241,7 @@ def _failed(data: RunData, row: Any) -> dict[str, Any]:
     return {
         "cell": row.cell,
         "block": row.block + 1,
-        "setting": data.describe_label(label_of(row.settings)),
+        "setting": _on_host(row, data.describe_label(label_of(row.settings))),
         "started": row.started.replace("T", " ").replace("+00:00", " UTC"),
         "status": row.status,
     }
@@ -319,10 +321,15 @@ def _raw_rows(data: RunData) -> list[dict[str, Any]]:
             {
                 "cell": row.cell + 1,
                 "block": row.block + 1,
-                "setting": data.describe_label(label_of(row.settings)),
+                "setting": _on_host(row, data.describe_label(label_of(row.settings))),
                 "ok": row.ok,
                 "status": "ok" if row.ok else row.status,
                 "values": [_metric_text(m, row.metrics.get(m)) for m in metrics],
             }
         )
     return out
+
+
+def _on_host(row: Any, text: str) -> str:
+    """A fleet row's setting with the host that measured it: 'host-a: 16 (128 kB)'."""
+    return f"{row.host}: {text}" if row.host else text

@@ -194,12 +194,18 @@ def _per_second(data: RunData, limits: dict[str, float]) -> tuple[str, str, str,
         return None
     fig, caption = made
     return "per-second", "Second by second: did each point settle?", caption, fig
+def _fleet_hosts(data: RunData, limits: dict[str, float]) -> tuple[str, str, str, Figure] | None:
+    """A fleet run's hosts side by side, one curve per host (report/fleet.py)."""
+    from .fleet import fleet_figure
+
+    return fleet_figure(data, limits)
 
 
 # Recipe-specific pictures: each takes the run and returns (id, title, caption, figure) or None.
 EXTRA_FIGURES = [
     _block_drift,
     _per_second,
+    _fleet_hosts,
     _time_profile,
     _checksum_overhead,
     _slob_petal(0, "slob-latency-iops", "Read latency against IOPS", _PETAL_CAPTION),

@@ -314,6 +314,19 @@ class MariadbEngine(InstanceMixin, KnobsMixin, EngineBase):
         return pymysql.connect(**self._connect_params(), database=database, autocommit=True, charset="utf8mb4")
 
     @classmethod
+    def installed_version(cls) -> str | None:
+        """mariadbd's version without starting it (`blocklab fleet status` lists what
+        each host would run); None when MariaDB is not installed."""
+        from .instance import mariadbd_path
+
+        try:
+            out = subprocess.run([mariadbd_path(), "--version"], capture_output=True, text=True, timeout=30, check=True).stdout
+        except (EngineError, OSError, subprocess.SubprocessError):
+            return None
+        words = out.split()  # "/usr/sbin/mariadbd  Ver 10.11.19-MariaDB-0+deb12u1 for debian-linux-gnu ..."
+        return words[words.index("Ver") + 1] if "Ver" in words[:-1] else (out.strip() or None)
+
+    @classmethod
     def native_name(cls, knob: str) -> str:
         if knob.startswith("mariadb."):
             return knob[len("mariadb."):]

@@ -86,6 +86,20 @@ class PostgresEngine(EngineBase):
     def native_name(cls, knob: str) -> str:
         return knobs.native_name(knob)
 
+    @classmethod
+    def installed_version(cls) -> str | None:
+        """The embedded server's version without starting it (`blocklab fleet status`
+        lists what each host would run); None when the wheel is missing."""
+        import subprocess
+
+        from .instance import pg_bin
+
+        try:
+            out = subprocess.run([str(pg_bin() / "postgres"), "--version"], capture_output=True, text=True, timeout=30, check=True).stdout
+        except (EngineError, OSError, subprocess.SubprocessError):
+            return None
+        return out.strip().rsplit(" ", 1)[-1] or None  # "postgres (PostgreSQL) 18.6"
+
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
         if self._started:

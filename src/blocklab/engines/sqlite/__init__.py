@@ -289,6 +289,11 @@ class SqliteEngine(EngineBase):
         return page_size, reserve == CKSUM_RESERVE
 
     @classmethod
+    def installed_version(cls) -> str | None:
+        """The SQLite library apsw runs (`blocklab fleet status` lists each host's)."""
+        return f"{apsw.sqlite_lib_version()} (apsw {apsw.apswversion()})"
+
+    @classmethod
     def native_name(cls, knob: str) -> str:
         if knob.startswith("sqlite."):
             return knob[len("sqlite."):]
