@@ -9,6 +9,10 @@ replaces them with no-ops. Cells come in pairs, the order alternating
 (with/without, without/with, ...), every pair on the same setting, so that drift
 hits both alike. The figure is the median over pairs of (time with) / (time
 without) with a 95% bootstrap interval: the cost of the checks is ratio - 1.
+A cell of this size varies by several per cent from one run to the next, so
+the script also times the checks themselves inside each checked cell (a clock
+around each of the four calls): their own share of the cell, a second figure
+that the neighbours' noise cannot blur.
 
     python benchmarks/claims_cost.py --pairs 24
     BLOCKLAB_CACHE=/var/tmp/mine python benchmarks/claims_cost.py --rows 3000000 --pairs 16
@@ -51,17 +55,27 @@ def main() -> None:
            "knobs": {"multiblock_read": [1, 4, 16, 64]}, "measure": {"repeats": 1, "seed": 1}}
     exp = prepare(spec_from_dict(raw, "claims_cost", {}), "", "claims_cost", cache_dir=args.cache)
     real = {name: getattr(claims, name) for name in CHECKS}
+    spent = [0.0]  # seconds inside the checks during the current cell
+
+    def timed(check: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return check(*args, **kwargs)
+            finally:
+                spent[0] += time.perf_counter() - t0
+        return call
 
     def checks(on: bool) -> None:
         for name in CHECKS:
-            setattr(claims, name, real[name] if on else (lambda *a, **k: None))
+            setattr(claims, name, timed(real[name]) if on else (lambda *a, **k: None))
 
     try:
         exp.engine.start()
         exp.engine.apply(exp.fixed)
         checks(True)
         _cell_seconds(exp, 16, 0)  # builds the table once, outside the figures
-        ratios, with_s, without_s = [], [], []
+        ratios, with_s, without_s, own_share = [], [], [], []
         values = [1, 4, 16, 64]
         for pair in range(args.pairs):
             value = values[pair % len(values)]
@@ -69,9 +83,12 @@ def main() -> None:
             seconds = {}
             for on in order:
                 checks(on)
+                spent[0] = 0.0
                 seconds[on], status = _cell_seconds(exp, value, pair)
-                if on and status != "ok":
-                    print(f"pair {pair}: the checked cell was {status}")
+                if on:
+                    own_share.append(spent[0] / seconds[on])
+                    if status != "ok":
+                        print(f"pair {pair}: the checked cell was {status}")
             with_s.append(seconds[True])
             without_s.append(seconds[False])
             ratios.append(seconds[True] / seconds[False])
@@ -84,6 +101,9 @@ def main() -> None:
           f"without {statistics.median(without_s):.3f} s per cell")
     print(f"time with checks / without, median of {len(ratios)} pairs: {mid:.4f} [{lo:.4f}, {hi:.4f}] "
           f"(cost {100 * (mid - 1):+.2f}%)")
+    share, share_lo, share_hi = median_ci(own_share, seed=1)
+    print(f"the checks' own time inside the checked cells, median of {len(own_share)}: "
+          f"{100 * share:.2f}% [{100 * share_lo:.2f}, {100 * share_hi:.2f}] of the cell")
 
 
 if __name__ == "__main__":
