@@ -24,8 +24,10 @@ from .data import RunData, load_run
 REPORT_FILE = "report.html"
 PLOTS_DIR = "plots"
 EXPORT_FORMATS = ("csv", "json", "parquet")
-# refresh_report spends at most about this share of the wall time on reports
-_REFRESH_SHARE = 0.25
+# refresh_report spends at most about this share of the wall time on reports: a
+# tenth, so a run of short cells (slob --quick: 6 s each, 1.5 s a render with its
+# per-second panels) is not a fifth longer for a page nobody reads until the end
+_REFRESH_SHARE = 0.1
 
 
 def write_report(run_dir: RunDir | Path | str, limits: dict[str, float] | None = None) -> list[Path]:
@@ -118,7 +120,7 @@ def refresh_report(
     error text, so a broken report never stops a measurement.
 
     Rendering takes about a second; after a cell that took less, the rewrite is
-    skipped while the time since the last one is under 3x what that one cost.
+    skipped while the time since the last one is under 9x what that one cost.
     Call it with force=True after the last cell."""
     path = (run_dir.path if isinstance(run_dir, RunDir) else Path(run_dir)).resolve()
     now = clock()
