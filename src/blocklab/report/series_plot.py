@@ -9,6 +9,7 @@ per-second graph, without opening results.jsonl.
 from __future__ import annotations
 
 import math
+import textwrap
 from typing import Any
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -18,6 +19,7 @@ from .data import RunData, label_of
 
 MAX_PANELS = 48  # beyond this the panels are too small to read; the caption says how many are shown
 COLUMNS = 6
+TITLE_CHARS = 34  # a panel title's line, wrapped at the commas' spaces
 BLUE = "#1f5fa8"
 RED = "#b3261e"
 SHADE = "#d9d9d9"
@@ -45,7 +47,7 @@ def series_figure(data: RunData) -> tuple[Figure, str] | None:
     shown = rows[:MAX_PANELS]
     columns = min(COLUMNS, len(shown))
     lines = math.ceil(len(shown) / columns)
-    fig = Figure(figsize=(max(6.0, 2.1 * columns), 1.75 * lines + 0.9), dpi=100, layout="constrained")
+    fig = Figure(figsize=(max(6.0, 2.1 * columns), 2.0 * lines + 0.9), dpi=100, layout="constrained")
     FigureCanvasAgg(fig)
     keys = {k for r in shown if (k := _key_of(r))}
     fig.suptitle("Second by second: " + ", ".join(sorted(UNITS.get(k, k) for k in keys)), x=0.01, ha="left")
@@ -65,7 +67,8 @@ def series_figure(data: RunData) -> tuple[Figure, str] | None:
         ax.tick_params(labelsize=7)
         is_drifting = bool(steady.get("drifting"))
         drifting += is_drifting
-        title = _title(data, row.settings, varying) + f"\nblock {row.block + 1}" + (" · drifting" if is_drifting else "")
+        # a panel is ~2 inches wide: at 7.5 pt, about 34 characters a line before it runs into the next
+        title = textwrap.fill(_title(data, row.settings, varying), TITLE_CHARS) + f"\nblock {row.block + 1}" + (" · drifting" if is_drifting else "")
         ax.set_title(title, fontsize=7.5, color=RED if is_drifting else "black", loc="left")
         ax.yaxis.set_major_formatter(ScaledFormatter())
         ax.grid(True, alpha=0.3)
