@@ -7,9 +7,9 @@ system: the twin. The engine's rate over the twin's is its efficiency
 (analysis/efficiency.py): near 1 the disk is the limit, far below it the engine
 is.
 
-    patterns = setting_patterns(rows)          label -> Pattern, or why none      (device/io_pattern.py)
-    twins = measure(patterns, directory, ...)  fio, once per distinct pattern, cached per device  (device/replay.py)
-    measure_run(run_dir, mode)                 the whole step for a run directory: twin.json   (here)
+    patterns = setting_patterns(rows)          label -> Pattern, or why none (device/io_pattern.py)
+    twins = measure(patterns, directory, ...)  fio, once per distinct pattern, cached per device (device/replay.py)
+    measure_run(run_dir, mode)                 the whole step for a run directory: twin.json (here)
 
 This module holds that last step: whether a twin can run at all, where its
 files go, and twin.json, the record of a run's twins that the report and the
