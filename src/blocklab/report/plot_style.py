@@ -18,7 +18,7 @@ from matplotlib.layout_engine import ConstrainedLayoutEngine
 
 from .data import RunData, axis_formatter_text, fmt_bytes
 
-SIZE = (10.0, 6.0)  # inches: 1500 x 900 px at 150 dpi
+SIZE = (10.0, 6.0)  # inches: 1500 x 900 px at 150 dpi (plots.PNG_DPI)
 
 BLUE = "#1f5fa8"
 BAND = "#9ec1e8"
@@ -73,6 +73,7 @@ class ScaledFormatter(ticker.Formatter):
 
 # ====================================================================== the figure
 def new_figure(data: RunData, title: str) -> tuple[Figure, Any]:
+    """A figure of the usual size titled `title`, the run's context beneath: (figure, its one axes)."""
     fig = Figure(figsize=SIZE, dpi=100, layout="constrained")
     FigureCanvasAgg(fig)
     fig.set_layout_engine(ConstrainedLayoutEngine(h_pad=0.12, w_pad=0.12))
@@ -110,6 +111,7 @@ def wrap_line(text: str, width: int) -> str:
 
 # ====================================================================== the knob's x axis
 def single_numeric_knob(data: RunData) -> str | None:
+    """The swept knob when the run sweeps one knob over numbers (a line on an x axis), else None."""
     knobs = data.knobs
     if len(knobs) != 1:
         return None
@@ -162,6 +164,7 @@ def knob_ticks(ax: Any, data: RunData, knob: str, xs: list[float], log2: bool) -
 
 
 def knob_axis_label(data: RunData, knob: str, log2: bool) -> str:
+    """The x axis's label: the knob, its name in the engine, the block size a read is counted in, the scale."""
     native = data.native_name(knob)
     text = knob + (f" ({native})" if native and native != knob else "")
     if knob == "multiblock_read" and data.block_size:

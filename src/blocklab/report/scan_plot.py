@@ -36,6 +36,7 @@ from .sweep_plot import best_and_close, draw_runs_and_median, limit_line, mark_b
 
 
 def scan_sweep(data: RunData, knob: str, metric: str, limits: dict[str, float]) -> tuple[str, str, str, Figure]:
+    """One scan figure of `metric` (rows_per_s or mb_per_s) against the knob, with the read sizes beside it."""
     figs = sorted(data.figures(metric), key=lambda f: f.settings[knob])
     unit = unit_of(metric)
     what = "Full-scan throughput" if metric == "rows_per_s" else "Full-scan read bandwidth"

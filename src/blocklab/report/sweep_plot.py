@@ -36,6 +36,7 @@ LIMIT_FOR_METRIC = {"mb_per_s": ("max_mb_per_s", "MB/s"), "iops": ("max_small_io
 
 # ====================================================================== the generic sweep
 def generic_sweep(data: RunData, metric: str, limits: dict[str, float]) -> tuple[str, str, str, Figure]:
+    """The run's metric per setting: one numeric knob a line in its band, else bars with CI whiskers."""
     figs = data.figures(metric)
     unit = unit_of(metric)
     knob = single_numeric_knob(data)
@@ -128,6 +129,7 @@ def _tick_label(data: RunData, label: str) -> str:
 
 # ====================================================================== marks every sweep draws
 def draw_runs_and_median(ax: Any, figs: list[SettingFigures], xs: list[float], log2: bool, unit: str) -> None:
+    """Every run a grey dot (equal values side by side), the medians a blue line in their 95% band."""
     dots_x: list[float] = []
     dots_y: list[float] = []
     for f, x in zip(figs, xs):
@@ -159,6 +161,7 @@ def mark_best(
     ax: Any, figs: list[SettingFigures], xs: list[float], best: str | None, close: list[str],
     data: RunData, unit: str, metric: str,
 ) -> list[Any]:
+    """The best setting starred, those indistinguishable from it ringed; their legend handles, the best first."""
     handles: list[Any] = []
     by_label = {f.label: (f, x) for f, x in zip(figs, xs)}
     near = [by_label[c] for c in close if c in by_label]
@@ -176,6 +179,7 @@ def mark_best(
 
 
 def limit_line(ax: Any, metric: str, limits: dict[str, float]) -> Any:
+    """The device's limit from a calibration as a red dashed line; None without one for this metric."""
     key_unit = LIMIT_FOR_METRIC.get(metric)
     if not key_unit:
         return None
@@ -188,6 +192,7 @@ def limit_line(ax: Any, metric: str, limits: dict[str, float]) -> Any:
 
 
 def y_top(figs: list[SettingFigures], limits: dict[str, float], metric: str) -> float:
+    """The top of the y axis: above every run, every interval and the device's limit."""
     top = max(max(f.values + [f.ci_high]) for f in figs)
     key_unit = LIMIT_FOR_METRIC.get(metric)
     if key_unit and limits.get(key_unit[0]):
@@ -196,6 +201,7 @@ def y_top(figs: list[SettingFigures], limits: dict[str, float], metric: str) -> 
 
 
 def _linear_step(xs: list[float]) -> float:
+    """How far a step of the dots' offset goes on a linear axis (a log2 axis doubles instead)."""
     span = (max(xs) - min(xs)) if xs else 1.0
     return span / max(len(xs), 1) * 0.6 or 1.0
 
