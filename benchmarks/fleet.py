@@ -233,8 +233,8 @@ def part2(address: str, scratch: Path, rounds: int, repeats: int) -> None:
 def part3(scratch: Path, hosts: int = 100, cells: int = 16) -> None:
     from blocklab.analysis.fleet import Sweep
     from blocklab.engines.base import ApplyClass
-    from blocklab.fleet.coordinator import _Summaries
     from blocklab.fleet.plan import FleetPlan
+    from blocklab.fleet.run_files import RunSummaries
 
     names = [f"h{i:03d}" for i in range(hosts)]
     levels = [1, 2, 4, 8, 16, 32, 64, 128]
@@ -250,7 +250,7 @@ def part3(scratch: Path, hosts: int = 100, cells: int = 16) -> None:
     for batch in (1, 10):
         out = RunDir(scratch / f"p3-{batch}")
         out.create()
-        summaries = _Summaries(sweep, plan, "mbrc", [])
+        summaries = RunSummaries(sweep, plan, "mbrc", [])
         t0 = time.perf_counter()
         for i, row in enumerate(rows, 1):
             out.append(row)

@@ -21,9 +21,11 @@ import pytest
 from conftest import blocklab_bin
 
 from blocklab.analysis import efficiency
-from blocklab.device import twin
+from blocklab.device import io_pattern, replay, twin
 from blocklab.device.fio import FioError
-from blocklab.device.twin import FioRun, Pattern, RunTwins, Twin, TwinCache
+from blocklab.device.io_pattern import Pattern
+from blocklab.device.replay import FioRun, Twin, TwinCache
+from blocklab.device.twin import RunTwins
 from blocklab.probes.io import HostWindow
 from blocklab.probes.os_stats import DiskCounters
 from blocklab.results import ENVIRONMENT_FILE, PLAN_FILE, SUMMARY_FILE, ResultRow, RunDir
@@ -51,19 +53,19 @@ needs_fio = pytest.mark.skipif(not HAS_FIO, reason="fio is not installed")  # in
     ],
 )
 def test_nearest_on_a_log_scale(value, grid, expected):
-    assert twin.nearest(value, twin.SIZE_GRID if grid == "size" else twin.DEPTH_GRID) == expected
+    assert io_pattern.nearest(value, io_pattern.SIZE_GRID if grid == "size" else io_pattern.DEPTH_GRID) == expected
 
 
 def test_sizes_above_8k_suit_direct_io_on_4k_sectors():
-    assert all(s % 4096 == 0 for s in twin.SIZE_GRID if s >= 4096)
-    assert twin.SIZE_GRID[0] == 512 and 12 * KiB in twin.SIZE_GRID and 6 * KiB not in twin.SIZE_GRID
+    assert all(s % 4096 == 0 for s in io_pattern.SIZE_GRID if s >= 4096)
+    assert io_pattern.SIZE_GRID[0] == 512 and 12 * KiB in io_pattern.SIZE_GRID and 6 * KiB not in io_pattern.SIZE_GRID
 
 
 def test_file_size_is_the_nearest_power_of_two_at_least_16_mib():
-    assert twin.file_size_for(0) == 16 * MiB
-    assert twin.file_size_for(15.6e6) == 16 * MiB
-    assert twin.file_size_for(49.7e6) == 64 * MiB  # log2 45.4 -> 64 MiB nearer than 32
-    assert twin.file_size_for(1.3e9) == 1024 * MiB
+    assert io_pattern.file_size_for(0) == 16 * MiB
+    assert io_pattern.file_size_for(15.6e6) == 16 * MiB
+    assert io_pattern.file_size_for(49.7e6) == 64 * MiB  # log2 45.4 -> 64 MiB nearer than 32
+    assert io_pattern.file_size_for(1.3e9) == 1024 * MiB
 
 
 def _pattern_metrics(**over):
@@ -79,21 +81,21 @@ def _pattern_metrics(**over):
 
 
 def test_pattern_of_a_cell():
-    p = twin.pattern_of(_pattern_metrics())
+    p = io_pattern.pattern_of(_pattern_metrics())
     assert isinstance(p, Pattern)
     assert p == Pattern(sequential=True, direct=True, file_size=16 * MiB, main="read", read_bs=8192, read_depth=3)
     assert p.key == "seq r8k qd3 direct 16M"
     assert p.unit == "IOPS" and p.kind == "sequential reads" and p.short() == "8 kB reads"
     assert p.describe() == "8 kB sequential reads, 3 in flight, direct I/O, 16 MB file"
     assert Pattern.from_dict(p.to_dict()) == p
-    big = twin.pattern_of(_pattern_metrics(**{"pattern.read_kb": 126.9}))
+    big = io_pattern.pattern_of(_pattern_metrics(**{"pattern.read_kb": 126.9}))
     assert isinstance(big, Pattern) and big.read_bs == 128 * KiB and big.unit == "MB/s"
 
 
 def test_pattern_of_reads_with_writes_beside_them():
     """SLOB with updates: the sessions' reads in the foreground at their depth, the
     engine's page writes beside them at the engine's own rate."""
-    p = twin.pattern_of(_pattern_metrics(**{
+    p = io_pattern.pattern_of(_pattern_metrics(**{
         "pattern.seconds": 5.0, "pattern.reads": 70_000.0, "pattern.writes": 30_000.0, "pattern.write_kb": 8.0,
         "pattern.sequential": 0.0, "pattern.direct": 0.0, "pattern.read_flight_ms": 38_000.0,
         "pattern.write_flight_ms": 4_000.0, "pattern.busy_ms": 5_000.0, "pattern.data_bytes": 1.3e9, "pattern.sessions": 16.0,
@@ -102,7 +104,7 @@ def test_pattern_of_reads_with_writes_beside_them():
     assert (p.main, p.read_depth, p.write_depth, p.background, p.background_iops) == ("read", 8, 1, "write", 6144)
     assert p.key == "rand r8k qd8 + w8k@6144/s qd1 buffered 1G"
     assert p.describe() == "8 kB random reads, 8 in flight, with 8 kB writes at 6,144/s beside them, buffered, 1 GB file"
-    writes = twin.pattern_of(_pattern_metrics(**{"pattern.reads": 5.0, "pattern.writes": 900.0, "pattern.write_kb": 8.0,
+    writes = io_pattern.pattern_of(_pattern_metrics(**{"pattern.reads": 5.0, "pattern.writes": 900.0, "pattern.write_kb": 8.0,
                                                 "pattern.write_flight_ms": 90.0}))
     assert isinstance(writes, Pattern) and writes.main == "write" and not writes.background  # 5 reads: a trace, not a load
     assert writes.unit == "IOPS" and writes.short() == "8 kB writes"
@@ -117,7 +119,7 @@ def test_pattern_of_reads_with_writes_beside_them():
     ],
 )
 def test_pattern_of_says_why_there_is_none(metrics, why):
-    got = twin.pattern_of(metrics)
+    got = io_pattern.pattern_of(metrics)
     assert isinstance(got, str) and why in got
 
 
@@ -132,7 +134,7 @@ def test_a_setting_pools_its_cells_depth_from_their_times():
     b = _pattern_metrics(**{"pattern.read_flight_ms": 100.0, "pattern.busy_ms": 100.0})
     failed = _pattern_metrics(**{"pattern.read_flight_ms": 9000.0, "pattern.busy_ms": 1.0})
     rows = [_row(0, {"k": 1}, a), _row(1, {"k": 1}, b), _row(2, {"k": 1}, failed, status="RuntimeError: x")]
-    got = twin.setting_patterns(rows)["k=1"]
+    got = io_pattern.setting_patterns(rows)["k=1"]
     assert isinstance(got, Pattern) and got.read_depth == 2
 
 
@@ -188,7 +190,7 @@ def test_disk_counters_subtract_every_field():
 # ====================================================================== fio's job and output
 def test_fio_args_direct_sequential_reads():
     p = Pattern(True, True, 64 * MiB, "read", read_bs=128 * KiB, read_depth=3)
-    args = twin.fio_args(p, Path("/d/f"), "libaio", runtime_s=0.5, ramp_s=0.15)
+    args = replay.fio_args(p, Path("/d/f"), "libaio", runtime_s=0.5, ramp_s=0.15)
     assert args[:4] == ["--filename=/d/f", "--direct=1", "--randrepeat=0", "--runtime=500ms"]
     assert "--time_based" in args and "--ramp_time=150ms" in args and "--norandommap" in args
     assert args[args.index("--name=reads"):] == ["--name=reads", "--rw=read", "--bs=131072", f"--size={64 * MiB}",
@@ -199,7 +201,7 @@ def test_fio_args_direct_sequential_reads():
 def test_fio_args_buffered_reads_with_writes_at_the_engines_rate():
     p = Pattern(False, False, 64 * MiB, "read", read_bs=8 * KiB, read_depth=4, write_bs=16 * KiB, write_depth=2,
                 background_iops=3000)
-    args = twin.fio_args(p, Path("/d/f"), "libaio")
+    args = replay.fio_args(p, Path("/d/f"), "libaio")
     assert "--invalidate=1" in args and "--time_based" not in args and "--norandommap" not in args  # one pass: no cache hit
     reads, writes = args.index("--name=reads"), args.index("--name=writes")
     assert args[reads:writes] == ["--name=reads", "--rw=randread", "--bs=8192", f"--size={64 * MiB}", "--ioengine=psync",
@@ -212,13 +214,13 @@ def test_fio_args_buffered_reads_with_writes_at_the_engines_rate():
 def test_fio_args_random_reads_are_as_many_threads_as_reads_in_flight():
     """Sessions each waiting for their read, not one thread reaping them all: on busy CPUs
     the engine's sessions get a CPU each, and so must fio's."""
-    args = twin.fio_args(Pattern(False, True, 16 * MiB, "read", read_bs=8192, read_depth=8), Path("/f"), "libaio")
+    args = replay.fio_args(Pattern(False, True, 16 * MiB, "read", read_bs=8192, read_depth=8), Path("/f"), "libaio")
     assert args[args.index("--name=reads"):] == ["--name=reads", "--rw=randread", "--bs=8192", f"--size={16 * MiB}",
                                                  "--ioengine=psync", "--iodepth=1", "--numjobs=8"]  # the whole file each
 
 
 def test_fio_args_without_libaio_a_sequential_stream_becomes_sliced_threads():
-    args = twin.fio_args(Pattern(True, True, 16 * MiB, "read", read_bs=8192, read_depth=4), Path("/f"), "psync")
+    args = replay.fio_args(Pattern(True, True, 16 * MiB, "read", read_bs=8192, read_depth=4), Path("/f"), "psync")
     assert "--ioengine=psync" in args and "--numjobs=4" in args and f"--offset_increment={4 * MiB}" in args
 
 
@@ -273,15 +275,15 @@ def test_cache_merges_and_survives_damage(tmp_path):
 def test_a_cached_twin_is_not_measured_again(tmp_path, monkeypatch):
     cache = TwinCache(tmp_path, "vda")
     p = Pattern(True, True, 16 * MiB, "read", read_bs=8192, read_depth=1)
-    monkeypatch.setattr(twin, "fio_version", lambda fio: "fio-3.33")
-    monkeypatch.setattr(twin, "find_fio", lambda: "/usr/bin/fio")
+    monkeypatch.setattr(replay, "fio_version", lambda fio: "fio-3.33")
+    monkeypatch.setattr(replay, "find_fio", lambda: "/usr/bin/fio")
     cache.save([_twin(p)], {"name": "vda"})
 
     def no_fio(*a, **k):
         raise AssertionError("fio ran for a pattern in the cache")
 
-    monkeypatch.setattr(twin, "run_fio", no_fio)
-    got = twin.measure([p], tmp_path, cache)
+    monkeypatch.setattr(replay, "run_fio", no_fio)
+    got = replay.measure([p], tmp_path, cache)
     assert got.cached == {p.key} and got.twins[p.key].iops == 10_000.0 and not got.failures
 
 
@@ -301,7 +303,7 @@ def _run_dir(tmp_path, rows, twins: RunTwins | None, env=None) -> RunDir:
 def _rows_and_twins(iops_by_cell, device_iops, util=90.0, server=0.3):
     rows = [_row(i, {"k": 1}, _pattern_metrics(**{"pattern.read_iops": v, "pattern.util_pct": util, "pattern.server_cores": server}))
             for i, v in enumerate(iops_by_cell)]
-    p = twin.setting_patterns(rows)["k=1"]
+    p = io_pattern.setting_patterns(rows)["k=1"]
     assert isinstance(p, Pattern)
     twins = RunTwins("on", "measured", twins={p.key: _twin(p, device_iops)}, patterns={"k=1": p.key})
     return rows, twins
@@ -430,7 +432,7 @@ def test_fio_replays_patterns_caches_them_and_leaves_no_file(disk_dir):
     small = Pattern(False, True, 16 * MiB, "read", read_bs=8192, read_depth=4)
     mixed = Pattern(True, False, 16 * MiB, "read", read_bs=65536, read_depth=1, write_bs=8192, write_depth=1, background_iops=500)
     phases: list[str] = []
-    got = twin.measure([small, mixed, small], work, cache, on_phase=phases.append, repeats=2, runtime_s=0.2)
+    got = replay.measure([small, mixed, small], work, cache, on_phase=phases.append, repeats=2, runtime_s=0.2)
     assert not got.failures, got.failures
     assert set(got.twins) == {small.key, mixed.key} and not got.cached
     assert len(phases) == 3 and "8 kB random reads, 4 in flight, direct I/O" in phases[0] + phases[1]
@@ -442,7 +444,7 @@ def test_fio_replays_patterns_caches_them_and_leaves_no_file(disk_dir):
     assert m.read_iops > 0 and 0 < m.write_iops <= 500 * 1.2  # the writes held to their rate
     assert "--rate_iops=500" in m.command
     assert list(work.iterdir()) == []  # the test files are gone
-    again = twin.measure([small], work, cache)
+    again = replay.measure([small], work, cache)
     assert again.cached == {small.key} and again.twins[small.key] == t
 
 
@@ -451,7 +453,7 @@ def test_a_pattern_without_room_fails_alone(disk_dir, monkeypatch):
     cache = TwinCache(disk_dir / "cache", "test")
     huge = Pattern(True, True, 2**50, "read", read_bs=8192, read_depth=1)
     ok = Pattern(True, True, 16 * MiB, "read", read_bs=8192, read_depth=1)
-    got = twin.measure([huge, ok], disk_dir, cache, repeats=1, runtime_s=0.1)
+    got = replay.measure([huge, ok], disk_dir, cache, repeats=1, runtime_s=0.1)
     assert "no room for a" in got.failures[huge.key] and ok.key in got.twins
 
 
@@ -570,7 +572,7 @@ def test_every_engine_with_a_recipe_gets_its_twin(cache_dir, tmp_path, monkeypat
     run(exp, rd, reporter, device_twin="on")
     doc = twin.load(rd)
     assert doc is not None and doc.status == "measured", (doc, reporter.lines[-5:])
-    patterns = [twin.pattern_of(r.metrics) for r in rd.rows() if r.ok]
+    patterns = [io_pattern.pattern_of(r.metrics) for r in rd.rows() if r.ok]
     assert patterns and all(isinstance(p, Pattern) or "too few to replay" in p for p in patterns), patterns
     assert doc.twins, "no setting did enough I/O to replay"
     for t in doc.twins.values():
@@ -590,16 +592,16 @@ def test_ctrl_c_during_the_twin_removes_its_file_and_keeps_what_was_measured(dis
     # measured in the order of their keys: 'seq r64k ...' before 'seq r8k ...'
     first = Pattern(True, True, 16 * MiB, "read", read_bs=65536, read_depth=1)
     second = Pattern(True, True, 16 * MiB, "read", read_bs=8192, read_depth=1)
-    real = twin.run_fio
+    real = replay.run_fio
 
     def interrupted_on_the_second_pattern(fio, args, timeout=None):
         if "--bs=8192" in args:
             raise KeyboardInterrupt
         return real(fio, args, timeout=timeout)
 
-    monkeypatch.setattr(twin, "run_fio", interrupted_on_the_second_pattern)
+    monkeypatch.setattr(replay, "run_fio", interrupted_on_the_second_pattern)
     with pytest.raises(KeyboardInterrupt):
-        twin.measure([first, second], work, cache, repeats=1, runtime_s=0.1)
+        replay.measure([first, second], work, cache, repeats=1, runtime_s=0.1)
     assert list(work.iterdir()) == []  # the test file is gone
     assert set(cache.load()) == {first.key}  # the first pattern is kept for next time
 
@@ -689,10 +691,10 @@ def test_ctrl_c_in_the_twin_step_keeps_every_cell_and_says_how_to_go_on(tmp_path
 
 
 def test_random_reads_are_never_more_in_flight_than_sessions():
-    one = twin.pattern_of(_pattern_metrics(**{"pattern.sequential": 0.0, "pattern.sessions": 1.0,
+    one = io_pattern.pattern_of(_pattern_metrics(**{"pattern.sequential": 0.0, "pattern.sessions": 1.0,
                                              "pattern.read_flight_ms": 500.0, "pattern.busy_ms": 100.0}))
     assert isinstance(one, Pattern) and one.read_depth == 1
-    scan = twin.pattern_of(_pattern_metrics(**{"pattern.sessions": 1.0, "pattern.read_flight_ms": 500.0, "pattern.busy_ms": 100.0}))
+    scan = io_pattern.pattern_of(_pattern_metrics(**{"pattern.sessions": 1.0, "pattern.read_flight_ms": 500.0, "pattern.busy_ms": 100.0}))
     assert isinstance(scan, Pattern) and scan.read_depth == 6  # one scan reading ahead: not capped (5 -> the grid's 6)
 
 
@@ -708,7 +710,7 @@ def test_a_flushing_engine_is_told_its_fsyncs_are_waits_the_twin_does_not_replay
 def test_one_failed_fio_run_costs_that_run_not_the_pattern(disk_dir, monkeypatch):
     cache = TwinCache(disk_dir / "cache", "test")
     p = Pattern(True, True, 16 * MiB, "read", read_bs=8192, read_depth=1)
-    real, calls = twin.run_fio, []
+    real, calls = replay.run_fio, []
 
     def second_run_fails(fio, args, timeout=None):
         if any(a.startswith("--name=reads") for a in args):
@@ -717,6 +719,6 @@ def test_one_failed_fio_run_costs_that_run_not_the_pattern(disk_dir, monkeypatch
                 raise FioError("fio completed no I/O")
         return real(fio, args, timeout=timeout)
 
-    monkeypatch.setattr(twin, "run_fio", second_run_fails)
-    got = twin.measure([p], disk_dir, cache, repeats=3, runtime_s=0.1)
+    monkeypatch.setattr(replay, "run_fio", second_run_fails)
+    got = replay.measure([p], disk_dir, cache, repeats=3, runtime_s=0.1)
     assert not got.failures and len(got.twins[p.key].runs) == 2

@@ -184,7 +184,7 @@ def test_min_goal_slowdowns_are_how_much_longer():
 # ---------------------------------------------------------------------- a fleet run directory
 def write_fleet_run(path: Path, per_host: dict[str, list[ResultRow]], engine_version: dict[str, str] | None = None) -> Path:
     """A fleet run directory as the coordinator leaves it, without any engine."""
-    from blocklab.fleet.coordinator import fleet_environment
+    from blocklab.fleet.run_files import fleet_environment
     from blocklab.results import RunDir
 
     sweep = _sweep()
@@ -278,13 +278,13 @@ def test_a_row_names_its_host_only_in_a_fleet_run():
 
 
 def test_a_host_that_comes_back_changed_is_refused_on_resume(tmp_path):
-    from blocklab.fleet.coordinator import _check_same_host
+    from blocklab.fleet.agreement import check_same_host
 
     run = write_fleet_run(tmp_path / "run", {"a": _rows("a", 2), "b": _rows("b", 2)})
     same = {"engine_version": "18.6", "device": "vda", "file_system": "ext4"}
-    _check_same_host(RunDir(run), {"a": {"environment": same}})
+    check_same_host(RunDir(run), {"a": {"environment": same}})
     with pytest.raises(FleetInputError, match=r"^--resume: host b is not as it was .*device vdb -> sda"):
-        _check_same_host(RunDir(run), {"b": {"environment": {**same, "device": "sda"}}})
+        check_same_host(RunDir(run), {"b": {"environment": {**same, "device": "sda"}}})
 
 
 def test_fleet_errors_survive_pickling_as_dask_carries_them():

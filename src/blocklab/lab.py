@@ -127,7 +127,7 @@ def plan_text(exp: Experiment) -> list[str]:
         total += exp.workload_for(cell.setting.as_dict()).estimate_seconds()  # swept options change it
     lines.append(f"{len(costly)} restart/reinit step(s); estimated time {total:.0f} s (plus building the data set once)")
     # the device twin runs after the cells, once per distinct I/O pattern not yet measured on this disk
-    from .device.twin import estimate_seconds
+    from .device.replay import estimate_seconds
 
     lines.insert(-1, f"then the device twin: at most {len(plan.settings)} fio pattern(s), about {estimate_seconds(len(plan.settings)):.0f} s "
                      "if none was measured on this disk before (--device-twin off skips it)")

@@ -34,7 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..device.twin import Pattern, RunTwins, Twin, setting_patterns
+from ..device.io_pattern import Pattern, setting_patterns
+from ..device.replay import Twin
+from ..device.twin import RunTwins
 from ..device.twin import load as load_twins
 from ..results import ENVIRONMENT_FILE, ResultRow, RunDir
 from .summary import label_of

@@ -6,7 +6,7 @@ fetches; cold scans with effective_io_concurrency = 0), so their twins need no
 queue depth from /proc/diskstats: fio reads the same sizes one at a time, in the
 same order (random single blocks; sequential multiblock reads of MBRC blocks),
 direct or buffered as the engine read, on a file as large as the table on the
-same file system (device/twin.py, cached per device like a run's twins). Its
+same file system (device/replay.py, cached per device like a run's twins). Its
 mean completion latency is the disk's part of the engine's read time; the rest
 is the engine's (buffer lookup, checksums, the system call, waiting for a CPU).
 """
@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..device.twin import SIZE_GRID, OnPhase, Pattern, TwinCache, file_size_for, measure, nearest, twin_directory, why_not
+from ..device.io_pattern import SIZE_GRID, Pattern, file_size_for, nearest
+from ..device.replay import OnPhase, TwinCache, measure
+from ..device.twin import twin_directory, why_not
 from ..probes.os_stats import device_of
 from .system_stats import SystemStats
 

@@ -13,6 +13,10 @@ Dask distributed (the scheduler, the workers and their TLS are Dask's own).
     coordinator.py  on the machine that started the run: picks the hosts, opens their
                     labs, sends cells, appends every row that comes back to the one run
                     directory (fsync'd per row, with its host), rewrites the summary
+    agreement.py    the coordinator's checks that every host takes the experiment alike
+                    (one plan), and that a resumed host is the one it was
+    run_files.py    the coordinator's writes besides the rows: environment.json,
+                    summary.json as rows come back, report.html on a thread of its own
 
 The analysis with host as a factor is analysis/fleet.py; the report's hosts
 section is report/fleet.py. Dask itself is imported only here and only when a

@@ -18,6 +18,10 @@
 5. A host whose worker is lost (its connection drops, or it leaves the
    scheduler) keeps its remaining cells missing: they are never measured on
    another host. `resume_run` measures them when the worker is back.
+
+The hosts' agreement on one plan (and a resumed host's checks) is in
+agreement.py; environment.json, summary.json and report.html as the run goes
+are in run_files.py.
 """
 
 from __future__ import annotations
@@ -30,22 +34,22 @@ import random
 import signal
 import socket
 import threading
-import time
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..analysis.fleet import Sweep, fleet_summary, host_summary, rows_by_host
-from ..engines.base import ApplyClass
+from ..analysis.fleet import Sweep
 from ..plan import Cell
 from ..report.writer import refresh_report
-from ..results import ENVIRONMENT_FILE, EXPERIMENT_FILE, PLAN_FILE, SPEC_FILE, SUMMARY_FILE, ResultRow, RunDir
+from ..results import ENVIRONMENT_FILE, EXPERIMENT_FILE, PLAN_FILE, SPEC_FILE, ResultRow, RunDir
 from ..runner import Interrupted
 from ..spec import Spec
 from . import LAB_PREFIX, FleetError, FleetInputError
+from .agreement import agreed, check_same_host, check_same_plan, sweep_from_run
 from .plan import FleetPlan, host_cell_id, is_fleet_plan
+from .run_files import RunReports, RunSummaries, fleet_environment
 
 POLL_S = 0.5  # how often a waiting thread looks whether its host is still there
 WATCH_S = 1.0  # how often the scheduler's list of workers is read
@@ -114,7 +118,7 @@ def start_run(target: str, overrides: Any, request: FleetRequest, reporter: Flee
     try:
         hosts = fleet.choose(request.hosts)
         opened = fleet.open_labs(hosts, spec, text, str(path), options, run_dir.path.name, reporter)
-        sweep, knobs, apply = _agreed(spec, opened, seed)
+        sweep, knobs, apply = agreed(spec, opened, seed)
         fplan = FleetPlan.make(knobs, spec.measure.repeats, seed, apply, hosts, disks={h: opened[h]["disk"] for h in hosts},
                                share_disk=request.share_disk, scheduler=request.address)
         run_dir.create()
@@ -175,11 +179,11 @@ def resume_run(run_path: Path, request: FleetRequest, reporter: FleetReporter, *
                                  run_dir.path.name, reporter) if hosts else {}
         sweep = None
         if opened:
-            sweep, knobs, apply = _agreed(spec, opened, fplan.seed)
-            _check_same_plan(fplan, knobs, apply, spec, hosts)
-            _check_same_host(run_dir, opened)
+            sweep, knobs, apply = agreed(spec, opened, fplan.seed)
+            check_same_plan(fplan, knobs, apply, spec, hosts)
+            check_same_host(run_dir, opened)
         else:
-            sweep = _sweep_from_run(run_dir, spec, fplan)
+            sweep = sweep_from_run(run_dir, spec, fplan)
         if not any(todo.values()):
             reporter.phase("every cell of every host has a row: nothing to measure")
         return fleet.measure(run_dir, fplan, sweep, spec.name, todo, opened, reporter)
@@ -355,7 +359,7 @@ class _Fleet:
     # ------------------------------------------------------------------ measuring
     def measure(self, run_dir: RunDir, fplan: FleetPlan, sweep: Sweep, name: str, todo: dict[str, list[Cell]],
                 opened: dict[str, dict[str, Any]], reporter: FleetReporter) -> FleetOutcome:
-        summaries = _Summaries(sweep, fplan, name, run_dir.rows())
+        summaries = RunSummaries(sweep, fplan, name, run_dir.rows())
         total = sum(len(c) for c in todo.values())
         estimate = {h: sum((opened.get(h) or {}).get("estimate", {}).get(c.setting.label, 0.0) for c in cells) for h, cells in todo.items()}
         groups = [[h for h in group if todo.get(h)] for group in fplan.disk_groups()]
@@ -370,7 +374,7 @@ class _Fleet:
                 reporter.phase(f"{', '.join(group)} keep their data on one disk: they take turns, one cell at a time (--share-disk to measure them at once)")
         threads = [threading.Thread(target=self._drive, args=(group, todo, events, stop), name=f"blocklab-fleet-{group[0]}", daemon=True)
                    for group in groups]
-        reports = _Reports(run_dir)
+        reports = RunReports(run_dir)
         previous = signal.signal(signal.SIGTERM, _sigterm) if threading.current_thread() is threading.main_thread() else None
         try:
             for thread in threads:
@@ -482,188 +486,6 @@ def _sigterm(signum: int, frame: Any) -> None:
 def _first_line(err: BaseException) -> str:
     text = str(err).strip()
     return text.splitlines()[0] if text else type(err).__name__
-
-
-# ====================================================================== agreeing on one plan
-# what every host's lab must report alike for one plan to hold on all of them
-_AGREED = ("knobs", "apply", "metric", "goal", "fixed")
-
-
-def _agreed(spec: Spec, opened: dict[str, dict[str, Any]], seed: int) -> tuple[Sweep, dict[str, list[Any]], dict[str, ApplyClass]]:
-    """The hosts' labs agree on the experiment (else FleetInputError naming who differs);
-    the sweep the analysis reads, the canonical knobs and their apply classes."""
-    from ..runner import _unit_of
-
-    first_host, first = next(iter(opened.items()))
-    for host, facts in opened.items():
-        for key in _AGREED:
-            if facts[key] != first[key]:
-                raise FleetInputError("--hosts", f"the hosts do not take the experiment alike: {key} is {first[key]!r} on "
-                                      f"{first_host} but {facts[key]!r} on {host} (another engine version?); run them "
-                                      "separately, or leave one out with --hosts")
-    knobs = {k: list(v) for k, v in first["knobs"].items()}
-    apply = {k: ApplyClass[str(v).upper()] for k, v in first["apply"].items()}
-    labels = list(first["describe"])
-    from ..plan import grid
-
-    settings = [s.as_dict() for s in grid(knobs)] if knobs else [{}]
-    sweep = Sweep(metric=first["metric"], goal=first["goal"], labels=labels,
-                  settings_by_label=dict(zip(labels, settings)), baseline=first["baseline"],
-                  practical=spec.measure.practical, seed=seed, describe=dict(first["describe"]),
-                  knob_label=first["knob_label"], unit=_unit_of(first["metric"]))
-    return sweep, knobs, apply
-
-
-def _check_same_plan(fplan: FleetPlan, knobs: dict[str, list[Any]], apply: dict[str, ApplyClass], spec: Spec, hosts: list[str]) -> None:
-    """A resumed host must find its own order again: the experiment as its engine takes
-    it now must plan the cells plan.json holds for it."""
-    from ..plan import make_plan
-
-    for host in hosts:
-        saved = fplan.hosts[host]
-        again = make_plan(knobs, spec.measure.repeats, saved.seed, apply)
-        if [c.cell_id for c in again.cells] != [c.cell_id for c in saved.cells]:
-            raise FleetInputError("--resume", f"host {host}: the experiment as its engine takes it now plans other cells "
-                                  "than this run holds for it (another engine version?); resume needs the same experiment on the same hosts")
-
-
-def _check_same_host(run_dir: RunDir, opened: dict[str, dict[str, Any]]) -> None:
-    """A host that comes back for a resume must be the machine and disk it was: its
-    new cells would not be comparable with its old ones otherwise."""
-    recorded = (run_dir.read_json(ENVIRONMENT_FILE).get("hosts") or {}) if run_dir.file(ENVIRONMENT_FILE).exists() else {}
-    for host, facts in opened.items():
-        before = recorded.get(host)
-        if not before:
-            continue
-        now = facts["environment"]
-        changed = [f"{key} {before.get(key)} -> {now.get(key)}" for key in ("engine_version", "device", "file_system")
-                   if before.get(key) != now.get(key)]
-        if changed:
-            raise FleetInputError("--resume", f"host {host} is not as it was when the run started ({'; '.join(changed)}); "
-                                  f"its new cells would not be comparable: resume the others with --hosts, or start a new run")
-
-
-def _sweep_from_run(run_dir: RunDir, spec: Spec, fplan: FleetPlan) -> Sweep:
-    """The sweep of a run with nothing left to measure (no lab to ask): from its summary."""
-    from ..analysis.summary import label_of
-    from ..runner import _unit_of
-
-    summary = run_dir.read_json(SUMMARY_FILE) if run_dir.file(SUMMARY_FILE).exists() else {}
-    saved = (summary.get("fleet") or {}).get("sweep")
-    if saved:
-        return Sweep.from_dict(saved)
-    labels = [label_of(s.as_dict()) for s in fplan.settings]
-    metric = str(summary.get("metric") or spec.measure.metric or "")
-    return Sweep(metric=metric, goal=str(summary.get("goal") or spec.measure.goal or "max"), labels=labels,
-                 settings_by_label={label_of(s.as_dict()): s.as_dict() for s in fplan.settings},
-                 practical=spec.measure.practical, seed=fplan.seed, knob_label=", ".join(spec.knobs) or "setting", unit=_unit_of(metric))
-
-
-# ====================================================================== files
-def fleet_environment(hosts: dict[str, dict[str, Any]], scheduler: str, previous: dict[str, Any] | None = None) -> dict[str, Any]:
-    """environment.json of a fleet run: each host's own environment under `hosts`
-    (collected on that host), and at the top what they share, so that readers of a
-    local run's environment (the report, compare) find the usual fields."""
-    envs = dict((previous or {}).get("hosts") or {})
-    for host, env in hosts.items():
-        envs.setdefault(host, env)  # a resumed host keeps the environment it started the run with
-    first = next(iter(envs.values()))
-    common = {k: v for k, v in first.items() if all(e.get(k) == v for e in envs.values())}
-    common["host"] = ", ".join(envs)
-    if "device" not in common:
-        common["device"] = ", ".join(f"{h}: {e.get('device')}" for h, e in envs.items())
-    common["hosts"] = envs
-    common["fleet"] = {"scheduler": scheduler, "coordinator": socket.gethostname(), "hosts": list(envs)}
-    return common
-
-
-class _Reports:
-    """report.html rewritten while the run goes, off the thread that appends rows: a
-    render costs a second or more (matplotlib) and rows must reach the disk as they
-    come. One render at a time; a poke during a render asks for one more after it
-    (refresh_report itself skips renders that would cost over a quarter of the time)."""
-
-    def __init__(self, run_dir: RunDir):
-        self.run_dir = run_dir
-        self._wanted = threading.Event()
-        self._closing = False
-        self._messages: queue.Queue[str] = queue.Queue()
-        self._thread = threading.Thread(target=self._loop, name="blocklab-fleet-report", daemon=True)
-        self._thread.start()
-
-    def poke(self) -> None:
-        self._wanted.set()
-
-    def messages(self) -> list[str]:
-        out = []
-        while not self._messages.empty():
-            out.append(self._messages.get_nowait())
-        return out
-
-    def _loop(self) -> None:
-        while True:
-            self._wanted.wait()
-            self._wanted.clear()
-            if self._closing:
-                return
-            if message := refresh_report(self.run_dir):  # never raises: the report never stops a run
-                self._messages.put(message)
-
-    def close(self) -> None:
-        """Wait for a render in progress (the caller renders the last one itself)."""
-        self._closing = True
-        self._wanted.set()
-        self._thread.join(timeout=120)
-
-
-class _Summaries:
-    """summary.json during a fleet run. A write recomputes only the analyses of the
-    hosts that sent rows since the last one (a few ms each; rows that arrive together
-    cost one); the analysis of every host's rows pooled costs more as the fleet grows
-    (a bootstrap over all rows), so it is redone only when the time since the last one
-    is over 3x what that one cost, and always at the end."""
-
-    def __init__(self, sweep: Sweep, fplan: FleetPlan, name: str, rows: list[ResultRow]):
-        self.sweep = sweep
-        self.fplan = fplan
-        self.name = name
-        self.rows = list(rows)
-        self.by_host = rows_by_host(self.rows, fplan.hosts)
-        self.hosts = {h: host_summary(sweep, self.by_host.get(h, []), len(p.cells)) for h, p in fplan.hosts.items()}
-        self.pooled: dict[str, Any] | None = None
-        self._pooled_at = 0.0
-        self._pooled_cost = 0.0
-        self._dirty: set[str] = set()
-        self._written_at = 0.0
-        self._write_cost = 0.0
-
-    def add(self, row: ResultRow) -> None:
-        self.rows.append(row)
-        self.by_host.setdefault(row.host, []).append(row)
-        self._dirty.add(row.host)
-
-    def write(self, run_dir: RunDir, lost: dict[str, str], *, force: bool = False) -> dict[str, Any] | None:
-        """Recompute and write summary.json; None when skipped: like the report, it takes
-        at most about a quarter of the coordinator's time (with a hundred hosts the
-        file alone is megabytes), and `force` (the end of a run) always writes."""
-        start = time.monotonic()
-        if not force and start - self._written_at < 3 * self._write_cost:
-            return None
-        for host in sorted(self._dirty):
-            planned = len(self.fplan.hosts[host].cells) if host in self.fplan.hosts else None
-            self.hosts[host] = host_summary(self.sweep, self.by_host[host], planned)
-        self._dirty.clear()
-        now = time.monotonic()
-        if force or self.pooled is None or now - self._pooled_at >= 3 * self._pooled_cost:
-            self.pooled = self.sweep.summarise(self.rows)
-            self._pooled_at = time.monotonic()
-            self._pooled_cost = self._pooled_at - now
-        summary = fleet_summary(self.sweep, self.rows, {h: len(p.cells) for h, p in self.fplan.hosts.items()}, name=self.name,
-                                seed=self.fplan.seed, lost=lost, pooled=self.pooled, host_summaries=self.hosts)
-        run_dir.write_json(SUMMARY_FILE, summary)
-        self._written_at = time.monotonic()
-        self._write_cost = self._written_at - start
-        return summary
 
 
 __all__ = ["FleetOutcome", "FleetRequest", "FleetReporter", "HostGone", "Interrupted", "check_fleet_spec", "resume_run", "start_run"]

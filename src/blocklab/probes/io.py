@@ -155,7 +155,7 @@ class HostWindow:
                 # copy them. The busy time is the disk's (others' I/O lengthens it too), so on
                 # a shared disk this leans low. io_ticks counts whole jiffies (4 ms at HZ=250)
                 # in which an I/O was in flight: over a cell of tens of milliseconds it is rough,
-                # which is why a setting's depth pools the cells' times (device/twin.py)
+                # which is why a setting's depth pools the cells' times (device/io_pattern.py)
                 out["pattern.busy_queue_depth"] = flight / d.io_ticks_ms
         return out
 

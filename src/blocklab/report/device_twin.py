@@ -1,8 +1,9 @@
 """The device twin in the report: the disk's own line on the plots, and the table
 and words of the engine against it (analysis/efficiency.py holds the numbers).
 
-Kept apart from plots.py and html.py so those call one function each: a run
-without pattern metrics or twin.json gets no line, no table, no change.
+Kept apart from the plots (scan_plot.py, plots.py) and html.py so those call one
+function each: a run without pattern metrics or twin.json gets no line, no
+table, no change.
 """
 
 from __future__ import annotations

@@ -126,14 +126,14 @@ def fleet_figure(data: RunData, limits: dict[str, float]) -> tuple[str, str, str
     """The hosts side by side: the run's metric per setting, one curve per host (its
     median, its 95% band, its best starred) on the same axes; bars grouped by
     setting when the sweep is not one numeric knob."""
-    from .plots import (
+    from .plot_style import (
         ScaledFormatter,
-        _axis_values,
-        _knob_axis_label,
-        _knob_ticks,
-        _log2_axis,
-        _new_figure,
-        _single_numeric_knob,
+        axis_values,
+        knob_axis_label,
+        knob_ticks,
+        log2_axis,
+        new_figure,
+        single_numeric_knob,
     )
 
     if not is_fleet(data) or not data.ok_rows:
@@ -143,9 +143,9 @@ def fleet_figure(data: RunData, limits: dict[str, float]) -> tuple[str, str, str
     hosts = hosts_of(data)
     unit = sweep.unit
     title = f"{_metric_words(sweep.metric).capitalize()} per host"
-    fig, ax = _new_figure(data, title)
+    fig, ax = new_figure(data, title)
     ax.set_title(_subtitle(data, part, hosts), loc="left", color="#4d4d4d", pad=10)
-    knob = _single_numeric_knob(data)
+    knob = single_numeric_knob(data)
     handles: list[Any] = []
     top = 0.0
     labels = [label for label in data.labels if any(((part.get("hosts") or {}).get(h) or {}).get("settings", {}).get(label, {}).get("n") for h in hosts)]
@@ -184,9 +184,9 @@ def fleet_figure(data: RunData, limits: dict[str, float]) -> tuple[str, str, str
         handles.append(line)
     if knob is not None:
         xs_all = [data.settings_by_label[label][knob] for label in labels]
-        log2 = _log2_axis(_axis_values(data, knob, xs_all))
-        _knob_ticks(ax, data, knob, xs_all, log2)
-        ax.set_xlabel(_knob_axis_label(data, knob, log2))
+        log2 = log2_axis(axis_values(data, knob, xs_all))
+        knob_ticks(ax, data, knob, xs_all, log2)
+        ax.set_xlabel(knob_axis_label(data, knob, log2))
         handles.append(Line2D([], [], color="#4d4d4d", marker="*", ls="none", ms=13, label="each host's best"))
     else:
         ax.set_xticks(range(len(labels)), [sweep.describe_setting(label).replace(", ", "\n") for label in labels])
@@ -205,7 +205,7 @@ def fleet_figure(data: RunData, limits: dict[str, float]) -> tuple[str, str, str
 
 def _subtitle(data: RunData, part: dict[str, Any], hosts: list[str]) -> str:
     """The run's context and the runs per setting *on each host* (the pooled plots count all hosts')."""
-    from .plots import _wrap_line
+    from .plot_style import wrap_line
 
     counts = [int(e.get("n") or 0) for h in hosts for e in (((part.get("hosts") or {}).get(h) or {}).get("settings") or {}).values()
               if e.get("n")]
@@ -216,7 +216,7 @@ def _subtitle(data: RunData, part: dict[str, Any], hosts: list[str]) -> str:
                      else f"n = {min(counts)}–{max(counts)} runs per setting on each host")
     if not data.complete:
         extra.append(f"PARTIAL RUN: {len({r.cell_id for r in data.rows})} of {data.cells_planned} cells")
-    return _wrap_line(line, 110) + "\n" + " · ".join(extra)
+    return wrap_line(line, 110) + "\n" + " · ".join(extra)
 
 
 def _metric_words(metric: str) -> str:

@@ -16,6 +16,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from .data import RunData, label_of
+from .plot_style import ScaledFormatter
 
 MAX_PANELS = 48  # beyond this the panels are too small to read; the caption says how many are shown
 COLUMNS = 6
@@ -38,7 +39,6 @@ def _key_of(row: Any) -> str | None:
 
 def series_figure(data: RunData) -> tuple[Figure, str] | None:
     """(figure, caption), or None when no measured cell carries a series of two seconds or more."""
-    from .plots import ScaledFormatter  # plots imports this module
     rows = [r for r in data.rows if (r.ok or r.status.startswith("invalid")) and len(r.series.get("t", [])) >= 2 and _key_of(r)]
     if not rows:
         return None
