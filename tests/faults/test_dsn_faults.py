@@ -82,9 +82,9 @@ def test_a_server_restarted_mid_run_is_waited_for_and_its_settings_put_back(some
 
 
 def test_a_server_gone_at_the_end_keeps_what_is_owed_for_blocklab_restore(someones_server, cache_dir, tmp_path, monkeypatch, cli_env):
-    import blocklab.engines.postgres as pg
+    import blocklab.engines.postgres.server as pg_server
 
-    monkeypatch.setattr(pg, "DSN_WAIT_S", 3.0)
+    monkeypatch.setattr(pg_server, "DSN_WAIT_S", 3.0)  # read where the wait for a gone server is
     exp = _experiment(someones_server, cache_dir / "dsn-client-2")
     real_run = FullScan.run
     calls = {"n": 0}

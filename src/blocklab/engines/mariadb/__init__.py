@@ -4,7 +4,7 @@ Private instance (the default, instance.py): blocklab owns it, one data
 directory per InnoDB page size, stopped however blocklab ends.
 
 DSN mode (dsn.py: ``mysql://user@host:port/blocklab``, ``mysql:///blocklab?socket=PATH``
-or a bare socket path). Someone's server: blocklab works only in its own
+or a bare socket path; server.py: what blocklab may do there). Someone's server: blocklab works only in its own
 database ``blocklab``; session knobs are SET in the measuring session; global
 (dynamic) knobs are changed with SET GLOBAL only with ``allow_server_changes``,
 each original value being recorded first and restored by ``stop()`` (also at
@@ -38,15 +38,15 @@ Any server variable is accepted as ``mariadb.NAME``; its type, range, enum
 values and whether it is read-only (-> restart) come from
 information_schema.SYSTEM_VARIABLES of the running server.
 
-The rest of the package: I/O counters (counters.py), the per-session time
-profile from performance_schema (waits.py), and how each workload's tables
-are built and timed here (scan.py, tables.py, slob.py, update.py).
+The rest of the package: the session (session.py), I/O counters
+(counters.py), the per-session time profile from performance_schema
+(waits.py), and how each workload's tables are built and timed here (scan.py,
+tables.py, slob.py, update.py).
 """
 
 from __future__ import annotations
 
 import contextlib
-import re
 import subprocess
 import time
 from collections.abc import Iterable, Sequence
@@ -55,7 +55,7 @@ from typing import Any, ClassVar
 
 import pymysql
 
-from ..base import ApplyClass, CounterWindow, EngineBase, EngineError, EngineInfo, SessionBase, wait_until_answers
+from ..base import ApplyClass, CounterWindow, EngineBase, EngineError, EngineInfo
 from ..host import DirectoryLock, drop_os_cache_files, stop_at_exit, stopped
 from .counters import innodb_window, read_counters
 from .dsn import DATABASE, parse_dsn
@@ -74,42 +74,16 @@ from .knobs import (
     _wait_buffer_pool_resize,
 )
 from .scan import ScanTables
+from .server import DsnServerMixin
+from .session import MariadbSession
 from .slob import SlobTables
 from .tables import InsertLoop, ReloadTables
 from .update import UpdateTables
 
-DSN_WAIT_S = 60.0  # how long a run waits for someone's server that went away before it stops
-
-
 _UNKNOWN_DATABASE = 1049  # ER_BAD_DB_ERROR
-_VARIABLE = re.compile(r"^[a-z_][a-z0-9_]{0,63}$")  # a server variable's name, as SYSTEM_VARIABLES lists it
-
-class MariadbSession(SessionBase):
-    """A MariaDB connection as engines/base.py's Session (autocommit unless the caller says BEGIN)."""
-
-    def __init__(self, engine: MariadbEngine, conn: pymysql.connections.Connection):
-        self.engine = engine
-        self.conn = conn  # the PyMySQL connection, for this package's own code
-        self.backend_id = int(conn.thread_id())
-
-    def execute(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
-        with self.conn.cursor() as cur:
-            cur.execute(sql, params)
-            rows = list(cur.fetchall()) if cur.description else []
-            while cur.nextset():  # a CALL's own status result
-                pass
-        return rows
-
-    def cancel(self) -> None:
-        """KILL QUERY from a connection of its own: this session's is busy."""
-        with self.engine.sql_connect(session=False) as admin, admin.cursor() as cur:
-            cur.execute("KILL QUERY %s", (self.backend_id,))
-
-    def close(self) -> None:
-        self.conn.close()
 
 
-class MariadbEngine(InstanceMixin, KnobsMixin, EngineBase):
+class MariadbEngine(InstanceMixin, KnobsMixin, DsnServerMixin, EngineBase):
     name: ClassVar[str] = ENGINE_NAME
     display: ClassVar[str] = "MariaDB"  # as people write it
     native_prefix: ClassVar[str] = "mariadb."
@@ -213,96 +187,13 @@ class MariadbEngine(InstanceMixin, KnobsMixin, EngineBase):
             self._reap_stale_server()
             self._launch_server()
             return
-        wait_until_answers(self.health, f"the MariaDB server at {self._where()}", DSN_WAIT_S)
-        changed = {native: conf for native, conf in self._server_settings.items() if native in self._dsn_originals}
-        self._set_global(changed)
+        self._wait_for_dsn_server()
 
     def log_tail(self, lines: int = 15) -> str:
         if self.mode != "embedded":
             return ""
         log = self.home() / "error.log"
         return f"error log {log}:\n{_log_tail(log, 0, lines)}"
-
-    # ------------------------------------------------------------------ DSN
-    def _open_dsn(self) -> None:
-        assert self._dsn is not None
-        try:  # blocklab's database is made when a session first needs it (doctor and clean make nothing)
-            with self._admin() as conn, conn.cursor() as cur:
-                cur.execute("SELECT 1")
-        except pymysql.err.MySQLError as err:
-            raise EngineError(f"cannot use MariaDB at {self._dsn.where}: {err}") from None
-
-    def privileges(self) -> list[tuple[str, str]]:
-        if self.mode == "embedded":
-            return [("everything", "yes: blocklab's own private instance")]
-        grants = {str(r[0]).upper() for r in self.query(
-            "SELECT PRIVILEGE_TYPE FROM information_schema.USER_PRIVILEGES WHERE GRANTEE = CONCAT(\"'\", "
-            "SUBSTRING_INDEX(CURRENT_USER(), '@', 1), \"'@'\", SUBSTRING_INDEX(CURRENT_USER(), '@', -1), \"'\")")}
-        admin = bool(grants & {"SUPER", "SYSTEM VARIABLES ADMIN"})
-        pfs = int(self.query("SELECT @@performance_schema")[0][0])
-        return [
-            ("SET GLOBAL", "yes" if admin else "no: server-wide knobs and the wait for purge need SUPER or SYSTEM VARIABLES ADMIN"),
-            ("performance_schema", "on" if pfs else "off: no time profile and no data-file timings"),
-            ("data directory on this host", self.data_dir() or "no: device figures are out of reach"),
-            ("cold cache", "no: InnoDB's buffer pool empties only with a restart"),
-            ("server settings", "may be changed (restored at the end)" if self.allow_server_changes else "no: pass --allow-server-changes"),
-        ]
-
-    def created_objects(self) -> list[str]:
-        """On a server given by DSN blocklab works in its own database only: that is what it made."""
-        if self.mode == "embedded":
-            return []
-        rows = self.query("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s", (DATABASE,))
-        exists = self.query("SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s", (DATABASE,))[0][0]
-        return [f"database {DATABASE} ({rows[0][0]} tables)"] if exists else []
-
-    def drop_created(self) -> list[str]:
-        done = self.created_objects()
-        if done:
-            with self._admin() as conn, conn.cursor() as cur:
-                cur.execute(f"DROP DATABASE IF EXISTS `{DATABASE}`")
-        self._started = False  # the next start makes the database again
-        return done
-
-    def owed_restore(self) -> dict[str, Any]:
-        if not self._dsn_originals or self._dsn is None:
-            return {}
-        params = self._dsn.params
-        if "unix_socket" in params:
-            dsn = f"mysql://{params['user']}@localhost/{DATABASE}?socket={params['unix_socket']}"
-        else:
-            dsn = f"mysql://{params['user']}@{params['host']}:{params['port']}/{DATABASE}"
-        return {"engine": self.name, "dsn": dsn, "server": self._where(), "settings": dict(self._dsn_originals)}
-
-    def restore_owed(self, settings: dict[str, Any]) -> list[str]:
-        self._dsn_originals = dict(settings)
-        done = [f"{k} = {v}" for k, v in settings.items()]
-        self._restore_dsn_settings()
-        return done
-
-    def _restore_dsn_settings(self) -> None:
-        if not self._dsn_originals:
-            return
-        failures = []
-        for native in self._dsn_originals:  # names may come from restore.json: only server variables blocklab knows
-            if not _VARIABLE.match(native) or (self._catalog and native not in self._catalog):
-                raise EngineError(f"{native!r} is not a server variable of {self._where()}: not restored")
-        try:
-            conn = self._admin()
-        except pymysql.err.MySQLError as err:
-            raise EngineError(f"could not reach {self._where()} to restore {', '.join(self._dsn_originals)}: {err}") from None
-        with conn, conn.cursor() as cur:
-            for native, original in list(self._dsn_originals.items()):
-                try:
-                    cur.execute(f"SET GLOBAL {native} = %s", (original,))  # a name checked above, the value bound
-                    del self._dsn_originals[native]
-                except pymysql.err.MySQLError as err:
-                    failures.append(f"{native} = {original!r}: {err}")
-        if failures:
-            raise EngineError("could not restore server variables on " + self._where() + ": " + "; ".join(failures))
-
-    def _where(self) -> str:
-        return self._dsn.where if self._dsn else str(self.socket_path)
 
     # ------------------------------------------------------------------ connections
     def _connect_params(self) -> dict[str, Any]:
@@ -496,12 +387,6 @@ class MariadbEngine(InstanceMixin, KnobsMixin, EngineBase):
         )
         return float(rows[0][0]) if rows else 0.0
 
-    def cold_cache_problem(self) -> str | None:
-        if self.mode == "embedded":
-            return None
-        return ("InnoDB's buffer pool empties only with a restart, which blocklab never does to a server given by "
-                "--dsn; use cache = 'warm' there, or the private instance (no --dsn) for a cold cache")
-
     # ------------------------------------------------------------------ information
     def info(self) -> EngineInfo:
         self.start()
@@ -534,25 +419,6 @@ class MariadbEngine(InstanceMixin, KnobsMixin, EngineBase):
         if self._local_datadir is None:
             self._local_datadir = self._find_local_datadir()
         return self._local_datadir or None
-
-    def _find_local_datadir(self) -> str:
-        """The server's @@datadir when the server runs on this host ('' when not): an
-        address of this host may be a tunnel or a container's published port, whose
-        server keeps its files elsewhere. Its pid file must name a live mariadbd here."""
-        datadir, pid_file = self.query("SELECT @@datadir, @@pid_file")[0]
-        datadir = str(datadir).rstrip("/")
-        try:
-            pid = int(Path(str(pid_file)).read_text().split()[0])
-            comm = Path(f"/proc/{pid}/comm").read_text().strip()
-        except (OSError, ValueError, IndexError):
-            return ""
-        return datadir if comm in ("mariadbd", "mysqld") and Path(datadir).is_dir() else ""
-
-    def _is_local(self) -> bool:
-        if self.mode == "embedded":
-            return True
-        params = self._dsn.params if self._dsn else {}
-        return "unix_socket" in params or params.get("host") in ("localhost", "127.0.0.1", "::1")
 
     @property
     def version(self) -> str:

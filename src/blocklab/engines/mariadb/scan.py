@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from . import MariadbEngine, MariadbSession
+    from . import MariadbEngine
+    from .session import MariadbSession
 
 
 class ScanTables:

@@ -33,7 +33,8 @@ from ...workloads.slob import open_sessions
 
 if TYPE_CHECKING:
     from ..base import Session
-    from . import MariadbEngine, MariadbSession
+    from . import MariadbEngine
+    from .session import MariadbSession
 
 FILLER_BYTES = 1000  # always full length, stored inline (it fits a 4 kB page three times)
 PROCEDURE = "blocklab_slob_run"

