@@ -493,7 +493,8 @@ def experiment(rows: int, blocks: int, seed: int, name: str, values: list[int] |
 
 
 def run_mbrc(raw: dict[str, Any], work: Path) -> RunDir:
-    from blocklab.runner import SilentReporter, prepare, run
+    from blocklab.experiment import prepare
+    from blocklab.runner import SilentReporter, run
     from blocklab.spec import spec_from_dict
 
     exp = prepare(spec_from_dict(raw, "benchmark", {}), "", "benchmark", cache_dir=work / "cache")

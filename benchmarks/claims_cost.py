@@ -29,8 +29,9 @@ from typing import Any
 
 from blocklab import claims
 from blocklab.analysis.stats import median_ci
+from blocklab.experiment import prepare
 from blocklab.plan import Cell, Setting
-from blocklab.runner import SilentReporter, prepare, run_cell
+from blocklab.runner import SilentReporter, run_cell
 from blocklab.spec import spec_from_dict
 
 CHECKS = ("check_settings", "check_cold_start", "check_direct_io", "check_metrics")

@@ -33,8 +33,9 @@ from pathlib import Path
 
 from blocklab.engines.rocksdb import files as rfiles
 from blocklab.engines.rocksdb.output import parse
+from blocklab.experiment import prepare
 from blocklab.plan import Cell, Setting
-from blocklab.runner import SilentReporter, prepare, run_cell
+from blocklab.runner import SilentReporter, run_cell
 from blocklab.spec import spec_from_dict
 
 COMMON = {"rocksdb.compression_type": "none", "rocksdb.value_size": 400, "buffer_cache": "1MB", "block_size": 4096}

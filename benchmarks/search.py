@@ -34,8 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from blocklab.analysis.stats import compare_samples, median_ci
+from blocklab.experiment import prepare
 from blocklab.results import RunDir
-from blocklab.runner import SilentReporter, prepare, run
+from blocklab.runner import SilentReporter, run
 from blocklab.spec import spec_from_dict
 
 KNOB = "multiblock_read"

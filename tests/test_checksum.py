@@ -21,8 +21,9 @@ from blocklab.analysis.overhead import (
     overheads,
     reference_label,
 )
+from blocklab.experiment import prepare
 from blocklab.results import RunDir, ResultRow
-from blocklab.runner import SilentReporter, prepare, run
+from blocklab.runner import SilentReporter, run
 from blocklab.spec import DatasetSpec, SpecError, WorkloadSpec, spec_from_dict
 from blocklab.workloads import make_workload
 

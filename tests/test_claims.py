@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from blocklab.engines.postgres import PostgresEngine
+from blocklab.experiment import prepare
 from blocklab.results import RunDir
-from blocklab.runner import SilentReporter, prepare, run
+from blocklab.runner import SilentReporter, run
 from blocklab.spec import SpecError, spec_from_dict
 
 pytestmark = pytest.mark.engine

@@ -24,8 +24,9 @@ from blocklab.engines.base import (
     KnobInfo,
     SessionBase,
 )
+from blocklab.experiment import prepare
 from blocklab.results import RunDir
-from blocklab.runner import SilentReporter, prepare, run
+from blocklab.runner import SilentReporter, run
 from blocklab.spec import SpecError, spec_from_dict
 from blocklab.workloads import available as available_workloads
 from blocklab.workloads import make_workload, workload_class

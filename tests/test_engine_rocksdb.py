@@ -21,8 +21,9 @@ from blocklab.engines.rocksdb import RocksDbEngine
 from blocklab.engines.rocksdb import files as rfiles
 from blocklab.engines.rocksdb.bench import BenchProcess
 from blocklab.engines.rocksdb.output import parse
+from blocklab.experiment import prepare
 from blocklab.results import RunDir
-from blocklab.runner import SilentReporter, prepare, run
+from blocklab.runner import SilentReporter, run
 from blocklab.spec import DatasetSpec, SpecError, WorkloadSpec, spec_from_dict
 from blocklab.workloads import make_workload
 

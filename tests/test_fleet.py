@@ -136,8 +136,9 @@ def _free_port() -> int:
 def test_bad_input_exits_2_naming_the_option(fleet, mbrc_run, tmp_path, monkeypatch):
     _, fleet_run = mbrc_run
     monkeypatch.setenv("BLOCKLAB_CACHE", str(tmp_path / "cache"))  # `worker --cache` sets it in this process: put back after
+    from blocklab.experiment import prepare
     from blocklab.results import RunDir
-    from blocklab.runner import SilentReporter, prepare, run
+    from blocklab.runner import SilentReporter, run
     from blocklab.spec import spec_from_dict
 
     local = tmp_path / "local"

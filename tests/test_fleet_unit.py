@@ -244,7 +244,8 @@ def test_the_report_has_the_hosts_side_by_side_and_a_local_run_has_none(tmp_path
     assert [(h["best"].split()[0], h["mark"], h["cells"]) for h in after["hosts"]] == [(h["best"].split()[0], h["mark"], h["cells"]) for h in before["hosts"]]
     assert after["verdict"].replace(" (16 kB)", "").replace(" (64 kB)", "") == before["verdict"].replace(" (16 kB)", "").replace(" (64 kB)", "")
     # a local run: no hosts section
-    from blocklab.runner import SilentReporter, prepare
+    from blocklab.experiment import prepare
+    from blocklab.runner import SilentReporter
     from blocklab.runner import run as run_local
     from blocklab.spec import spec_from_dict
 

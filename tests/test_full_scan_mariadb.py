@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from blocklab.experiment import prepare
 from blocklab.results import RunDir
-from blocklab.runner import SilentReporter, prepare, run
+from blocklab.runner import SilentReporter, run
 from blocklab.spec import spec_from_dict
 
 pytestmark = pytest.mark.engine

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
+from blocklab.experiment import prepare
 from blocklab.results import RESULTS_FILE, RunDir
-from blocklab.runner import Interrupted, SilentReporter, prepare, run
+from blocklab.runner import Interrupted, SilentReporter, run
 from blocklab.spec import spec_from_dict
 
 

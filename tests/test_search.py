@@ -7,8 +7,9 @@ import json
 
 import pytest
 
+from blocklab.experiment import prepare
 from blocklab.results import RunDir
-from blocklab.runner import Interrupted, SilentReporter, prepare, run
+from blocklab.runner import Interrupted, SilentReporter, run
 from blocklab.search import (
     CONFIRM_FACTOR,
     bisection_cost,

@@ -126,7 +126,7 @@ def test_interrupted_point_kills_the_sessions_loops(maria, ctrl_c_raises):
 
 def test_a_small_pool_swept_with_small_pages_is_accepted(cache_dir):
     # 2 MB suits 4k pages only: judged per whole setting, not against the instance's current 16k
-    from blocklab.runner import prepare
+    from blocklab.experiment import prepare
     from blocklab.spec import spec_from_dict
 
     raw = {"engine": {"kind": "mariadb"}, "dataset": {"rows": 1000}, "workload": {"kind": "full_scan"},

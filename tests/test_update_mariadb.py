@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from blocklab.runner import prepare
+from blocklab.experiment import prepare
 from blocklab.spec import DatasetSpec, SpecError, WorkloadSpec, spec_from_dict
 from blocklab.workloads import make_workload
 

@@ -1,17 +1,26 @@
-"""The `blocklab` command: parse arguments, call one library function, print."""
+"""The `blocklab` command: parse arguments, call one library function, print.
+
+Here: the group and the commands about an experiment and its results (run, plan,
+recipes, report, export, compare). The other commands live in modules of their
+own, added to the group at the end: cli_system.py (sysstats, calibrate),
+cli_server.py (doctor, clean, restore), cli_import.py, cli_fleet.py, cli_analyse.py.
+"""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
 from . import __version__, recipes
 from .cli_analyse import analyse_command
+from .cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, fail
 from .cli_fleet import fleet_group, fleet_run_options, run_on_fleet, wants_fleet, worker_command
 from .cli_import import import_group
+from .cli_server import clean_command, doctor_command, restore_command
+from .cli_system import calibrate_command, sysstats_command
 from .console import ConsoleReporter, make_console, settings_table
 from .device.twin import ENV_VAR as TWIN_ENV_VAR
 from .device.twin import MODES as TWIN_MODES
@@ -22,15 +31,6 @@ from .paths import results_root
 from .results import ResultsError, ResultsWriteError, RunDir
 from .runner import Interrupted, new_run_dir, run
 from .spec import SpecError
-
-EXIT_BAD_INPUT = 2
-EXIT_FAILED = 1
-EXIT_INTERRUPTED = 130
-
-
-def _fail(console: Any, message: str, code: int) -> NoReturn:
-    console.print(f"error: {message}", style="red", markup=False, highlight=False)
-    sys.exit(code)
 
 
 def experiment_options(func: Any) -> Any:
@@ -99,7 +99,7 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_ser
     """
     if wants_fleet(resume, fleet):  # the same run on many hosts: cli_fleet.py
         if device_twin in ("on", "only"):
-            _fail(make_console(), f"--device-twin {device_twin}: not on a fleet run (each host's disk would need its own "
+            fail(make_console(), f"--device-twin {device_twin}: not on a fleet run (each host's disk would need its own "
                   "twin); run it on one host, or leave --device-twin out", EXIT_BAD_INPUT)
         return run_on_fleet(target, _overrides(sets, repeats, rows, engine, dsn, seed, quick), out, resume, no_retry, wait_s,
                             allow_server_changes, **fleet)
@@ -128,9 +128,9 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_ser
             exp = load_experiment(target, _overrides(sets, repeats, rows, engine, dsn, seed, quick), allow_server_changes=allow_server_changes)
             run_dir = RunDir(out) if out else new_run_dir(results_root(), exp.spec.name)
     except (SpecError, ResultsError) as err:
-        _fail(console, str(err), EXIT_BAD_INPUT)
+        fail(console, str(err), EXIT_BAD_INPUT)
     except EngineError as err:
-        _fail(console, str(err), EXIT_FAILED)
+        fail(console, str(err), EXIT_FAILED)
     device_twin = _device_twin_mode(console, exp, device_twin)
     console.print(f"results: {run_dir.path}")
     reporter = ConsoleReporter(console, lambda cell: _cell_text(exp, cell))
@@ -143,11 +143,11 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_ser
         sys.exit(EXIT_INTERRUPTED)
     except (SpecError, ResultsError) as err:
         reporter.close()
-        _fail(console, str(err), EXIT_BAD_INPUT)
+        fail(console, str(err), EXIT_BAD_INPUT)
     except (EngineError, ResultsWriteError) as err:
         reporter.close()
         _owed_hint(console, run_dir)
-        _fail(console, f"{err}\nwhat was measured is kept: continue with blocklab run --resume {run_dir.path}", EXIT_FAILED)
+        fail(console, f"{err}\nwhat was measured is kept: continue with blocklab run --resume {run_dir.path}", EXIT_FAILED)
     _print_summary(console, exp, summary, run_dir)
 
 
@@ -159,7 +159,7 @@ def _device_twin_mode(console: Any, exp: Any, asked: str | None) -> str:
     reason = why_not(exp.engine.data_dir())
     if asked == "on" and reason is not None:
         exp.engine.stop()
-        _fail(console, f"--device-twin on: {reason}; use --device-twin off", EXIT_BAD_INPUT)
+        fail(console, f"--device-twin on: {reason}; use --device-twin off", EXIT_BAD_INPUT)
     mode = asked or ("on" if reason is None else "off")
     if mode == "off":
         console.print(f"device twin: off ({reason or '--device-twin off'})", markup=False, highlight=False)
@@ -176,13 +176,13 @@ def _device_twin_only(console: Any, resume: Path | None, other_options: bool) ->
     from .lab import device_twin_only
 
     if resume is None or other_options:
-        _fail(console, "--device-twin only replays the I/O of a run already measured: give --resume DIR and no other "
+        fail(console, "--device-twin only replays the I/O of a run already measured: give --resume DIR and no other "
                        "experiment option (e.g. blocklab run --resume results/mbrc-20261122-101500 --device-twin only)",
               EXIT_BAD_INPUT)
     try:
         twins, summary, describe = device_twin_only(resume, lambda text: console.print(text, markup=False, highlight=False))
     except (SpecError, ResultsError, FioNotFound) as err:
-        _fail(console, str(err), EXIT_BAD_INPUT)
+        fail(console, str(err), EXIT_BAD_INPUT)
     except KeyboardInterrupt:
         console.print("interrupted; the twin's test files are removed; run it again to finish", markup=False)
         sys.exit(EXIT_INTERRUPTED)
@@ -290,9 +290,9 @@ def plan_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_se
     try:
         exp = load_experiment(target, _overrides(sets, repeats, rows, engine, dsn, seed, quick), allow_server_changes=allow_server_changes)
     except SpecError as err:
-        _fail(console, str(err), EXIT_BAD_INPUT)
+        fail(console, str(err), EXIT_BAD_INPUT)
     except EngineError as err:
-        _fail(console, str(err), EXIT_FAILED)
+        fail(console, str(err), EXIT_FAILED)
     try:
         for line in plan_text(exp):
             console.print(line, markup=False)
@@ -313,7 +313,7 @@ def recipes_command(show: str | None) -> None:
     console = make_console()
     if show:
         if show not in recipes.names():
-            _fail(console, f"unknown recipe {show!r}; built-in recipes: {', '.join(recipes.names())}", EXIT_BAD_INPUT)
+            fail(console, f"unknown recipe {show!r}; built-in recipes: {', '.join(recipes.names())}", EXIT_BAD_INPUT)
         click.echo(recipes.path_of(show).read_text(), nl=False)
         return
     for name in recipes.names():
@@ -339,7 +339,7 @@ def report_command(run_dir: Path) -> None:
     try:
         paths = write_report(run_dir)
     except ResultsError as err:
-        _fail(console, f"RUN_DIR {err}; give a directory written by `blocklab run`", EXIT_BAD_INPUT)
+        fail(console, f"RUN_DIR {err}; give a directory written by `blocklab run`", EXIT_BAD_INPUT)
     for path in paths:
         if path.suffix in (".html", ".png"):
             click.echo(str(path))
@@ -364,18 +364,18 @@ def export_command(run_dir: Path, fmt: str, output: Path | None) -> None:
     console = make_console()
     fmt = fmt.lower()
     if output is not None and not output.parent.is_dir():
-        _fail(console, f"--output {output}: the directory {output.parent} does not exist", EXIT_BAD_INPUT)
+        fail(console, f"--output {output}: the directory {output.parent} does not exist", EXIT_BAD_INPUT)
     if output is None and fmt == "parquet" and sys.stdout.isatty():
-        _fail(console, "--format parquet is binary: give --output FILE or redirect stdout", EXIT_BAD_INPUT)
+        fail(console, "--format parquet is binary: give --output FILE or redirect stdout", EXIT_BAD_INPUT)
     try:
         if output is not None:
             click.echo(str(write_export(run_dir, fmt, output)))
             return
         content = export_bytes(run_dir, fmt)
     except ResultsError as err:
-        _fail(console, f"RUN_DIR {err}; give a directory written by `blocklab run`", EXIT_BAD_INPUT)
+        fail(console, f"RUN_DIR {err}; give a directory written by `blocklab run`", EXIT_BAD_INPUT)
     except ExportUnavailable as err:
-        _fail(console, str(err), EXIT_FAILED)
+        fail(console, str(err), EXIT_FAILED)
     try:
         sys.stdout.buffer.write(content)
         sys.stdout.flush()
@@ -411,7 +411,7 @@ def compare_command(run_a: Path, run_b: Path, force: bool, metric: str | None) -
         console.print("their numbers are not comparable as they stand; add --force to compare them anyway", markup=False)
         sys.exit(EXIT_BAD_INPUT)
     except CompareError as err:
-        _fail(console, str(err), EXIT_BAD_INPUT)
+        fail(console, str(err), EXIT_BAD_INPUT)
     _print_comparison(console, result)
 
 
@@ -460,309 +460,14 @@ def _print_comparison(console: Any, result: Any) -> None:
     console.print(result.summary_line(), markup=False, highlight=False)
 
 
-@main.command("sysstats")
-@click.option("--dsn", type=str, help="measure this server instead of the embedded one (password from the environment)")
-@click.option("--rows", type=int, default=3_000_000, show_default=True, help="rows in the scan table (built once, then reused)")
-@click.option("--apply", "apply_costs", is_flag=True, help="set the implied random_page_cost (ALTER SYSTEM + reload)")
-@click.option("--allow-server-changes", is_flag=True, help="let --apply change a --dsn server's settings")
-@click.option("--direct-io/--buffered-io", "direct_io", default=None, help="embedded only: read with or without the OS page cache (restart); default as the server is")
-@click.option("--reads", "single_reads", type=int, default=2000, show_default=True, help="random single-block reads for SREADTIM")
-@click.option("--repeats", type=int, default=3, show_default=True, help="cold scans per measurement")
-@click.option("--out", type=click.Path(path_type=Path), help="directory for the statistics (default results/sysstats-TIMESTAMP)")
-@click.option("--device-twin", "device_twin", type=click.Choice(TWIN_MODES), default=None, envvar=TWIN_ENV_VAR, show_envvar=True,
-              help="after measuring, fio reads what SREADTIM and MREADTIM read (same sizes, one at a time): the disk's "
-                   "share of each (on, the default where fio is installed and the data is on this host; off: not)")
-def sysstats_command(dsn, rows, apply_costs, allow_server_changes, direct_io, single_reads, repeats, out, device_twin) -> None:
-    """Gather system statistics (SREADTIM, MREADTIM, MBRC, MAXTHR) on the engine's own
-    data files, cold, and print the random_page_cost they imply.
-
-    \b
-    Examples:
-      blocklab sysstats
-      blocklab sysstats --rows 300000 --direct-io
-      blocklab sysstats --apply
-      blocklab sysstats --dsn "host=db1 dbname=app user=dba" --apply --allow-server-changes
-      blocklab sysstats --device-twin off      # no fio reads after the measurement
-    """
-    from .analysis.sysstats import SysstatsError, SysstatsInputError, run_sysstats
-
-    console = make_console()
-    if device_twin == "only":
-        _fail(console, "--device-twin only is for `blocklab run --resume DIR`; sysstats accepts off or on", EXIT_BAD_INPUT)
-    status = console.status("starting", spinner="dots") if console.is_terminal else None
-
-    class _Progress:
-        def phase(self, text: str) -> None:
-            if status is not None:
-                status.update(text)
-
-        def done(self, text: str) -> None:
-            console.print(text, markup=False, highlight=False)
-
-    try:
-        if status is not None:
-            status.start()
-        try:
-            result = run_sysstats(
-                dsn=dsn, rows=rows, apply=apply_costs, allow_server_changes=allow_server_changes,
-                direct_io=direct_io, single_reads=single_reads, repeats=repeats, out=out, reporter=_Progress(),
-                device_twin=device_twin != "off",
-            )
-        finally:
-            if status is not None:
-                status.stop()
-    except SysstatsInputError as err:
-        _fail(console, str(err), EXIT_BAD_INPUT)
-    except (SysstatsError, EngineError) as err:
-        _fail(console, str(err), EXIT_FAILED)
-    except KeyboardInterrupt:
-        console.print("interrupted; nothing saved (the embedded server is stopped, no setting was changed)", markup=False)
-        sys.exit(EXIT_INTERRUPTED)
-    _print_sysstats(console, result)
-    if result.applied is not None and not result.applied.confirmed:
-        sys.exit(EXIT_FAILED)
-
-
-def _print_sysstats(console: Any, result: Any) -> None:
-    from rich import box
-    from rich.table import Table
-
-    stats = result.stats
-    table = Table(box=box.SIMPLE_HEAD, title="system statistics (aux_stats$)", title_justify="left", pad_edge=False)
-    for column in ("SNAME", "PNAME", "PVAL1", "PVAL2", "unit"):
-        table.add_column(column, justify="right" if column == "PVAL1" else "left", no_wrap=True)
-    for row in stats.aux_stats():
-        table.add_row(*row)
-    console.print(table)
-    console.print(f"measured {stats.conditions()}", markup=False, highlight=False)
-    for line in stats.explanations():
-        console.print(line, markup=False, highlight=False)
-    for twin in result.device_twin:
-        console.print(twin.line(), markup=False, highlight=False)
-    if result.device_twin_note:
-        console.print(f"device twin: off ({result.device_twin_note})", markup=False, highlight=False)
-    for note in stats.notes:
-        console.print(f"note: {note}", style="yellow", markup=False, highlight=False)
-    console.print(f"The planner costs they imply: {stats.formula()}", markup=False, highlight=False)
-    for line in result.sql:
-        console.print(f"  {line}", markup=False, highlight=False)
-    if result.applied is not None:
-        a = result.applied
-        changes = ", ".join(f"{k} {a.before.get(k)} -> {a.after.get(k)}" for k in a.asked)
-        where = "the embedded server" if result.mode == "embedded" else "the --dsn server"
-        if a.confirmed:
-            console.print(f"applied on {where}: {changes} (read back from a new session)", style="green", markup=False, highlight=False)
-        else:
-            console.print(f"applied on {where}, but a new session still reads: {changes}", style="red", markup=False, highlight=False)
-    else:
-        console.print("not applied. To apply:", markup=False)
-        for line in result.how_to_apply:
-            console.print(f"  {line}", markup=False, highlight=False)
-    console.print(f"saved: {result.run_dir}", markup=False, highlight=False)
-
-
-@main.command("calibrate")
-@click.option("--dir", "directory", type=click.Path(path_type=Path), help="directory on the disk to measure (default: the embedded PostgreSQL's data directory)")
-@click.option("--quick", is_flag=True, help="a small plan (8k and 1M reads, a few queue depths): about 15 s")
-@click.option("--out", type=click.Path(path_type=Path), help="directory for the calibration (default results/calibrate-TIMESTAMP)")
-def calibrate_command(directory: Path | None, quick: bool, out: Path | None) -> None:
-    """Measure the disk's own limits with fio (max small-I/O IOPS, max large-I/O MB/s,
-    min latency), ORION-style, for other runs' reports to draw as limits.
-
-    \b
-    Examples:
-      blocklab calibrate
-      blocklab calibrate --quick
-      blocklab calibrate --dir /mnt/data --out results/disk-data
-    """
-    from .device.calibrate import make_plan, run_calibration
-    from .device.fio import FioError, FioNotFound
-
-    console = make_console()
-    if directory is None:
-        from .engines import DEFAULT_ENGINE, make_engine
-
-        try:
-            engine = make_engine(DEFAULT_ENGINE)
-            engine.start()  # creates its data directory if needed, so its disk is the one measured
-            data_dir = engine.data_dir()
-            engine.stop()
-        except EngineError as err:
-            _fail(console, f"{err}; give --dir PATH to measure another directory", EXIT_FAILED)
-        if data_dir is None:
-            _fail(console, f"the {DEFAULT_ENGINE} engine has no data directory on this host; give --dir PATH", EXIT_BAD_INPUT)
-        directory = Path(data_dir)
-    elif not directory.is_dir():
-        what = "is not a directory" if directory.exists() else "does not exist"
-        _fail(console, f"--dir {directory} {what}; give an existing directory on the disk to measure", EXIT_BAD_INPUT)
-    plan = make_plan("quick" if quick else "full")
-    run_dir = RunDir(out) if out else new_run_dir(results_root(), "calibrate")
-    console.print(
-        f"calibrating {directory}: {len(plan.points)} points, about {plan.estimate_seconds():.0f} s "
-        f"(+ laying out a {plan.file_size / 1024**2:.0f} MiB test file)",
-        markup=False, highlight=False,
-    )
-    progress = None
-    if console.is_terminal:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-        progress = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            TextColumn("ETA"), TimeRemainingColumn(), console=console,
-        )
-    task = None
-
-    def on_point(index: int, total: int, description: str) -> None:
-        nonlocal task
-        if progress is None:
-            console.print(f"[{index + 1}/{total}] {description}", markup=False, highlight=False)
-            return
-        if task is None:
-            task = progress.add_task(description, total=total)
-        progress.update(task, completed=index, description=description)
-
-    try:
-        if progress is not None:
-            progress.start()
-        try:
-            cal = run_calibration(directory, plan, run_dir=run_dir, on_point=on_point)
-            if progress is not None and task is not None:
-                progress.update(task, completed=len(plan.points), description="done")
-        finally:
-            if progress is not None:
-                progress.stop()
-    except ValueError as err:
-        text = str(err)
-        if text.startswith("directory:"):
-            text = "--dir" + text[len("directory:"):]
-        elif text.startswith("run_dir:"):
-            text = "--out" + text[len("run_dir:"):]
-        _fail(console, text, EXIT_BAD_INPUT)
-    except (FioNotFound, FioError, OSError) as err:
-        _fail(console, str(err), EXIT_FAILED)
-    except KeyboardInterrupt:
-        console.print(f"interrupted; the test file is removed; points so far in {run_dir.path}", markup=False)
-        sys.exit(EXIT_INTERRUPTED)
-    for line in cal.summary.lines():
-        console.print(line, markup=False, highlight=False)
-    if cal.failures:
-        console.print(f"{len(cal.failures)} point(s) failed: see {run_dir.file('results.jsonl')}", style="red", markup=False)
-    console.print(f"saved: {run_dir.path}", markup=False, highlight=False)
-
-
+main.add_command(sysstats_command)  # `blocklab sysstats`: the system statistics (cli_system.py)
+main.add_command(calibrate_command)  # `blocklab calibrate`: the disk's own limits with fio (cli_system.py)
 main.add_command(import_group)  # `blocklab import ...`: results measured on Oracle (cli_import.py)
 main.add_command(fleet_group)  # `blocklab fleet ...`: many hosts through Dask (cli_fleet.py)
 main.add_command(worker_command)  # `blocklab worker`: one per host of a fleet (cli_fleet.py)
-
-
-@main.command("doctor")
-@click.option("--engine", "engine_kind", default="postgres", show_default=True, help=f"the engine ({', '.join(available_engines())})")
-@click.option("--dsn", default=None, help="someone else's server (default: blocklab's own engine)")
-@click.option("--allow-server-changes", is_flag=True, help="as run would be given it: server-wide knobs may be changed")
-@click.option("--versions", "versions_only", is_flag=True, help="print only the table of every recipe on every kind of server (markdown), from the recipes; no server needed")
-def doctor_command(engine_kind: str, dsn: str | None, allow_server_changes: bool, versions_only: bool) -> None:
-    """What runs here and why not: every recipe (runs / runs adapted, how / refused, why
-    and what would make it run), every generic knob, and the privileges blocklab has.
-    Nothing is changed on the server.
-
-    \b
-    Examples:
-      blocklab doctor
-      blocklab doctor --dsn "host=db1 dbname=lab user=me"
-      blocklab doctor --engine mariadb --dsn mysql://me@db1/blocklab --allow-server-changes
-      blocklab doctor --versions > what-runs-where.md
-    """
-    from rich import box
-    from rich.markup import escape
-    from rich.table import Table
-
-    from .doctor import diagnose, version_table_markdown
-
-    console = make_console()
-    if versions_only:
-        click.echo(version_table_markdown(), nl=False)
-        return
-    try:
-        found = diagnose(engine_kind, dsn, allow_server_changes=allow_server_changes)
-    except SpecError as err:
-        _fail(console, str(err), EXIT_BAD_INPUT)
-    except EngineError as err:
-        _fail(console, str(err), EXIT_FAILED)
-    console.print(f"{found.engine} {found.version} ({found.mode}): {found.server}", markup=False, highlight=False)
-    table = Table(title="recipes (--quick) on this server", box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False)
-    for column in ("recipe", "here", "why / how"):
-        table.add_column(column, overflow="fold")
-    for name, _by_recipe, outcome in found.recipes:
-        style = {"runs": "green", "runs adapted": "yellow", "refused": "red"}[outcome.status]
-        table.add_row(name, outcome.status, escape("\n".join(outcome.why) or "-"), style=style)
-    console.print(table)
-    knobs = Table(title="generic knobs", box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False)
-    for column in ("knob", "native [how applied]", "here"):
-        knobs.add_column(column, overflow="fold")
-    for row in found.knobs:
-        knobs.add_row(*(escape(cell) for cell in row))
-    console.print(knobs)
-    rights = Table(title="privileges and features", box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False)
-    rights.add_column("what")
-    rights.add_column("here", overflow="fold")
-    for what, here in found.privileges:
-        rights.add_row(escape(what), escape(here))
-    console.print(rights)
-
-
-@main.command("clean")
-@click.option("--engine", "engine_kind", default="postgres", show_default=True, help=f"the server's engine ({', '.join(available_engines())})")
-@click.option("--dsn", required=True, help="the server (password from the environment or the engine's own password file)")
-@click.option("--dry-run", is_flag=True, help="list what would be removed, remove nothing")
-def clean_command(engine_kind: str, dsn: str, dry_run: bool) -> None:
-    """Remove what blocklab made on a server given by --dsn: its tables and procedures
-    (PostgreSQL: blocklab_* and the tables carrying a blocklab data-set comment, in the
-    DSN's database), or its own `blocklab` database (MariaDB).
-
-    \b
-    Examples:
-      blocklab clean --dsn "host=db1 dbname=lab user=me" --dry-run
-      blocklab clean --engine mariadb --dsn mysql://me@db1/blocklab
-    """
-    from .lab import clean_server
-
-    console = make_console()
-    try:
-        done = clean_server(engine_kind, dsn, dry_run=dry_run)
-    except SpecError as err:
-        _fail(console, str(err), EXIT_BAD_INPUT)
-    except EngineError as err:
-        _fail(console, str(err), EXIT_BAD_INPUT if "cannot use" in str(err) else EXIT_FAILED)
-    verb = "would remove" if dry_run else "removed"
-    for line in done:
-        console.print(f"{verb} {line}", markup=False, highlight=False)
-    if not done:
-        console.print("nothing of blocklab's on this server", markup=False)
-
-
-@main.command("restore")
-@click.argument("run_dir", metavar="RUN_DIR", type=click.Path(path_type=Path, file_okay=False))
-def restore_command(run_dir: Path) -> None:
-    """Put back the settings a run changed on a server given by --dsn, when the run
-    could not (the server was gone when it ended). The password comes from the
-    environment (PGPASSWORD, MYSQL_PWD) or the engine's own password file.
-
-    \b
-    Examples:
-      blocklab restore results/writers-20261123-101500
-    """
-    from .lab import restore_server
-
-    console = make_console()
-    try:
-        done = restore_server(run_dir)
-    except (SpecError, ResultsError) as err:
-        _fail(console, str(err), EXIT_BAD_INPUT)
-    except EngineError as err:
-        _fail(console, f"{err}; the settings are still kept in {run_dir}", EXIT_FAILED)
-    for line in done:
-        console.print(f"restored {line}", markup=False, highlight=False)
-
+main.add_command(doctor_command)  # `blocklab doctor`: what runs on a server and why not (cli_server.py)
+main.add_command(clean_command)  # `blocklab clean`: remove what blocklab made on a --dsn server (cli_server.py)
+main.add_command(restore_command)  # `blocklab restore`: settings a run still owes a --dsn server (cli_server.py)
 main.add_command(analyse_command)
 
 if __name__ == "__main__":

@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import recipes
+from .experiment import Experiment, prepare
 from .plan import _fmt
 from .results import PLAN_FILE, SPEC_FILE, RunDir
-from .runner import Experiment, prepare, text_digest
+from .runner import text_digest
 from .spec import Spec, SpecError, load_spec, parse_set_option
 
 if TYPE_CHECKING:

@@ -3,32 +3,29 @@
 Rows are appended and flushed after every cell, the summary rewritten, so a
 crash or Ctrl-C loses at most the cell in flight; `resume` runs only the cells
 missing from results.jsonl. The engine is stopped (and a DSN server's settings
-restored) on normal exit, on error and on Ctrl-C/SIGTERM.
+restored) on normal exit, on error and on Ctrl-C/SIGTERM. The experiment it
+runs was made and checked before by experiment.py (`prepare`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import functools
-import os
-import random
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from . import claims
 from .analysis.efficiency import add_to_summary as add_efficiency
-from .analysis.summary import label_of, summarise
+from .analysis.summary import summarise
 from .device.twin import measure_run
-from .engines import make_engine
-from .engines.base import ApplyClass, Engine, EngineError, KnobError, KnobInfo
+from .engines.base import Engine, EngineError, KnobError
 from .environment import collect as collect_environment
+from .experiment import Experiment, split_settings
 from .owed import keep_owed_restore, put_back_owed, restore_hint
-from .plan import Cell, Plan, _fmt, grid, make_plan
+from .plan import Cell, Plan
 from .report.writer import refresh_report
 from .results import (
     ENVIRONMENT_FILE,
@@ -40,10 +37,9 @@ from .results import (
     ResultRow,
     RunDir,
 )
-from .search import check_refinable, coarse_values, next_cells, sequential_looks
-from .spec import WORKLOAD_AXIS, Spec, SpecError, spec_from_dict
-from .workloads import make_workload
-from .workloads.base import Workload, timed_series
+from .search import next_cells, sequential_looks
+from .spec import SpecError
+from .workloads.base import timed_series
 
 
 class Reporter(Protocol):
@@ -72,274 +68,6 @@ class SilentReporter:
         self.lines.append(summary.get("verdict", ""))
 
 
-@dataclass
-class Experiment:
-    """A validated experiment, ready to run: everything checked, nothing changed yet."""
-
-    spec: Spec
-    spec_text: str
-    source: str
-    engine: Engine
-    workload: Workload
-    knob_infos: dict[str, KnobInfo]
-    knobs: dict[str, list[Any]]  # canonical values
-    fixed: dict[str, Any]  # canonical fixed settings
-    metric: str
-    goal: str
-    seed: int
-    options: dict[str, Any] = field(default_factory=dict)
-    _workloads: dict[tuple, Workload] = field(default_factory=dict)
-    # called after every apply(): run() keeps what the engine now owes in restore.json
-    on_changed: Callable[[], None] | None = None
-
-    def workload_for(self, settings: dict[str, Any]) -> Workload:
-        """The workload with this cell's swept options (one instance per combination)."""
-        _, options = split_settings(settings)
-        if not options:
-            return self.workload
-        key = tuple(sorted((k, str(v)) for k, v in options.items()))
-        if key not in self._workloads:
-            spec = self.spec
-            self._workloads[key] = make_workload(spec.workload, spec.dataset, spec.engine.kind, self.source, options)
-        return self._workloads[key]
-
-    def plan(self) -> Plan:
-        apply = {k: info.apply for k, info in self.knob_infos.items() if k in self.knobs}
-        plan = make_plan(self.knobs, self.spec.measure.repeats, self.seed, apply)
-        plan.value_bytes = self.value_bytes()
-        return plan
-
-    def describe_setting(self, label: str) -> str:
-        """A setting as people write it: 'multiblock_read=16' -> '16 (128 kB)' with one
-        knob, 'block_size=16384, checksum=on' -> 'block_size=16 kB, checksum=on' with several."""
-        settings = self._settings_by_label().get(label) or _parse_label(label, self.knobs)
-        if settings is None:
-            return label
-        described = {k: self._describe_value(k, v) for k, v in settings.items()}
-        if len(described) == 1:
-            return next(iter(described.values()))
-        return ", ".join(f"{k}={v}" for k, v in described.items())
-
-    def setting_text(self, label: str) -> str:
-        """A setting on a line of its own: 'multiblock_read = 16 (128 kB)', or the
-        knobs' list when there are several."""
-        if len(self.knobs) == 1:
-            return f"{next(iter(self.knobs))} = {self.describe_setting(label)}"
-        return self.describe_setting(label)
-
-    def _describe_value(self, knob: str, value: Any) -> str:
-        info = self.knob_infos.get(knob)
-        if info is None or info.kind == "workload":
-            return str(value) if not isinstance(value, bool) else ("on" if value else "off")
-        return info.describe_value(value)
-
-    def _settings_by_label(self) -> dict[str, dict[str, Any]]:
-        return {s.label: s.as_dict() for s in grid(self.knobs)}
-
-    def value_bytes(self) -> dict[str, dict[str, int]]:
-        """For knobs that are sizes: the bytes each swept value stands for, kept in
-        plan.json so a report drawn later (or elsewhere) prints '16 kB', not 16384."""
-        out: dict[str, dict[str, int]] = {}
-        for knob, values in self.knobs.items():
-            info = self.knob_infos.get(knob)
-            if info is None or info.kind == "workload":
-                continue
-            sizes = {_fmt(v): size for v in values if (size := info.size_bytes(v)) is not None}
-            if sizes:
-                out[knob] = sizes
-        return out
-
-    def knob_label(self) -> str:
-        return ", ".join(self.knobs) if self.knobs else "setting"
-
-    def baseline_label(self) -> str | None:
-        """The engine's default value when it is in the sweep, else the first value."""
-        if len(self.knobs) != 1:
-            return None
-        knob, values = next(iter(self.knobs.items()))
-        default = self.knob_infos[knob].default
-        chosen = default if default in values else values[0]
-        return label_of({knob: chosen})
-
-
-def prepare(
-    spec: Spec,
-    spec_text: str,
-    source: str,
-    *,
-    allow_server_changes: bool = False,
-    cache_dir: Path | None = None,
-    raw: dict[str, Any] | None = None,
-    overrides: dict[str, Any] | None = None,
-) -> Experiment:
-    """Validate everything that needs the engine. Raises SpecError; the engine is
-    left stopped on failure. Nothing is changed on a DSN server here. With the
-    experiment file's `raw` dict (and the command line's `overrides`), the spec is
-    derived again once the engine answers, adapted to its version and mode."""
-    if raw is not None:
-        engine = _engine_for(spec, source, allow_server_changes, cache_dir)
-        try:
-            engine.start()
-            spec = spec_from_dict(raw, source, dict(overrides or {}), engine_version=engine.version_tuple(), dsn=engine.mode == "dsn")
-        except (KnobError, EngineError) as err:
-            engine.stop()
-            raise SpecError(f"{source}: {err}") from None
-        except BaseException:
-            engine.stop()
-            raise
-        return _prepare(spec, spec_text, source, engine)
-    return _prepare(spec, spec_text, source, _engine_for(spec, source, allow_server_changes, cache_dir))
-
-
-class Problems:
-    """Validation problems gathered, so that one message tells them all (and every
-    flag they need) instead of one per try."""
-
-    def __init__(self) -> None:
-        self.messages: list[str] = []
-
-    def add(self, message: str) -> None:
-        if message not in self.messages:
-            self.messages.append(message)
-
-    def attempt(self, check: Callable[[], Any]) -> Any:
-        try:
-            return check()
-        except KnobError as err:
-            self.add(str(err))
-            return None
-
-    def raise_if_any(self) -> None:
-        if not self.messages:
-            return
-        if len(self.messages) == 1:
-            raise KnobError(self.messages[0])
-        flags = sorted({flag for m in self.messages for flag in ("--allow-server-changes",) if flag in m})
-        needs = f"\n  it needs {' and '.join(flags)}" if flags else ""
-        raise KnobError(f"{len(self.messages)} problems:\n  " + "\n  ".join(self.messages) + needs)
-
-
-def _engine_for(spec: Spec, source: str, allow_server_changes: bool, cache_dir: Path | None) -> Engine:
-    try:
-        return make_engine(spec.engine.kind, dsn=spec.engine.dsn, allow_server_changes=allow_server_changes, cache_dir=cache_dir)
-    except (KnobError, EngineError) as err:  # a DSN for an engine that takes none, a malformed DSN
-        raise SpecError(f"{source}: engine.dsn: {err}") from None
-
-
-def _prepare(spec: Spec, spec_text: str, source: str, engine: Engine) -> Experiment:
-    try:
-        workload = make_workload(spec.workload, spec.dataset, spec.engine.kind, source)
-    except BaseException:
-        engine.stop()
-        raise
-    axes = {n: v for n, v in spec.knobs.items() if n.startswith(WORKLOAD_AXIS)}
-    axis_infos = {name: _axis_info(type(workload), name) for name in axes}
-    try:
-        swept = [workload]
-        for name, values in axes.items():  # every swept option value must be one the workload accepts
-            for value in values:
-                swept.append(make_workload(spec.workload, spec.dataset, spec.engine.kind, source, {name[len(WORKLOAD_AXIS):]: value}))
-        engine.start()
-        problems = Problems()
-        if spec.measure.cache == "cold" and (problem := engine.cold_cache_problem()):
-            problems.add(f"measure.cache = 'cold' is not possible here: {problem}")
-        problems.attempt(lambda: check_disk_space(engine, swept))
-        engine_knobs = {n: v for n, v in spec.knobs.items() if n not in axes}
-        infos: dict[str, KnobInfo] = {}
-        for name in [*spec.engine.settings, *engine_knobs]:
-            if (info := problems.attempt(functools.partial(engine.knob, name))) is not None:
-                infos[name] = info
-        infos.update(axis_infos)
-        raw_fixed = {k: v for k, v in spec.engine.settings.items() if k in infos}
-        for name, value in raw_fixed.items():  # each fixed setting on its own: every problem is told at once
-            problems.attempt(functools.partial(engine.check_settings, {name: value}, partial=True))
-        knobs: dict[str, list[Any]] = {}
-        for name, values in spec.knobs.items():  # in the file's order: the plan and labels keep it
-            if name in axes:
-                knobs[name] = list(values)
-            elif name in infos:
-                checked = [problems.attempt(functools.partial(engine.check_settings, {**raw_fixed, name: v}, partial=True)) for v in values]
-                knobs[name] = [c[name] for c in checked if c is not None]
-        problems.raise_if_any()
-        fixed = engine.check_settings(raw_fixed)
-        for point in _grid_points(engine_knobs and {n: knobs[n] for n in engine_knobs}):
-            engine.check_settings({**fixed, **point})  # combinations too (a value above a fixed ceiling)
-    except (KnobError, EngineError) as err:
-        engine.stop()
-        adapted = "".join(f"\n  (adapted to this server: {why})" for why in spec.adapted)
-        raise SpecError(f"{source}: {err}{adapted}") from None
-    except BaseException:
-        engine.stop()
-        raise
-    if spec.measure.search == "refine":
-        name = check_refinable(knobs, {k: infos[k].kind for k in knobs}, source)
-        knobs[name] = coarse_values(knobs[name])
-    metric = spec.measure.metric or workload.default_metric
-    goal = spec.measure.goal or workload.default_goal
-    seed = spec.measure.seed if spec.measure.seed is not None else random.SystemRandom().randrange(2**31)
-    return Experiment(spec, spec_text, source, engine, workload, infos, knobs, fixed, metric, goal, seed)
-
-
-def check_disk_space(engine: Engine, workloads: list[Workload]) -> None:
-    """The data set must fit where blocklab's own engine keeps it: refused before
-    anything runs, not found out as a full disk half-way. (A server given by DSN
-    keeps its data on a disk of its own.)"""
-    data_dir = engine.data_dir()
-    if engine.mode == "dsn" or data_dir is None:
-        return
-    need = max(w.disk_bytes() for w in workloads) + float(engine.install_bytes)
-    more = need - directory_bytes(Path(data_dir))  # a data set built before is reused
-    free = free_bytes(Path(data_dir))
-    if more > free:
-        raise KnobError(
-            f"not enough disk space in {data_dir}: the data set needs about {need / 1e6:,.0f} MB there "
-            f"({more / 1e6:,.0f} MB more than it holds now) and {free / 1e6:,.0f} MB are free; make dataset.rows "
-            "smaller, free some space, or keep the engine's data elsewhere with BLOCKLAB_CACHE=DIR"
-        )
-
-
-def directory_bytes(path: Path) -> float:
-    """Bytes the files under `path` take on disk (what they hold, not their apparent size)."""
-    total = 0
-    for root, _dirs, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(root, name)).st_blocks * 512
-            except OSError:
-                continue
-    return float(total)
-
-
-def free_bytes(path: Path) -> float:
-    """Bytes an unprivileged writer may still use on the file system holding `path`."""
-    while not path.exists():
-        path = path.parent
-    st = os.statvfs(path)
-    return float(st.f_bavail * st.f_frsize)
-
-
-def _grid_points(knobs: dict[str, list[Any]]) -> list[dict[str, Any]]:
-    from .plan import grid
-
-    return [s.as_dict() for s in grid(knobs)] if knobs else []
-
-
-def _axis_info(workload_cls: Any, name: str) -> KnobInfo:
-    """A swept workload option as a knob: its cost tells the plan how to order it
-    (a workload declares costly options, e.g. one that rebuilds its data, in AXIS_COST)."""
-    option = name[len(WORKLOAD_AXIS):]
-    cost = getattr(workload_cls, "AXIS_COST", {}).get(option, ApplyClass.SESSION)
-    return KnobInfo(native=option, generic=None, kind="workload", apply=cost, description="workload option")
-
-
-def split_settings(settings: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(engine knobs, workload options) of one cell's settings."""
-    engine = {k: v for k, v in settings.items() if not k.startswith(WORKLOAD_AXIS)}
-    workload = {k[len(WORKLOAD_AXIS):]: v for k, v in settings.items() if k.startswith(WORKLOAD_AXIS)}
-    return engine, workload
-
-
-# ---------------------------------------------------------------------- running
 class Interrupted(Exception):
     """Ctrl-C or SIGTERM: the cell in flight is dropped, everything before it is kept."""
 
@@ -677,16 +405,4 @@ def new_run_dir(root: Path, name: str) -> RunDir:
 
 
 Callback = Callable[..., None]
-__all__ = ["Experiment", "Interrupted", "prepare", "run", "run_cell", "new_run_dir", "SilentReporter", "ApplyClass"]
-
-
-def _parse_label(label: str, knobs: dict[str, list[Any]]) -> dict[str, Any] | None:
-    """A label a refine step added (not in the first grid) back into its settings;
-    None when it is not 'knob=value, ...' over the experiment's knobs."""
-    out: dict[str, Any] = {}
-    for part in label.split(", "):
-        knob, sep, text = part.partition("=")
-        if not sep or knob not in knobs:
-            return None
-        out[knob] = int(text) if text.lstrip("-").isdigit() else text
-    return out
+__all__ = ["Interrupted", "run", "run_cell", "new_run_dir", "SilentReporter"]

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from blocklab.engines.postgres import PostgresEngine
+from blocklab.experiment import prepare
 from blocklab.results import RESTORE_FILE, RunDir
-from blocklab.runner import SilentReporter, prepare, run
+from blocklab.runner import SilentReporter, run
 from blocklab.spec import spec_from_dict
 from blocklab.workloads.full_scan import FullScan
 from conftest import blocklab_bin

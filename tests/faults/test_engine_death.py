@@ -95,7 +95,8 @@ def test_killed_server_is_recovered_and_the_run_completes(cli_env, tmp_path, eng
 def test_a_second_death_stops_the_run_with_the_engines_log(cache_dir, tmp_path, monkeypatch):
     """The engine dies in a cell and again in that cell's re-run: the run stops with
     one message naming the engine's log and its last lines; what was measured is kept."""
-    from blocklab.runner import EngineDied, SilentReporter, prepare, run
+    from blocklab.experiment import prepare
+    from blocklab.runner import EngineDied, SilentReporter, run
     from blocklab.spec import spec_from_dict
     from blocklab.workloads.full_scan import FullScan
 

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from blocklab.engines.null import NullEngine
+from blocklab.experiment import prepare
 from blocklab.results import FORMAT, RunDir
-from blocklab.runner import SilentReporter, prepare, run
+from blocklab.runner import SilentReporter, run
 from blocklab.spec import SpecError, spec_from_dict
 from conftest import blocklab_bin
 

@@ -7,7 +7,7 @@ Dask distributed (the scheduler, the workers and their TLS are Dask's own).
     facts.py        what a host is (device, file system, engine versions, which disk)
     worker.py       `blocklab worker`: a Dask worker whose HostLab actor holds the
                     host's engine for a whole run and measures cells with the runner's
-                    own rules (runner.prepare, runner.measure_cell, claims.py)
+                    own rules (experiment.prepare, runner.measure_cell, claims.py)
     scheduler.py    `blocklab fleet up` (a scheduler) and `blocklab fleet status`
     plan.py         the same plan on every host, each in its own randomised order
     coordinator.py  on the machine that started the run: picks the hosts, opens their

@@ -2,7 +2,7 @@
 
 The host's engine lives in a HostLab, a Dask actor the coordinator creates on
 this worker for the whole run: `open` validates the experiment against this
-host's engine (runner.prepare: knobs, values, disk space, cold-cache ability)
+host's engine (experiment.prepare: knobs, values, disk space, cold-cache ability)
 and starts it once; `measure` runs one cell with the runner's own rules
 (runner.measure_cell: claims checked, an invalid cell measured again, an engine
 that died restarted and the cell measured again) and returns the rows instead
@@ -32,7 +32,7 @@ from . import LAB_PREFIX, FleetError, FleetInputError
 if TYPE_CHECKING:
     from distributed import Security
 
-    from ..runner import Experiment
+    from ..experiment import Experiment
 
 _LABS: dict[str, HostLab] = {}  # actor key -> the lab, in this worker process
 _LABS_LOCK = threading.Lock()
@@ -65,9 +65,9 @@ class HostLab:
         took the experiment alike. SpecError: this host refuses the experiment."""
         from ..analysis.summary import label_of
         from ..environment import collect as collect_environment
+        from ..experiment import prepare
         from ..paths import cache_root
         from ..plan import grid
-        from ..runner import prepare
         from ..spec import Spec, SpecError
         from .facts import disk_key
 

@@ -1,0 +1,19 @@
+"""How a `blocklab` command fails: its exit codes and the one red error line.
+
+Shared by cli.py and the command modules it adds (cli_server.py, cli_system.py),
+which cannot import them from cli.py: cli.py imports those modules.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, NoReturn
+
+EXIT_BAD_INPUT = 2
+EXIT_FAILED = 1
+EXIT_INTERRUPTED = 130
+
+
+def fail(console: Any, message: str, code: int) -> NoReturn:
+    console.print(f"error: {message}", style="red", markup=False, highlight=False)
+    sys.exit(code)
