@@ -167,12 +167,17 @@ def test_refine_search_finds_the_peak_with_few_settings(tmp_path):
     assert any(line.startswith("refine: adding null.level") for line in reporter.lines)
 
 
-def test_refine_needs_one_numeric_knob():
+def test_refine_needs_one_numeric_knob_and_leaves_no_engine_running(monkeypatch):
+    from blocklab.engines.null import NullEngine
     from blocklab.spec import SpecError
 
+    engines = []
+    real_start = NullEngine.start
+    monkeypatch.setattr(NullEngine, "start", lambda self: (engines.append(self), real_start(self))[1])
     raw = {"engine": {"kind": "null"}, "workload": {"kind": "null"}, "knobs": {"null.mode": ["a", "b"]}, "measure": {"search": "refine"}}
     with pytest.raises(SpecError, match="needs a numeric knob; 'null.mode' is enum"):
         prepare(spec_from_dict(raw, "t", {}), "", "t")
+    assert engines and not any(e.started for e in engines)
 
 
 def test_adaptive_repeats_add_blocks_until_max_and_name_noisy(tmp_path):

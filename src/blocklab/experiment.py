@@ -222,6 +222,9 @@ def _prepare(spec: Spec, spec_text: str, source: str, engine: Engine) -> Experim
         fixed = engine.check_settings(raw_fixed)
         for point in _grid_points(engine_knobs and {n: knobs[n] for n in engine_knobs}):
             engine.check_settings({**fixed, **point})  # combinations too (a value above a fixed ceiling)
+        if spec.measure.search == "refine":  # refused here too: the engine started above is stopped
+            name = check_refinable(knobs, {k: infos[k].kind for k in knobs}, source)
+            knobs[name] = coarse_values(knobs[name])
     except (KnobError, EngineError) as err:
         engine.stop()
         adapted = "".join(f"\n  (adapted to this server: {why})" for why in spec.adapted)
@@ -229,9 +232,6 @@ def _prepare(spec: Spec, spec_text: str, source: str, engine: Engine) -> Experim
     except BaseException:
         engine.stop()
         raise
-    if spec.measure.search == "refine":
-        name = check_refinable(knobs, {k: infos[k].kind for k in knobs}, source)
-        knobs[name] = coarse_values(knobs[name])
     metric = spec.measure.metric or workload.default_metric
     goal = spec.measure.goal or workload.default_goal
     seed = spec.measure.seed if spec.measure.seed is not None else random.SystemRandom().randrange(2**31)
