@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+from psycopg import sql
 
 from blocklab.engines.postgres import PostgresEngine
 from blocklab.experiment import prepare
@@ -66,6 +67,31 @@ def test_a_cold_cell_whose_relation_stayed_cached_is_invalid_and_measured_again(
     assert good.notes["checks"]["cold_os_resident_bytes"] <= 0.01 * good.notes["checks"]["cold_file_bytes"]
     html = (run_dir.path / "report.html").read_text()
     assert "1 cell(s) invalid" in html and "cold cache not proven" in html
+
+
+def test_a_cold_cell_whose_relation_stayed_in_shared_buffers_is_invalid(tmp_path, cache_dir, monkeypatch):
+    exp = _experiment(tmp_path, cache_dir / "claims-cold", knobs={"multiblock_read": [16]})
+    real_evict = PostgresEngine.evict
+    seen: dict[str, float] = {}
+
+    def evict_then_read_into_shared_buffers(self, relations):
+        done = real_evict(self, relations)
+        if not seen:  # a 10 MB table is read through shared buffers (no ring below a quarter of them)
+            with self.pg_connect() as conn:
+                conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(relations[0])))
+            seen["view"] = float(self.query(
+                "SELECT count(*) * current_setting('block_size')::bigint FROM pg_buffercache "
+                "WHERE relfilenode = pg_relation_filenode(%s::regclass)", (relations[0],))[0][0])
+        return done
+
+    monkeypatch.setattr(PostgresEngine, "evict", evict_then_read_into_shared_buffers)
+    run_dir = RunDir(tmp_path / "run")
+    run(exp, run_dir, SilentReporter())
+    bad, good = run_dir.rows()
+    assert bad.status.startswith("invalid") and "still in the engine's cache" in bad.status, bad.status
+    # the count the check made (pg_buffercache_evict_relation on 18) is the pg_buffercache view's
+    assert bad.notes["checks"]["cold_engine_cached_bytes"] == seen["view"] > 0.5 * bad.metrics["relation_bytes"]
+    assert good.status == "ok" and good.notes["checks"]["cold_engine_cached_bytes"] == 0
 
 
 def test_a_knob_that_did_not_take_is_invalid_with_both_values(tmp_path, cache_dir, monkeypatch):

@@ -466,10 +466,26 @@ class PostgresEngine(DsnServerMixin, EngineBase):
         return _segments(Path(base) / rows[0][0])
 
     def cached_bytes(self, relations: Iterable[str]) -> float | None:
-        """Shared buffers holding these relations (pg_buffercache)."""
+        """Shared buffers holding these relations (pg_buffercache), asked only
+        after an eviction, of a relation that must be absent.
+
+        On 18, pg_buffercache_evict_relation walks the buffer headers and
+        reports each of the relation's buffers it found (evicted, or skipped
+        as pinned): the same count as the pg_buffercache view's, in 0.1 ms
+        instead of 2-3 ms (the view builds a row for every buffer: 16,384 at
+        128 MB), which was half of what checking a cold cell's claims cost.
+        Any buffer it finds is gone afterwards, which the caller wants anyway;
+        the count is what says whether the eviction had worked."""
         if not self._buffercache_ready:
             self.query("CREATE EXTENSION IF NOT EXISTS pg_buffercache")
             self._buffercache_ready = True
+        if self._major >= 18:
+            rows = self.query(
+                "SELECT coalesce(sum(e.buffers_evicted + e.buffers_skipped), 0) * current_setting('block_size')::bigint "
+                "FROM unnest(%s::text[]) AS r, LATERAL pg_buffercache_evict_relation(r::regclass) AS e",
+                (list(relations),),
+            )
+            return float(rows[0][0]) if rows else 0.0
         rows = self.query(
             "SELECT count(*) * current_setting('block_size')::bigint FROM pg_buffercache "
             "WHERE relfilenode IN (SELECT pg_relation_filenode(r::regclass) FROM unnest(%s::text[]) AS r) "
