@@ -73,7 +73,9 @@ def test_observed_update_share_and_metrics(pg_engine):
     assert all(len(v) == len(t) for v in w.series.values())
     assert sum(w.series["device_read_iops"]) > 0  # the loop's reads reach the disk (direct I/O off: cold enough)
     after = rows_per_page(pg_engine, w.tables()[0])
-    assert after["pages"] == 400 and after["max_rows_per_page"] == 1  # HOT updates: still one row per page
+    # HOT updates keep one row per page; a page whose three spare versions fill up before pruning
+    # frees them moves that row to a new page (a non-HOT update), so the table may grow a few pages
+    assert 400 <= after["pages"] <= 420 and after["max_rows_per_page"] == 1, after
 
 
 def test_shared_table_uses_one_table(pg_engine):
