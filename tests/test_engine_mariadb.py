@@ -314,11 +314,11 @@ def test_stop_leaves_no_server_and_start_again(engine):
 CHILD = textwrap.dedent(
     """
     import os, signal, sys, time
-    import blocklab.engines.mariadb as mariadb
+    import blocklab.engines.mariadb.instance as instance
     from blocklab.engines.mariadb import MariadbEngine
     if sys.argv[2] != "sigkill":
         # prove blocklab's own clean-up (atexit, SIGTERM handler), not the kernel's parent-death signal
-        mariadb._parent_death_signal = lambda: None
+        instance.parent_death_preexec = lambda: None
     engine = MariadbEngine(cache_dir=sys.argv[1], page_size="4k")
     engine.start()
     print(engine.datadir, engine.server_pids()[0], flush=True)
