@@ -25,7 +25,7 @@ demo: system venv
 # The suite, then the linters: ruff (style, bugs) and mypy (types) stay clean.
 test: system venv
 	$(BIN)/pytest -q
-	$(BIN)/ruff check src
+	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy src/blocklab
 
 clean:

@@ -9,8 +9,8 @@ import shutil
 import signal
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 

@@ -41,7 +41,7 @@ def test_analyse_separates_a_true_8_percent_under_20_percent_drift(tmp_path):
 def test_analyse_calls_identical_settings_indistinguishable_in_95_percent_of_cases(tmp_path):
     rng = np.random.default_rng(21)
     cases, false = 300, 0
-    for i in range(cases):
+    for _ in range(cases):
         path = generated(tmp_path, rng, 1.0, "same")
         false += reanalyse(path).summary["indistinguishable"] == []
         shutil.rmtree(path)

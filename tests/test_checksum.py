@@ -4,14 +4,14 @@ arithmetic (seed 004's +x.xx%, seed 001's normalised elapsed)."""
 
 from __future__ import annotations
 
-from typing import Protocol
-
 import json
 import math
 import subprocess
 from pathlib import Path
+from typing import Protocol
 
 import pytest
+from conftest import blocklab_bin
 
 from blocklab.analysis.overhead import (
     fmt_pct,
@@ -22,12 +22,10 @@ from blocklab.analysis.overhead import (
     reference_label,
 )
 from blocklab.experiment import prepare
-from blocklab.results import RunDir, ResultRow
+from blocklab.results import ResultRow, RunDir
 from blocklab.runner import SilentReporter, run
 from blocklab.spec import DatasetSpec, SpecError, WorkloadSpec, spec_from_dict
 from blocklab.workloads import make_workload
-
-from conftest import blocklab_bin
 
 
 # ---------------------------------------------------------------------- the recipe through the CLI
@@ -185,7 +183,6 @@ class CorruptAfterFirst(SilentReporter):
 
 def test_corrupt_page_fails_the_cell_and_the_run_goes_on(tmp_path, monkeypatch):
     import blocklab.workloads as workloads
-
     from blocklab.engines.sqlite import SqliteEngine
 
     real = workloads.workload_class

@@ -9,11 +9,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import blocklab_bin
 
 from blocklab.spec import DatasetSpec, WorkloadSpec
 from blocklab.workloads import make_workload
-
-from conftest import blocklab_bin
 
 pytestmark = pytest.mark.engine
 

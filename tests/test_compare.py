@@ -11,10 +11,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import blocklab_bin
 
 from blocklab.analysis.compare import CompareError, EnvironmentMismatch, compare_runs, goal_of
 from blocklab.results import ENVIRONMENT_FILE, PLAN_FILE, SPEC_FILE, SUMMARY_FILE, ResultRow, RunDir
-from conftest import blocklab_bin
 
 ENV = {
     "host": "lab1",

@@ -17,10 +17,9 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import ctrl_c_reaches_child
 
 from blocklab.engines.base import IO_KEYS, ApplyClass, EngineError, KnobError
-
-from conftest import ctrl_c_reaches_child
 
 pytestmark = pytest.mark.engine
 

@@ -15,7 +15,7 @@ from blocklab.cli import main
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "oracle"
 sys.path.insert(0, str(FIXTURES))
 
-import make_fixtures
+import make_fixtures  # noqa: E402 (the fixtures' own script, found through the path above)
 
 
 def test_fixtures_on_disk_are_what_the_generator_writes():

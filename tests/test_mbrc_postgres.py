@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import blocklab_bin, ctrl_c_reaches_child
 
 pytestmark = pytest.mark.engine

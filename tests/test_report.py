@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import blocklab_bin
 from markupsafe import escape
 
 from blocklab.cli import main
@@ -30,7 +31,6 @@ from blocklab.report.json_export import export_json
 from blocklab.report.parquet_export import ExportUnavailable, export_parquet
 from blocklab.report.plots import make_plots
 from blocklab.results import ResultRow, ResultsError, RunDir
-from conftest import blocklab_bin
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 VALUES = (1, 8, 64)

@@ -15,9 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from markupsafe import escape
-
 from conftest import blocklab_bin
+from markupsafe import escape
 
 pytestmark = [pytest.mark.browser, pytest.mark.engine]
 
@@ -74,9 +73,9 @@ def page_requests(netlog: Path) -> list[str]:
     urls = []
     for event in log["events"]:
         params = event.get("params") or {}
-        if event["type"] == start_job and "url" in params and params.get("initiator") != "not an origin":
-            if not str(params["url"]).startswith(("data:", "file:")):
-                urls.append(str(params["url"]))
+        if (event["type"] == start_job and "url" in params and params.get("initiator") != "not an origin"
+                and not str(params["url"]).startswith(("data:", "file:"))):
+            urls.append(str(params["url"]))
     return urls
 
 

@@ -7,13 +7,12 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import blocklab_bin, interrupt_mid_point
 
 from blocklab.analysis.slob_view import petal_figures, points, saturation_points, slob_table
+from blocklab.engines.postgres.slob import rows_per_page
 from blocklab.spec import DatasetSpec, SpecError, WorkloadSpec
 from blocklab.workloads import make_workload
-from blocklab.engines.postgres.slob import rows_per_page
-
-from conftest import blocklab_bin, interrupt_mid_point
 
 
 # ---------------------------------------------------------------- options
@@ -180,7 +179,10 @@ def test_interrupted_point_cancels_the_sessions_loops(pg_engine, ctrl_c_raises):
     w = _slob(sessions=2, run_time_s=3600)
     w.prepare(pg_engine)
     sessions = "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'blocklab slob' AND pid <> pg_backend_pid()"
-    stop = lambda: pg_engine.query("SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'blocklab slob'")
+
+    def stop():
+        return pg_engine.query("SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'blocklab slob'")
+
     assert interrupt_mid_point(lambda: w.run(pg_engine), stop), "the run did not cancel its sessions' loops"
     busy = 1
     for _ in range(50):  # the cancelled backends exit on their own schedule

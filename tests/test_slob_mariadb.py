@@ -6,15 +6,14 @@ import math
 import subprocess
 
 import pytest
+from conftest import blocklab_bin, interrupt_mid_point
 
 from blocklab.engines.base import KnobError
 from blocklab.engines.mariadb import MariadbEngine
 from blocklab.engines.mariadb.knobs import min_buffer_pool_bytes
+from blocklab.engines.mariadb.slob import rows_per_page
 from blocklab.spec import DatasetSpec, WorkloadSpec
 from blocklab.workloads import make_workload
-from blocklab.engines.mariadb.slob import rows_per_page
-
-from conftest import blocklab_bin, interrupt_mid_point
 
 pytestmark = pytest.mark.engine
 

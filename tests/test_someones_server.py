@@ -14,7 +14,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, blocklab_bin
 from someones_servers import Pg15Server, pg15_cluster
 

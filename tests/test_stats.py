@@ -346,7 +346,7 @@ def test_human_numbers():
 def test_analysis_is_frozen():
     res = analyse({"a": [1.0, 2.0, 3.0]}, resamples=R)
     assert isinstance(res, Analysis)
-    with pytest.raises(Exception):
+    with pytest.raises(AttributeError):  # dataclasses.FrozenInstanceError
         res.best = "b"  # type: ignore[misc]
 
 

@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import blocklab_bin
 
 from blocklab.analysis import sysstats as ss
 from blocklab.analysis.sysstats import (
@@ -20,7 +21,6 @@ from blocklab.analysis.sysstats import (
     random_page_cost,
     read_costs,
 )
-from conftest import blocklab_bin
 
 TABLE = "blocklab_scan"
 ROWS = 400_000  # ~2,550 blocks, 20 MB: a scan has ~160 reads of 16 blocks

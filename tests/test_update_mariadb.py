@@ -11,12 +11,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import blocklab_bin
 
 from blocklab.experiment import prepare
 from blocklab.spec import DatasetSpec, SpecError, WorkloadSpec, spec_from_dict
 from blocklab.workloads import make_workload
-
-from conftest import blocklab_bin
 
 pytestmark = pytest.mark.engine
 

@@ -12,8 +12,9 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from blocklab.results import RunDir
 from conftest import blocklab_bin
+
+from blocklab.results import RunDir
 
 EXPERIMENT = """
 name = "fill"

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import blocklab_bin
 
 from blocklab.engines.postgres import PostgresEngine
 from blocklab.experiment import prepare
@@ -19,7 +20,6 @@ from blocklab.results import RESTORE_FILE, RunDir
 from blocklab.runner import SilentReporter, run
 from blocklab.spec import spec_from_dict
 from blocklab.workloads.full_scan import FullScan
-from conftest import blocklab_bin
 
 pytestmark = pytest.mark.engine
 

@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import blocklab_bin
 
 from blocklab.results import RunDir
-from conftest import blocklab_bin
 
 pytestmark = pytest.mark.engine
 

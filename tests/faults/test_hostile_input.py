@@ -94,8 +94,8 @@ INJECTIONS = ["x'; DROP TABLE canary; --", 'x"; DROP TABLE canary; --', "1; DROP
 def test_injection_in_a_table_name_or_a_numeric_knob_is_refused_by_name(evil):
     with pytest.raises(SpecError, match=r"dataset\.table: .* must be a lower-case SQL identifier"):
         spec_from_dict({"dataset": {"table": evil}}, "t", {})
-    from blocklab.engines.null import NullEngine
     from blocklab.engines.base import KnobError
+    from blocklab.engines.null import NullEngine
 
     with pytest.raises(KnobError, match=r"knob 'null.level' .* not accepted; accepted: an integer from 0 to 1,000"):
         NullEngine().check_settings({"null.level": evil})

@@ -10,17 +10,16 @@ import json
 import signal
 import subprocess
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import blocklab_bin
 
 from blocklab.engines.null import NullEngine
 from blocklab.experiment import prepare
 from blocklab.results import FORMAT, RunDir
 from blocklab.runner import SilentReporter, run
 from blocklab.spec import SpecError, spec_from_dict
-from conftest import blocklab_bin
 
 
 def _null(fail_level: int | None = None, levels: tuple[int, ...] = (1, 2, 3)) -> Any:
