@@ -287,6 +287,13 @@ def test_a_cached_twin_is_not_measured_again(tmp_path, monkeypatch):
     assert got.cached == {p.key} and got.twins[p.key].iops == 10_000.0 and not got.failures
 
 
+# An engine's efficiency against its twin on a real run: above 1.0 is noise (the twin is three
+# half-second fio runs on a disk other processes use too; 1.26 has been seen on a loaded machine).
+# A twin that replayed the wrong I/O would be off by the ratio of the request sizes (8x and more
+# between multiblock_read 1 and 16), which this bound still catches.
+TWIN_PLAUSIBLE = 2.0
+
+
 # ====================================================================== efficiency on hand-made rows
 def _run_dir(tmp_path, rows, twins: RunTwins | None, env=None) -> RunDir:
     rd = RunDir(tmp_path / "run")
@@ -467,7 +474,7 @@ def _rows(run: Path) -> list[dict]:
 def test_mbrc_twin_follows_the_engines_io_and_efficiency_is_a_share(cli_env, tmp_path):
     """The issue's check on a real run: the twin reads 8 kB where the engine read 8 kB
     (multiblock_read=1) and at least 64 kB at 16; every cell's efficiency is above 0
-    and at most ~1.2 (the twin is three half-second fio runs on a disk others use too)."""
+    and below TWIN_PLAUSIBLE."""
     env = {**cli_env, "BLOCKLAB_DEVICE_TWIN": ""}  # the default: on where fio is and the data is here
     out = tmp_path / "run"
     result = _cli(["run", "mbrc", "--rows", "500000", "--set", "multiblock_read=1,16", "--repeats", "2", "--seed", "3",
@@ -491,7 +498,7 @@ def test_mbrc_twin_follows_the_engines_io_and_efficiency_is_a_share(cli_env, tmp
     for label in ("multiblock_read=1", "multiblock_read=16"):
         values = settings[label]["values"]
         assert len(values) == 2, settings[label]
-        assert all(0 < v <= 1.2 for v in values), (label, values)
+        assert all(0 < v <= TWIN_PLAUSIBLE for v in values), (label, values)
     for row in _rows(out):
         m = row["metrics"]
         assert m["pattern.read_kb"] == pytest.approx(m["avg_read_kb"])
@@ -544,7 +551,7 @@ def test_slob_twin_is_random_8k_at_the_engines_depth_and_draws_a_petal(cli_env, 
     assert one <= four  # more sessions, more reads in flight
     summary = json.loads((out / SUMMARY_FILE).read_text())
     for entry in summary["efficiency"]["settings"].values():
-        assert all(0 < v <= 1.2 for v in entry["values"]), entry
+        assert all(0 < v <= TWIN_PLAUSIBLE for v in entry["values"]), entry
     svg = (out / "plots" / "slob-latency-iops.svg").read_text()
     assert "the disk for the same I/O" in svg or "device twin" in (out / "report.html").read_text()
     assert "Dashed lines with crosses: the device twin" in (out / "report.html").read_text()
