@@ -9,9 +9,8 @@ from pathlib import Path
 
 import click
 
+from .cli_errors import EXIT_BAD_INPUT
 from .console import make_console
-
-EXIT_BAD_INPUT = 2  # as cli.EXIT_BAD_INPUT (not imported: cli imports this module)
 
 
 @click.command("analyse")

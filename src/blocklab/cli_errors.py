@@ -1,6 +1,7 @@
 """How a `blocklab` command fails: its exit codes and the one red error line.
 
-Shared by cli.py and the command modules it adds (cli_server.py, cli_system.py),
+Shared by cli.py and the command modules it adds (cli_server.py, cli_system.py,
+cli_fleet.py, cli_import.py, cli_analyse.py),
 which cannot import them from cli.py: cli.py imports those modules.
 """
 

@@ -17,25 +17,18 @@ import json
 import socket
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
+from .cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, fail
 from .console import ConsoleReporter, make_console
 from .engines.base import EngineError
 from .fleet import FleetError, FleetInputError
 from .results import ResultsError, ResultsWriteError, RunDir
 from .spec import SpecError
 
-EXIT_BAD_INPUT = 2
-EXIT_FAILED = 1
-EXIT_INTERRUPTED = 130
 CONTEXT = {"help_option_names": ["-h", "--help"]}
-
-
-def _fail(console: Any, message: str, code: int) -> NoReturn:
-    console.print(f"error: {message}", style="red", markup=False, highlight=False)
-    sys.exit(code)
 
 
 def _print(console: Any, text: str, style: str | None = None) -> None:
@@ -121,7 +114,7 @@ def certs_command(directory: Path) -> None:
     try:
         written = make_certs(directory)
     except FleetInputError as err:
-        _fail(console, str(err), EXIT_BAD_INPUT)
+        fail(console, str(err), EXIT_BAD_INPUT)
     for path in written:
         _print(console, str(path))
     _print(console, f"copy {directory} (without ca-key.pem) to every host; then `blocklab fleet up --certs {directory}`")
@@ -149,7 +142,7 @@ def up_command(listen: str | None, certs: Path | None, insecure: bool, verbose: 
         address = check_address("--listen", listen or ("tcp://127.0.0.1:8786" if insecure else "tls://0.0.0.0:8786"), insecure, listening=True)
         security = _security("scheduler", certs, insecure)
     except FleetInputError as err:
-        _fail(console, str(err), EXIT_BAD_INPUT)
+        fail(console, str(err), EXIT_BAD_INPUT)
     trust = _trust_words(certs, insecure)
 
     def ready(contact: str) -> None:
@@ -166,7 +159,7 @@ def up_command(listen: str | None, certs: Path | None, insecure: bool, verbose: 
     try:
         run_scheduler(address, security, ready)
     except FleetInputError as err:
-        _fail(console, str(err), EXIT_BAD_INPUT)
+        fail(console, str(err), EXIT_BAD_INPUT)
     print("scheduler stopped", flush=True)
 
 
@@ -194,7 +187,7 @@ def status_command(address: str, certs: Path | None, insecure: bool, timeout_s: 
         address = check_address("--fleet", address, insecure)
         workers = fleet_status(address, _security("client", certs, insecure), timeout_s)
     except FleetInputError as err:
-        _fail(console, str(err), EXIT_BAD_INPUT)
+        fail(console, str(err), EXIT_BAD_INPUT)
     if as_json:
         click.echo(json.dumps(workers, indent=2, default=str))
         return
@@ -258,7 +251,7 @@ def compare_command(run_dir: Path, host_a: str, host_b: str, metric: str | None,
         _print(console, "their numbers are not comparable as they stand; add --force to compare them anyway")
         sys.exit(EXIT_BAD_INPUT)
     except CompareError as err:
-        _fail(console, str(err), EXIT_BAD_INPUT)
+        fail(console, str(err), EXIT_BAD_INPUT)
     _print_comparison(console, result)
 
 
@@ -306,7 +299,7 @@ def worker_command(address: str, name: str | None, certs: Path | None, insecure:
         # a scheduler on loopback is a try on one machine: the worker must not listen beyond it
         listen = listen_host or ("127.0.0.1" if is_loopback(host.strip("[]")) else None)
     except FleetInputError as err:
-        _fail(console, str(err), EXIT_BAD_INPUT)
+        fail(console, str(err), EXIT_BAD_INPUT)
 
     def ready(worker_address: str, facts: dict[str, Any]) -> None:
         from .fleet.facts import describe_engines
@@ -318,9 +311,9 @@ def worker_command(address: str, name: str | None, certs: Path | None, insecure:
     try:
         told = run_worker(address, name, security, cache_dir=cache_root(), listen_host=listen, timeout=timeout_s, on_ready=ready)
     except FleetInputError as err:
-        _fail(console, str(err), EXIT_BAD_INPUT)
+        fail(console, str(err), EXIT_BAD_INPUT)
     if not told:  # exit 1, so that a service manager (systemd Restart=on-failure) starts it again
-        _fail(console, f"worker {name} stopped: the scheduler at {address} went away; start the worker again once it is back", EXIT_FAILED)
+        fail(console, f"worker {name} stopped: the scheduler at {address} went away; start the worker again once it is back", EXIT_FAILED)
     print(f"worker {name} stopped", flush=True)
 
 
@@ -439,10 +432,10 @@ def run_on_fleet(target: str | None, overrides: Any, out: Path | None, resume: P
         sys.exit(EXIT_INTERRUPTED)
     except (SpecError, ResultsError) as err:
         reporter.close()
-        _fail(console, str(err), EXIT_BAD_INPUT)
+        fail(console, str(err), EXIT_BAD_INPUT)
     except (FleetError, EngineError, ResultsWriteError) as err:
         reporter.close()
-        _fail(console, str(err), EXIT_FAILED)
+        fail(console, str(err), EXIT_FAILED)
     reporter.close()
     _print_fleet_summary(console, outcome)
     if outcome.missing:

@@ -6,23 +6,21 @@ Bad input exits 2 with a message naming the file, the line and the field."""
 from __future__ import annotations
 
 import datetime as dt
-import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
 import click
 
+from .cli_errors import EXIT_BAD_INPUT, fail
 from .console import make_console
 from .importers.common import ImportInputError, ImportOptionError
 from .results import ResultsError, RunDir
 
-EXIT_BAD_INPUT = 2
 ORACLE_BLOCK_SIZES = (2048, 4096, 8192, 16384, 32768)
 
 
 def _fail(console: Any, message: str) -> NoReturn:
-    console.print(f"error: {message}", style="red", markup=False, highlight=False)
-    sys.exit(EXIT_BAD_INPUT)
+    fail(console, message, EXIT_BAD_INPUT)
 
 
 def _out_dir(out: Path | None, name: str) -> RunDir:
