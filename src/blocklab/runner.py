@@ -404,5 +404,4 @@ def new_run_dir(root: Path, name: str) -> RunDir:
     return RunDir(path)
 
 
-Callback = Callable[..., None]
 __all__ = ["Interrupted", "run", "run_cell", "new_run_dir", "SilentReporter"]
