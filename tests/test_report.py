@@ -337,3 +337,15 @@ def test_device_limits_come_from_the_newest_calibration_beside_the_run(tmp_path,
     )
     calibrate.save_calibration(cal, tmp_path / "calibrate-vda")
     assert device_limits(load_run(run)) == {"max_mb_per_s": 1468.0, "max_small_iops": 52000.0}
+
+
+def test_the_settings_caption_says_when_the_ratios_are_judged_as_one_family():
+    from types import SimpleNamespace
+
+    from blocklab.report.html import _settings_caption
+
+    paired = {"method": "paired", "looks": 1, "confidence_per_look": 0.95}
+    alone = _settings_caption(SimpleNamespace(summary={"analysis": paired}))
+    family = _settings_caption(SimpleNamespace(summary={"analysis": {**paired, "family": "step-down range"}}))
+    assert "hold together" not in alone
+    assert "hold together" in family and "the best's lucky pick" in family and "95% interval" in family

@@ -161,11 +161,16 @@ def _settings_caption(data: RunData) -> str:
         f"{float(analysis.get('confidence_per_look') or 0.95):.2%} (the 5% error split over the {looks} looks "
         "sequential stopping could take)"
     )
+    family = (
+        " The ratios' intervals hold together: with that confidence all of them are right at once, the best's "
+        "lucky pick from the same data included (a step-down test on the studentized range), so each is wider "
+        "than a comparison of two settings alone."
+    ) if analysis.get("family") else ""
     return (
         "Median of the runs at each setting, with its 95% bootstrap interval: each setting on its own, so the drift "
         "between blocks widens it. Ratio to best compares the setting with the best within the same blocks (the "
         f"geometric mean of the per-block ratios, block drift cancelled), with its {level} interval; a setting "
-        "whose ratio interval contains 1 is indistinguishable from the best. A single run whose row carries a "
+        f"whose ratio interval contains 1 is indistinguishable from the best.{family} A single run whose row carries a "
         "per-second series gets the interval of its steady state instead (batch means). " + outliers
     )
 
