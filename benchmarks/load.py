@@ -34,8 +34,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from blocklab.engines.postgres import PostgresEngine, _pg_bin
-from blocklab.workloads.full_scan import build_scan_table
+from blocklab.engines.postgres import PostgresEngine
+from blocklab.engines.postgres.instance import pg_bin
+from blocklab.engines.postgres.scan import build_scan_table
 
 PGBENCH_TABLES = ("pgbench_accounts", "pgbench_branches", "pgbench_tellers", "pgbench_history")
 PGBENCH_KEYS = ("pgbench_accounts_pkey", "pgbench_branches_pkey", "pgbench_tellers_pkey")
@@ -69,7 +70,7 @@ def pgbench_init(engine: PostgresEngine, scale: int, steps: str) -> Run:
     env = dict(os.environ, PGHOST=str(engine.socket_dir), PGUSER="postgres", PGDATABASE="postgres")
     t0 = time.perf_counter()
     done = subprocess.run(
-        [str(_pg_bin() / "pgbench"), "-i", "-I", steps, "-s", str(scale), "-q"],
+        [str(pg_bin() / "pgbench"), "-i", "-I", steps, "-s", str(scale), "-q"],
         env=env, check=True, capture_output=True, text=True,
     )
     elapsed = time.perf_counter() - t0

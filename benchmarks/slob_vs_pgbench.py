@@ -31,8 +31,9 @@ import time
 from pathlib import Path
 
 from blocklab.analysis.stats import median_ci
-from blocklab.engines.postgres import PostgresEngine, _pg_bin
-from blocklab.probes.stat_io import StatIoProbe
+from blocklab.engines.postgres import PostgresEngine
+from blocklab.engines.postgres.counters import StatIoWindow
+from blocklab.engines.postgres.instance import pg_bin
 from blocklab.spec import DatasetSpec
 from blocklab.workloads.slob import Slob, SlobOptions
 
@@ -50,13 +51,14 @@ def pgbench_script(table: str, scale: int, work_unit: int) -> str:
 
 def run_pgbench(engine: PostgresEngine, tables: list[str], scale: int, work_unit: int, sessions: int, seconds: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="blocklab-pgbench-") as tmp:
-        args = [str(_pg_bin() / "pgbench"), "-n", "-M", "prepared", "-c", str(sessions), "-j", str(sessions), "-T", str(seconds)]
+        args = [str(pg_bin() / "pgbench"), "-n", "-M", "prepared", "-c", str(sessions), "-j", str(sessions), "-T", str(seconds)]
         for i, table in enumerate(tables):
             path = Path(tmp) / f"slob_{i}.sql"
             path.write_text(pgbench_script(table, scale, work_unit))
             args += ["-f", f"{path}@1"]
         env = dict(os.environ, PGHOST=str(engine.socket_dir), PGUSER="postgres", PGDATABASE="postgres", PGOPTIONS=PGOPTIONS)
-        with StatIoProbe(engine) as io:
+        # settle: wait until pg_stat_io stops moving (late flushes), as the slob point's own window does
+        with StatIoWindow(engine, settle=True) as io:
             t0 = time.perf_counter()
             proc = subprocess.run(args + ["postgres"], env=env, capture_output=True, text=True, timeout=seconds + 120)
             wall = time.perf_counter() - t0
