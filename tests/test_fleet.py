@@ -376,6 +376,7 @@ def test_the_report_shows_the_hosts_side_by_side(mbrc_run, tmp_path):
     assert rendered and rendered.group(1) == rendered.group(2) and int(rendered.group(2)) >= 3
     assert dom.index('id="hosts-table"') < dom.index('id="settings-table"')  # the hosts before the pooled figures
     assert "all hosts pooled" in dom
+    assert "No device twin on a fleet run" in dom and "--device-twin only" not in dom  # `run --fleet` refuses it
     assert page_console_lines(result.stderr) == []
     shot = tmp_path / "fleet.png"
     chromium(report, f"--screenshot={shot}", "--window-size=1400,3000", "--hide-scrollbars")

@@ -99,7 +99,9 @@ def html_context(data: RunData) -> dict[str, Any]:
             "best": e.label == data.summary.get("best_label"),
         })
     status = ""
-    if twins is None:
+    if twins is None and data.summary.get("fleet"):  # `run --fleet` refuses the twin: say why, not how to add it
+        status = "No device twin on a fleet run: each host's disk would need its own; run the recipe on one host to measure that disk's."
+    elif twins is None:
         status = "No device twin for this run: `blocklab run --resume DIR --device-twin only` measures it."
     elif twins.status != "measured":
         status = f"Device twin {twins.status}: {twins.reason}."
