@@ -81,7 +81,8 @@ def test_a_cold_cell_whose_relation_stayed_in_shared_buffers_is_invalid(tmp_path
                 conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(relations[0])))
             seen["view"] = float(self.query(
                 "SELECT count(*) * current_setting('block_size')::bigint FROM pg_buffercache "
-                "WHERE relfilenode = pg_relation_filenode(%s::regclass)", (relations[0],))[0][0])
+                "WHERE relfilenode = pg_relation_filenode(%s::regclass) "
+                "AND reldatabase = (SELECT oid FROM pg_database WHERE datname = current_database())", (relations[0],))[0][0])
         return done
 
     monkeypatch.setattr(PostgresEngine, "evict", evict_then_read_into_shared_buffers)

@@ -309,6 +309,42 @@ def test_stop_leaves_no_server_and_start_again(engine):
     assert len(mariadbd_pids(datadir)) == 1
 
 
+def test_query_after_stop_starts_again_instead_of_waiting_on_itself(engine):
+    """query() starts a stopped engine, whose start asks its own questions through query()."""
+    import threading
+
+    engine.stop()
+    answers: list = []
+    asker = threading.Thread(target=lambda: answers.append(engine.query("SELECT 1")), daemon=True)
+    asker.start()
+    asker.join(60)  # a hang, not a slow start: starting takes a few seconds
+    assert not asker.is_alive(), "query() after stop() waited on its own lock"
+    assert answers == [[(1,)]]
+
+
+def test_the_control_connection_is_kept_after_an_error_reply_and_dropped_when_cut_off(engine, monkeypatch):
+    import pymysql
+
+    engine.query("SELECT 1")
+    kept = engine._control
+    assert kept is not None
+    with pytest.raises(pymysql.err.ProgrammingError):
+        engine.query("SELEC 1")  # the server's error reply: the connection is in step
+    assert engine._control is kept
+    real_execute = pymysql.cursors.Cursor.execute
+
+    def cut_off(self, query, args=None):
+        real_execute(self, "SELECT SLEEP(0)")  # sent; its reply is left unread
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pymysql.cursors.Cursor, "execute", cut_off)
+    with pytest.raises(KeyboardInterrupt):
+        engine.query("SELECT 2")
+    monkeypatch.setattr(pymysql.cursors.Cursor, "execute", real_execute)
+    assert engine._control is None  # never reused with an answer on its way
+    assert engine.query("SELECT 3") == [(3,)]
+
+
 # ---------------------------------------------------------------------- interruption
 CHILD = textwrap.dedent(
     """

@@ -308,6 +308,9 @@ def test_refresh_report_skips_while_cheap_cells_follow_and_never_raises(tmp_path
     assert writer.refresh_report(path, clock=clock) is None
     assert writer.refresh_report(path, clock=clock) is None  # one second later: skipped
     assert len(calls) == 1
+    now[0] += 4
+    writer.refresh_report(path, clock=clock)
+    assert len(calls) == 1  # 6 s after a 1 s render: a tenth of the time at most waits 9 s
     now[0] += 10
     writer.refresh_report(path, clock=clock)
     assert len(calls) == 2

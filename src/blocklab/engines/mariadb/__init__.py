@@ -82,6 +82,14 @@ from .tables import InsertLoop, ReloadTables
 from .update import UpdateTables
 
 _UNKNOWN_DATABASE = 1049  # ER_BAD_DB_ERROR
+# The error replies after which the control connection is still in step with the server
+# (anything else, an OperationalError included, may have cut it off mid-reply).
+_SERVER_REPLIES = (pymysql.err.ProgrammingError, pymysql.err.IntegrityError, pymysql.err.DataError,
+                   pymysql.err.NotSupportedError, pymysql.err.InternalError)
+# query()'s kept connection: a server by DSN whose host vanished (no FIN, no RST) would
+# otherwise hold a ping or statement until TCP gives up (~15 min); blocklab's own statements
+# are catalog and counter reads of well under a second
+CONTROL_READ_TIMEOUT_S, CONTROL_WRITE_TIMEOUT_S = 120.0, 30.0
 
 
 class MariadbEngine(InstanceMixin, KnobsMixin, DsnServerMixin, EngineBase):
@@ -151,6 +159,7 @@ class MariadbEngine(InstanceMixin, KnobsMixin, DsnServerMixin, EngineBase):
 
     def stop(self) -> None:
         if not self._started and self._proc is None:
+            self._close_control()
             return
         try:
             self._close_control()  # before the server goes, so it logs no aborted connection
@@ -237,14 +246,16 @@ class MariadbEngine(InstanceMixin, KnobsMixin, DsnServerMixin, EngineBase):
     def connect(self, *, session: bool = True) -> MariadbSession:
         return MariadbSession(self, self.sql_connect(session=session))
 
-    def sql_connect(self, *, session: bool = True, autocommit: bool = True, create: bool = True) -> pymysql.connections.Connection:
+    def sql_connect(self, *, session: bool = True, autocommit: bool = True, create: bool = True,
+                    read_timeout: float | None = None, write_timeout: float | None = None) -> pymysql.connections.Connection:
         """A DB-API connection to the `blocklab` database with the session knobs applied
         (this package's own code). On a server given by DSN the database is made here,
         when first needed; with create=False (a question, not a build) a server that has
         none yet is asked without it."""
         self.start()
         try:
-            conn = pymysql.connect(**self._connect_params(), database=DATABASE, autocommit=autocommit, charset="utf8mb4")
+            conn = pymysql.connect(**self._connect_params(), database=DATABASE, autocommit=autocommit, charset="utf8mb4",
+                                   read_timeout=read_timeout, write_timeout=write_timeout)
         except pymysql.err.OperationalError as err:
             if err.args[0] != _UNKNOWN_DATABASE or self.mode != "dsn":
                 raise
@@ -252,7 +263,8 @@ class MariadbEngine(InstanceMixin, KnobsMixin, DsnServerMixin, EngineBase):
                 with self._admin() as admin, admin.cursor() as cur:
                     cur.execute(f"CREATE DATABASE IF NOT EXISTS `{DATABASE}` CHARACTER SET utf8mb4")
             conn = pymysql.connect(**self._connect_params(), database=DATABASE if create else None,
-                                   autocommit=autocommit, charset="utf8mb4")
+                                   autocommit=autocommit, charset="utf8mb4",
+                                   read_timeout=read_timeout, write_timeout=write_timeout)
         if session and self._session_settings:
             with conn.cursor() as cur:
                 for native, value in self._session_settings.items():
@@ -265,15 +277,25 @@ class MariadbEngine(InstanceMixin, KnobsMixin, DsnServerMixin, EngineBase):
         run asked 365 of them (7 s of its 55). A connection the server dropped (a
         restart, another page size) is found by a ping before the statement and
         replaced, so no statement is ever sent twice."""
+        self.start()  # outside the lock: starting asks its own questions here
         with self._control_lock:
             conn = self._control_connection()
+            kept = conn is self._control
             try:
                 with conn.cursor() as cur:
                     cur.execute(sql, params)
                     return list(cur.fetchall()) if cur.description else []
+            except _SERVER_REPLIES:
+                raise  # the server answered with an error: the connection is in step, keep it
+            except BaseException:
+                # cut off between statement and reply (Ctrl-C, a lost server): an answer may still
+                # be on its way, and the next statement would read it as its own
+                self._close_control()
+                raise
             finally:
-                if conn is not self._control:  # asked without the database: not kept (see below)
-                    conn.close()
+                if not kept:  # asked without the database: not kept (see below)
+                    with contextlib.suppress(pymysql.err.Error, OSError):
+                        conn.close()
 
     def _control_connection(self) -> pymysql.connections.Connection:
         if self._control is not None:
@@ -282,7 +304,8 @@ class MariadbEngine(InstanceMixin, KnobsMixin, DsnServerMixin, EngineBase):
                 return self._control
             except pymysql.err.Error:
                 self._close_control()
-        conn = self.sql_connect(session=False, create=False)
+        conn = self.sql_connect(session=False, create=False, read_timeout=CONTROL_READ_TIMEOUT_S,
+                                write_timeout=CONTROL_WRITE_TIMEOUT_S)
         # a server by DSN before blocklab made its database answers on a connection without
         # one; keeping it would leave later statements with no database once it exists
         if conn.db is not None:
