@@ -130,7 +130,11 @@ def test_update_workload_profile_adds_up(engine):
             parts = waits + m[f"profile.{scope}.cpu_s"] + m[f"profile.{scope}.unaccounted_s"]
             total = m[f"profile.{scope}.total_s"]
             assert parts == pytest.approx(total, rel=1e-6)
-            assert abs(m[f"profile.{scope}.unaccounted_s"]) <= 0.05 * total, {k: v for k, v in m.items() if k.startswith("profile")}
+            # within 5%, or within two of the sampler's ticks per session: on this 0.2 s run one 10 ms
+            # tick is already 5%, a granularity no sampler can beat (the claims flag such a cell)
+            ticks = 2 * m["profile.interval_ms"] / 1000 * (m["profile.sessions"] if scope == "total" else 1)
+            allowed = max(0.05 * total, ticks)
+            assert abs(m[f"profile.{scope}.unaccounted_s"]) <= allowed, {k: v for k, v in m.items() if k.startswith("profile")}
         # the cache is 2 MB, the pages updated ~36 MB: the sessions clean buffers themselves
         assert m["cache_ratio"] >= 10
         assert m["backend_writes"] > 0 and m["io.client_backend.writes"] == m["backend_writes"]
