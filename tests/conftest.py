@@ -46,6 +46,9 @@ def cli_env(cache_dir, tmp_path) -> dict[str, str]:
     # the device twin (fio after the cells, seconds per pattern) only where a test asks for it:
     # tests/test_device_twin.py runs it with --device-twin on
     env["BLOCKLAB_DEVICE_TWIN"] = "off"
+    # the recipes' budgets (blocks added until the verdict settles) only where a test asks for one:
+    # tests/test_budget.py gives --budget; every other run is the fixed plan of its --repeats blocks
+    env["BLOCKLAB_BUDGET"] = "off"
     return env
 
 

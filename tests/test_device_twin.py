@@ -583,7 +583,7 @@ def test_every_engine_with_a_recipe_gets_its_twin(cache_dir, tmp_path, monkeypat
     from blocklab.runner import SilentReporter, run
 
     monkeypatch.setenv("BLOCKLAB_CACHE", str(cache_dir / f"twin-{engine}"))  # the twins' cache too
-    over = Overrides(sets=sets, rows=rows, engine=engine, quick=True, repeats=1, seed=2)
+    over = Overrides(sets=sets, rows=rows, engine=engine, quick=True, repeats=1, seed=2, budget="off")
     exp = load_experiment(recipe, over, cache_dir=cache_dir / f"twin-{engine}")
     rd = RunDir(tmp_path / "run")
     reporter = SilentReporter()

@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from . import __version__, recipes
+from .budget import ENV_VAR as BUDGET_ENV_VAR
 from .cli_analyse import analyse_command
 from .cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, fail
 from .cli_fleet import fleet_group, fleet_run_options, run_on_fleet, wants_fleet, worker_command
@@ -37,12 +38,17 @@ def experiment_options(func: Any) -> Any:
     """The options `run` and `plan` share."""
     options = [
         click.option("--set", "sets", multiple=True, metavar="KNOB=V1,V2,...", help="sweep these values (replaces the file's list)"),
-        click.option("--repeats", type=int, help="randomised blocks: every setting once per block"),
+        click.option("--repeats", type=int, help="randomised blocks: every setting once per block (with a budget: the "
+                                                 "blocks before the stopping rule's first look)"),
         click.option("--rows", type=int, help="rows in the data set"),
         click.option("--engine", type=str, help=f"the engine: {', '.join(available_engines())} (recipes have a variant per engine)"),
         click.option("--dsn", type=str, help="use this server instead of an embedded one (password from the environment)"),
         click.option("--seed", type=int, help="random seed of the plan order"),
         click.option("--quick", is_flag=True, help="the recipe's small, fast variant"),
+        click.option("--budget", metavar="DURATION|CELLS|off", envvar=BUDGET_ENV_VAR, show_envvar=True,
+                     help="stop by the rule (every setting separated from the best or within 3%% of it) or when this is "
+                          "spent: a duration (90s, 5m, 1h) or a cell count (200cells or 200); off: exactly the --repeats "
+                          "blocks. Default: the recipe's budget. E.g. --budget 5m"),
         click.option("--allow-server-changes", is_flag=True, help="let blocklab change server-wide settings on a --dsn server (restored at the end)"),
     ]
     for option in reversed(options):
@@ -50,8 +56,8 @@ def experiment_options(func: Any) -> Any:
     return func
 
 
-def _overrides(sets, repeats, rows, engine, dsn, seed, quick) -> Overrides:
-    return Overrides(list(sets), repeats, rows, engine, dsn, seed, quick)
+def _overrides(sets, repeats, rows, engine, dsn, seed, quick, budget=None) -> Overrides:
+    return Overrides(list(sets), repeats, rows, engine, dsn, seed, quick, budget)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -81,7 +87,7 @@ def main() -> None:
                    "it is printed (on: required; off: not; only: just that, for the run given by --resume). "
                    "Default: on where fio is installed and the data directory is on this host")
 @fleet_run_options  # --fleet, --hosts, --certs, --insecure, --share-disk (cli_fleet.py)
-def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_server_changes, out, resume, no_retry, wait_s,
+def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, budget, allow_server_changes, out, resume, no_retry, wait_s,
                 device_twin, **fleet) -> None:
     """Run an experiment FILE or built-in RECIPE and print the verdict.
 
@@ -89,6 +95,8 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_ser
     Examples:
       blocklab run mbrc
       blocklab run mbrc --quick --set multiblock_read=1,16,128 --repeats 5
+      blocklab run mbrc --budget 5m          # stop when settled, or after 5 minutes of cells
+      blocklab run mbrc --budget 200cells    # ... or after 200 cells
       blocklab run my-experiment.toml --out results/today
       blocklab run --resume results/mbrc-20261122-101500
       blocklab run --resume results/mbrc-20261122-101500 --no-retry
@@ -97,18 +105,20 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_ser
       blocklab run --resume results/mbrc-20261122-101500 --device-twin only   # add the device twin to a run
       blocklab run mbrc --fleet tls://sched:8786 --certs ~/fleet-certs    # every host of a fleet
     """
+    if resume is not None and _from_environment("budget"):
+        budget = None  # BLOCKLAB_BUDGET is a default for new runs; a resumed run keeps the budget it started with
     if wants_fleet(resume, fleet):  # the same run on many hosts: cli_fleet.py
         if device_twin in ("on", "only"):
             fail(make_console(), f"--device-twin {device_twin}: not on a fleet run (each host's disk would need its own "
                   "twin); run it on one host, or leave --device-twin out", EXIT_BAD_INPUT)
-        return run_on_fleet(target, _overrides(sets, repeats, rows, engine, dsn, seed, quick), out, resume, no_retry, wait_s,
+        return run_on_fleet(target, _overrides(sets, repeats, rows, engine, dsn, seed, quick, budget), out, resume, no_retry, wait_s,
                             allow_server_changes, **fleet)
     from .engines.host import wait_for_locks
 
     console = make_console()
     if device_twin == "only":
         _device_twin_only(console, resume, bool(target or sets or repeats or rows or engine or dsn or seed is not None
-                                                or quick or out or no_retry))
+                                                or quick or budget or out or no_retry))
         return
     if wait_s is not None:
         wait_for_locks(wait_s, lambda text: console.print(text, markup=False, highlight=False))
@@ -118,14 +128,14 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_ser
         if out is not None:
             check_out_dir(out)
         if resume is not None:
-            if target or sets or repeats or rows or engine or dsn or seed is not None or quick:
+            if target or sets or repeats or rows or engine or dsn or seed is not None or quick or budget:
                 raise SpecError("--resume continues a run exactly as it started: give no FILE/RECIPE or other experiment options")
             exp = load_saved_experiment(resume, allow_server_changes=allow_server_changes)
             run_dir = RunDir(resume)
         else:
             if not target:
                 raise SpecError("give an experiment FILE or RECIPE (see `blocklab recipes`), or --resume DIR")
-            exp = load_experiment(target, _overrides(sets, repeats, rows, engine, dsn, seed, quick), allow_server_changes=allow_server_changes)
+            exp = load_experiment(target, _overrides(sets, repeats, rows, engine, dsn, seed, quick, budget), allow_server_changes=allow_server_changes)
             run_dir = RunDir(out) if out else new_run_dir(results_root(), exp.spec.name)
     except (SpecError, ResultsError) as err:
         fail(console, str(err), EXIT_BAD_INPUT)
@@ -149,6 +159,13 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_ser
         _owed_hint(console, run_dir)
         fail(console, f"{err}\nwhat was measured is kept: continue with blocklab run --resume {run_dir.path}", EXIT_FAILED)
     _print_summary(console, exp, summary, run_dir)
+
+
+def _from_environment(param: str) -> bool:
+    """The option's value came from its environment variable, not the command line."""
+    from click.core import ParameterSource
+
+    return click.get_current_context().get_parameter_source(param) == ParameterSource.ENVIRONMENT
 
 
 def _device_twin_mode(console: Any, exp: Any, asked: str | None) -> str:
@@ -278,17 +295,18 @@ def _print_workload_tables(console: Any, run_dir: RunDir, summary: dict[str, Any
 @main.command("plan")
 @click.argument("target")
 @experiment_options
-def plan_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_server_changes) -> None:
+def plan_command(target, sets, repeats, rows, engine, dsn, seed, quick, budget, allow_server_changes) -> None:
     """Dry run: the cells in order, which changes need a restart, an estimated time.
 
     \b
     Examples:
       blocklab plan mbrc
       blocklab plan mbrc --set multiblock_read=8,16 --repeats 10 --seed 7
+      blocklab plan mbrc --budget 5m
     """
     console = make_console()
     try:
-        exp = load_experiment(target, _overrides(sets, repeats, rows, engine, dsn, seed, quick), allow_server_changes=allow_server_changes)
+        exp = load_experiment(target, _overrides(sets, repeats, rows, engine, dsn, seed, quick, budget), allow_server_changes=allow_server_changes)
     except SpecError as err:
         fail(console, str(err), EXIT_BAD_INPUT)
     except EngineError as err:

@@ -19,7 +19,9 @@ from typing import Any, Protocol
 
 from . import claims
 from .analysis.efficiency import add_to_summary as add_efficiency
+from .analysis.settle import margin_of, undecided
 from .analysis.summary import summarise
+from .budget import CELL_SECONDS_NOTE
 from .device.twin import measure_run
 from .engines.base import Engine, EngineError, KnobError
 from .environment import collect as collect_environment
@@ -113,6 +115,7 @@ def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = 
             if not resume or not run_dir.file(ENVIRONMENT_FILE).exists():
                 run_dir.write_json(ENVIRONMENT_FILE, env)
             retry_ids = retryable_cells(run_dir.rows()) if resume and retry else set()
+            budget = exp.spec.measure.parsed_budget()
             attempted: set[str] = set()  # each cell at most once per invocation (its re-measures aside)
             while True:
                 have = {row.cell_id for row in run_dir.rows()}
@@ -120,6 +123,8 @@ def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = 
                 if todo:
                     reporter.plan_started(len(plan.cells), len(todo), sum(exp.workload_for(c.setting.as_dict()).estimate_seconds() for c in todo))
                 for cell in todo:
+                    if budget is not None and budget.used_up(run_dir.rows()):
+                        break  # the budget counts every row, those of a run resumed included
                     attempted.add(cell.cell_id)
                     _run_and_record(exp, cell, run_dir, plan, reporter)
                 cells, settings, why = next_cells(exp, plan, run_dir.rows())
@@ -270,6 +275,7 @@ def run_cell(exp: Experiment, cell: Cell, reporter: Reporter, attempt: int = 1) 
     checks = claims.CellChecks()
     series: dict[str, list[float]] = {}  # a timed workload's, second by second
     cold = exp.spec.measure.cache == "cold"
+    cell_t0 = time.perf_counter()
     stage = "apply"  # a failure while applying the setting is the setting's own (unless the engine died)
     try:
         t0 = time.perf_counter()
@@ -303,6 +309,7 @@ def run_cell(exp: Experiment, cell: Cell, reporter: Reporter, attempt: int = 1) 
         applied, metrics, series = {}, {}, {}
         status = f"{'refused: ' if stage == 'apply' else ''}{type(err).__name__}: {err}"
     notes.update(engine.cell_notes())  # e.g. the exact db_bench commands, failed cells too
+    notes[CELL_SECONDS_NOTE] = round(time.perf_counter() - cell_t0, 3)  # what a budget in time counts (budget.py)
     return ResultRow(
         cell=cell.index,
         block=cell.block,
@@ -363,8 +370,44 @@ def write_summary(exp: Experiment, run_dir: RunDir, plan: Plan) -> dict[str, Any
     summary.update(validity_counts(run_dir.rows()))
     summary["seed"] = exp.seed
     add_efficiency(summary, run_dir, exp.describe_setting)  # the engine against its device twin, when the rows allow
+    if (settle := settle_section(exp, run_dir.rows(), summary)) is not None:
+        summary["settle"] = settle
     run_dir.write_json(SUMMARY_FILE, summary)
     return summary
+
+
+def settle_section(exp: Experiment, rows: list[ResultRow], summary: dict[str, Any]) -> dict[str, Any] | None:
+    """summary.json's "settle": the budgeted stopping rule, what it has spent, and the
+    pairs not yet decided with the blocks estimated to settle each (analysis/settle.py).
+    None for a run without a budget."""
+    measure = exp.spec.measure
+    budget = measure.parsed_budget()
+    if budget is None:
+        return None
+    margin = margin_of(measure.practical)
+    pairs = undecided(summary["analysis"], rows, exp.metric, margin) if summary.get("analysis") else []
+    blocks = int((summary.get("analysis") or {}).get("blocks") or 0)
+    if summary.get("analysis") and not pairs:
+        status = "settled"
+    elif budget.used_up(rows):
+        status = "budget spent"
+    elif blocks >= measure.max_repeats:
+        status = "max_repeats reached"
+    else:
+        status = "running"
+    return {
+        "rule": f"stop when every setting is separated from the best or within {margin:.0%} of it, after at least "
+                f"{measure.repeats} block(s), at most {measure.max_repeats}, or when the budget is spent",
+        "margin": margin,
+        "budget": measure.budget,
+        "budget_text": budget.text(),
+        "spent": budget.spent_text(rows),
+        "blocks": blocks,
+        "status": status,
+        "undecided": pairs,
+        "estimate": "blocks in all = blocks so far x (interval half-width / the half-width that would clear 1.0 or "
+                    "fit within the margin)^2, on the log scale, with the noise measured so far",
+    }
 
 
 def validity_counts(rows: list[ResultRow]) -> dict[str, Any]:
