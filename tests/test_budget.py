@@ -90,7 +90,7 @@ def test_cell_budget_stops_at_its_count_and_names_the_undecided_pairs(cli_env, t
     rows = _rows(out)
     assert len({r["cell_id"] for r in rows}) == 5  # 3 blocks of 2 were planned: the budget cut the third
     assert "budget spent (5 of 5 cells) before the verdict settled: 1 pair(s) neither separated" in result.stdout
-    assert "multiblock_read = 1 (8 kB) against" in result.stdout or "16 (128 kB) against" in result.stdout, result.stdout
+    assert "  1 (8 kB) against 16 (128 kB): " in result.stdout or "  16 (128 kB) against 1 (8 kB): " in result.stdout, result.stdout
     settle = json.loads((out / "summary.json").read_text())["settle"]
     assert settle["status"] == "budget spent" and settle["spent"] == "5 of 5 cells"
     (pair,) = settle["undecided"]

@@ -4,10 +4,11 @@ the rule may spend before it stops anyway.
     parse_budget("90s") -> Budget(seconds=90)      a duration: 90s, 5m, 1.5h
     parse_budget("200cells") -> Budget(cells=200)  a cell count: 200cells or 200
 
-A duration counts the time spent measuring cells (applying the setting,
-emptying the caches, building the data set the first time, the workload, and
-the device twin's replay beside the cell), read back from the result rows, so
-a resumed run counts what it measured before. A cell count counts the distinct
+A duration counts the wall time of the measuring: each row records the time
+since the row before it (its cell: applying the setting, emptying the caches,
+building the data set the first time, the workload; the device twin's replay
+beside it; and the summary and report written after the row before), read
+back from the result rows, so a resumed run counts what it measured before. A cell count counts the distinct
 cells measured (a cell measured again after a failed claim is one cell).
 """
 
@@ -24,7 +25,7 @@ ACCEPTED = "a duration like 90s, 5m or 1h, or a cell count like 200cells or 200"
 _UNITS = {"s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 _PATTERN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|cells?|)\s*$", re.IGNORECASE)
 ENV_VAR = "BLOCKLAB_BUDGET"  # the default of --budget (the test suite sets off: fixed plans)
-CELL_SECONDS_NOTE = "cell_s"  # a row's notes: the wall time of its cell, beside-cell twin included
+CELL_SECONDS_NOTE = "cell_s"  # a row's notes: the wall time since the row before it (runner.py)
 
 
 class BudgetError(ValueError):

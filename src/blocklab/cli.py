@@ -83,7 +83,7 @@ def main() -> None:
               help="if another blocklab uses the same engine data directory, wait for it (default: refuse at once)")
 @click.option("--device-twin", "device_twin", type=click.Choice(TWIN_MODES), default=None, envvar=TWIN_ENV_VAR,
               show_envvar=True,
-              help="after the cells, fio replays each setting's I/O on the same file system and the engine's share of "
+              help="right after each cell, fio replays the cell's I/O on the same file system and the engine's share of "
                    "it is printed (on: required; off: not; only: just that, for the run given by --resume). "
                    "Default: on where fio is installed and the data directory is on this host")
 @fleet_run_options  # --fleet, --hosts, --certs, --insecure, --share-disk (cli_fleet.py)
@@ -181,8 +181,8 @@ def _device_twin_mode(console: Any, exp: Any, asked: str | None) -> str:
     if mode == "off":
         console.print(f"device twin: off ({reason or '--device-twin off'})", markup=False, highlight=False)
     else:
-        console.print("device twin: on: after the cells, fio replays each setting's I/O on the same file system "
-                      "(a few seconds per pattern not measured before on this disk)", markup=False, highlight=False)
+        console.print("device twin: on: right after each cell, fio replays the cell's I/O on the same file system for "
+                      "as long as the cell ran", markup=False, highlight=False)
     return mode
 
 

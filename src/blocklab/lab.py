@@ -137,11 +137,11 @@ def plan_text(exp: Experiment) -> list[str]:
         total += exp.workload_for(cell.setting.as_dict()).estimate_seconds()  # swept options change it
     lines.append(f"{len(costly)} restart/reinit step(s); estimated time {total:.0f} s (plus building the data set once)")
     lines[-1:-1] = stopping_text(exp, len(plan.settings), total / max(1, exp.spec.measure.repeats))
-    # the device twin runs after the cells, once per distinct I/O pattern not yet measured on this disk
-    from .device.replay import estimate_seconds
+    # the device twin runs beside the cells: each cell's I/O replayed right after it (device/interleave.py)
+    from .device.replay import FIO_OVERHEAD_S
 
-    lines.insert(-1, f"then the device twin: at most {len(plan.settings)} fio pattern(s), about {estimate_seconds(len(plan.settings)):.0f} s "
-                     "if none was measured on this disk before (--device-twin off skips it)")
+    lines.insert(-1, "then the device twin: fio replays each cell's I/O right after it, for as long as the cell ran, "
+                     f"about {FIO_OVERHEAD_S:.2f} s more a cell (--device-twin off skips it)")
     return lines
 
 

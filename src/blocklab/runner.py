@@ -22,7 +22,9 @@ from .analysis.efficiency import add_to_summary as add_efficiency
 from .analysis.settle import margin_of, undecided
 from .analysis.summary import summarise
 from .budget import CELL_SECONDS_NOTE
-from .device.twin import measure_run
+from .device.fio import FioNotFound
+from .device.interleave import BesideCells
+from .device.twin import measure_run, why_not, write_interleaved
 from .engines.base import Engine, EngineError, KnobError
 from .environment import collect as collect_environment
 from .experiment import Experiment, split_settings
@@ -86,9 +88,10 @@ def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = 
     `retry` is False, once more the cells that have no ok row (failed, invalid,
     or cut off by an engine's death), except those whose setting the engine
     refused: the plan is finished, each cell ok once. `device_twin` "on" replays
-    each setting's I/O with fio after the cells (device/twin.py), "off" records
-    that it did not; None leaves it out."""
+    each cell's I/O with fio right after the cell (device/interleave.py), "off"
+    records that it did not; None leaves it out."""
     plan = _load_or_write_plan(exp, run_dir, resume, reporter)
+    beside: BesideCells | None = None
     previous_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         with _engine_stopped_at_exit(exp.engine, run_dir):
@@ -114,6 +117,8 @@ def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = 
             env = collect_environment(exp.engine.info(), exp.engine.data_dir(), {"dataset_rows": exp.spec.dataset.rows})
             if not resume or not run_dir.file(ENVIRONMENT_FILE).exists():
                 run_dir.write_json(ENVIRONMENT_FILE, env)
+            beside = _twin_beside_cells(exp, run_dir, device_twin, reporter)
+            _clock.restart()  # a time budget counts from here: the cells and what the run does between them
             retry_ids = retryable_cells(run_dir.rows()) if resume and retry else set()
             budget = exp.spec.measure.parsed_budget()
             attempted: set[str] = set()  # each cell at most once per invocation (its re-measures aside)
@@ -126,7 +131,7 @@ def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = 
                     if budget is not None and budget.used_up(run_dir.rows()):
                         break  # the budget counts every row, those of a run resumed included
                     attempted.add(cell.cell_id)
-                    _run_and_record(exp, cell, run_dir, plan, reporter)
+                    _run_and_record(exp, cell, run_dir, plan, reporter, beside)
                 cells, settings, why = next_cells(exp, plan, run_dir.rows())
                 if why:
                     reporter.phase(why)
@@ -135,13 +140,19 @@ def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = 
                 plan.extend(cells, settings)
                 run_dir.write_json(PLAN_FILE, plan.to_dict())
             list_created(exp, reporter)
-        if device_twin is not None:  # after every cell, the engine stopped: fio never disturbs a cell (issue 19)
+        if beside is not None:
+            reporter.phase(write_interleaved(run_dir, beside).summary_line())
+        elif device_twin is not None:  # off, or no twin possible here: twin.json says why
             reporter.phase(measure_run(run_dir, device_twin, on_phase=reporter.phase).summary_line())
     except KeyboardInterrupt:
+        if beside is not None:
+            write_interleaved(run_dir, beside)
         refresh_report(run_dir, force=True)
         raise Interrupted(f"interrupted; {len(run_dir.rows())} of {len(plan.cells)} cells are saved") from None
     finally:
         signal.signal(signal.SIGTERM, previous_sigterm)
+        if beside is not None:
+            beside.close()  # its test files, also after Ctrl-C or an error
     summary = write_summary(exp, run_dir, plan)
     refresh_report(run_dir, force=True)
     reporter.finished(summary)
@@ -170,9 +181,46 @@ def retryable_cells(rows: list[ResultRow]) -> set[str]:
     return {r.cell_id for r in rows if r.cell_id not in ok and r.cell_id not in refused}
 
 
-def _run_and_record(exp: Experiment, cell: Cell, run_dir: RunDir, plan: Plan, reporter: Reporter) -> None:
-    """Run one cell and record it in the run directory (see measure_cell)."""
-    measure_cell(exp, cell, reporter, lambda row: _record(exp, cell, row, run_dir, plan, reporter))
+class _Lap:
+    """The wall time between one recorded row and the next: the cell, its replay, and the
+    summary and report written after the row before it (what a time budget counts)."""
+
+    def __init__(self) -> None:
+        self.last = time.perf_counter()
+
+    def restart(self) -> None:
+        self.last = time.perf_counter()
+
+    def lap(self) -> float:
+        now = time.perf_counter()
+        seconds, self.last = now - self.last, now
+        return round(seconds, 3)
+
+
+_clock = _Lap()
+
+
+def _twin_beside_cells(exp: Experiment, run_dir: RunDir, mode: str | None, reporter: Reporter) -> BesideCells | None:
+    """fio ready to replay each cell's I/O beside it (device/interleave.py) when the
+    twin is on and can run here; None otherwise (twin.json then says why)."""
+    if mode != "on":
+        return None
+    data_dir = exp.engine.data_dir()
+    if why_not(data_dir) is not None or data_dir is None:
+        return None
+    try:
+        beside = BesideCells.open(run_dir, data_dir)
+    except FioNotFound:
+        return None
+    reporter.phase(f"device twin: fio replays each cell's I/O right after it, for as long as the cell ran, on {beside.device}")
+    return beside
+
+
+def _run_and_record(exp: Experiment, cell: Cell, run_dir: RunDir, plan: Plan, reporter: Reporter,
+                    beside: BesideCells | None = None) -> None:
+    """Run one cell and record it in the run directory (see measure_cell), with the
+    device twin's replay beside it when `beside` is given."""
+    measure_cell(exp, cell, reporter, lambda row: _record(exp, cell, row, run_dir, plan, reporter, beside))
 
 
 def measure_cell(exp: Experiment, cell: Cell, reporter: Reporter, record: Callable[[ResultRow], None]) -> None:
@@ -208,8 +256,15 @@ def measure_cell(exp: Experiment, cell: Cell, reporter: Reporter, record: Callab
         return
 
 
-def _record(exp: Experiment, cell: Cell, row: ResultRow, run_dir: RunDir, plan: Plan, reporter: Reporter) -> None:
+def _record(exp: Experiment, cell: Cell, row: ResultRow, run_dir: RunDir, plan: Plan, reporter: Reporter,
+            beside: BesideCells | None = None) -> None:
+    replay = None
+    if beside is not None:  # the replay first: its time goes into the row's (a time budget counts it)
+        row, replay = beside.after(row, reporter.phase)
+    row = dataclasses.replace(row, notes={**row.notes, CELL_SECONDS_NOTE: _clock.lap()})
     run_dir.append(row)
+    if beside is not None:
+        beside.keep(replay)
     keep_owed_restore(exp.engine, run_dir)
     write_summary(exp, run_dir, plan)
     if message := refresh_report(run_dir):  # the report never stops a run; it says why it could not render
@@ -275,7 +330,6 @@ def run_cell(exp: Experiment, cell: Cell, reporter: Reporter, attempt: int = 1) 
     checks = claims.CellChecks()
     series: dict[str, list[float]] = {}  # a timed workload's, second by second
     cold = exp.spec.measure.cache == "cold"
-    cell_t0 = time.perf_counter()
     stage = "apply"  # a failure while applying the setting is the setting's own (unless the engine died)
     try:
         t0 = time.perf_counter()
@@ -309,7 +363,6 @@ def run_cell(exp: Experiment, cell: Cell, reporter: Reporter, attempt: int = 1) 
         applied, metrics, series = {}, {}, {}
         status = f"{'refused: ' if stage == 'apply' else ''}{type(err).__name__}: {err}"
     notes.update(engine.cell_notes())  # e.g. the exact db_bench commands, failed cells too
-    notes[CELL_SECONDS_NOTE] = round(time.perf_counter() - cell_t0, 3)  # what a budget in time counts (budget.py)
     return ResultRow(
         cell=cell.index,
         block=cell.block,
