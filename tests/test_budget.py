@@ -98,6 +98,8 @@ def test_cell_budget_stops_at_its_count_and_names_the_undecided_pairs(cli_env, t
     assert f"about {pair['more_blocks']} more block(s) ({pair['blocks_to_settle']} in all)" in result.stdout or \
         pair["blocks_to_settle"] >= 1000
 
+    assert 'id="settle-undecided"' in (out / "report.html").read_text()  # the report's own section says the same
+
     # resumed after a crash that lost the last two cells: the budget counts the three kept, so two more run
     lines = (out / "results.jsonl").read_text().splitlines(keepends=True)
     (out / "results.jsonl").write_text("".join(lines[:3]))

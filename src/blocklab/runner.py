@@ -449,7 +449,7 @@ def settle_section(exp: Experiment, rows: list[ResultRow], summary: dict[str, An
     else:
         status = "running"
     return {
-        "rule": f"stop when every setting is separated from the best or within {margin:.0%} of it, after at least "
+        "rule": f"Stop when every setting is separated from the best or within {margin:.0%} of it, after at least "
                 f"{measure.repeats} block(s), at most {measure.max_repeats}, or when the budget is spent",
         "margin": margin,
         "budget": measure.budget,
@@ -458,8 +458,10 @@ def settle_section(exp: Experiment, rows: list[ResultRow], summary: dict[str, An
         "blocks": blocks,
         "status": status,
         "undecided": pairs,
-        "estimate": "blocks in all = blocks so far x (interval half-width / the half-width that would clear 1.0 or "
-                    "fit within the margin)^2, on the log scale, with the noise measured so far",
+        "estimate": "the fewest blocks n with t(n - 1) x spread / sqrt(n) no wider than the distance the interval must "
+                    "clear (to leave 1.0, or to fit inside the margin), on the log scale: t at the per-look error rate split "
+                    "over the comparisons with the best, the spread of the pair's per-block ratios as measured so far, the "
+                    "ratio where it is now (analysis/settle.py)",
     }
 
 
