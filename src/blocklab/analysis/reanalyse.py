@@ -60,7 +60,7 @@ def recompute_summary(data: RunData) -> dict[str, Any]:
         unit=data.unit,
         looks=sequential_looks(measure),
     )
-    for key in ("experiment", "cells_planned", "seed"):
+    for key in ("experiment", "cells_planned", "seed", "settle"):  # settle: when the run stopped, and why
         if key in old:
             summary[key] = old[key]
     summary.setdefault("experiment", data.name)
