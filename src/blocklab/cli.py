@@ -25,7 +25,7 @@ from .console import ConsoleReporter, make_console, settings_table
 from .device.twin import ENV_VAR as TWIN_ENV_VAR
 from .device.twin import MODES as TWIN_MODES
 from .engines import available as available_engines
-from .engines.base import EngineError
+from .engines.base import EngineError, KnobError
 from .lab import Overrides, load_experiment, load_saved_experiment, plan_text
 from .paths import results_root
 from .results import ResultsError, ResultsWriteError, RunDir
@@ -54,7 +54,19 @@ def _overrides(sets, repeats, rows, engine, dsn, seed, quick) -> Overrides:
     return Overrides(list(sets), repeats, rows, engine, dsn, seed, quick)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class Commands(click.Group):
+    """The command group, with a last line of defence: an input error that a command
+    did not catch itself (a knob, an experiment field, an environment variable)
+    still ends as one line on stderr and exit 2, never a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (SpecError, KnobError) as err:
+            fail(None, str(err), EXIT_BAD_INPUT)
+
+
+@click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="blocklab")
 def main() -> None:
     """blocklab: what does this storage parameter do to my database, on my disk?
@@ -405,11 +417,9 @@ def compare_command(run_a: Path, run_b: Path, force: bool, metric: str | None) -
     try:
         result = compare_runs(run_a, run_b, metric=metric, force=force)
     except EnvironmentMismatch as err:
-        console.print("error: RUN_A and RUN_B were measured under different conditions:", style="red", markup=False, highlight=False)
-        for difference in err.differences:
-            console.print(f"  {difference.text()}", markup=False, highlight=False)
-        console.print("their numbers are not comparable as they stand; add --force to compare them anyway", markup=False)
-        sys.exit(EXIT_BAD_INPUT)
+        lines = [f"  {difference.text()}" for difference in err.differences]
+        fail(console, "\n".join(["RUN_A and RUN_B were measured under different conditions:", *lines,
+                                   "their numbers are not comparable as they stand; add --force to compare them anyway"]), EXIT_BAD_INPUT)
     except CompareError as err:
         fail(console, str(err), EXIT_BAD_INPUT)
     _print_comparison(console, result)

@@ -21,6 +21,7 @@ from typing import Any
 from .analysis.summary import label_of
 from .engines import make_engine
 from .engines.base import ApplyClass, Engine, EngineError, KnobError, KnobInfo
+from .errors import nearest
 from .plan import Plan, _fmt, grid, make_plan
 from .search import check_refinable, coarse_values
 from .spec import WORKLOAD_AXIS, Spec, SpecError, spec_from_dict
@@ -145,8 +146,21 @@ def prepare(
         except BaseException:
             engine.stop()
             raise
-        return _prepare(spec, spec_text, source, engine)
-    return _prepare(spec, spec_text, source, _engine_for(spec, source, allow_server_changes, cache_dir))
+        return _prepare(spec, spec_text, source, engine, _set_knobs(overrides))
+    return _prepare(spec, spec_text, source, _engine_for(spec, source, allow_server_changes, cache_dir), _set_knobs(overrides))
+
+
+def _set_knobs(overrides: dict[str, Any] | None) -> frozenset[str]:
+    """The knobs the command line named (--set): an engine's refusal of one names the option, not the file."""
+    return frozenset(k[len("knobs."):] for k in (overrides or {}) if k.startswith("knobs."))
+
+
+def _blamed(message: str, source: str, set_knobs: frozenset[str]) -> str:
+    """Who a refusal is about: `--set NAME` when it is one problem with a knob the user typed, else the file."""
+    named = [k for k in set_knobs if repr(k) in message or f"{k}:" in message]
+    if len(named) == 1 and "problems:" not in message:
+        return f"--set {named[0]}"
+    return source
 
 
 class Problems:
@@ -177,6 +191,15 @@ class Problems:
         raise KnobError(f"{len(self.messages)} problems:\n  " + "\n  ".join(self.messages) + needs)
 
 
+def check_metric(spec: Spec, workload: Workload, source: str) -> None:
+    """measure.metric names a figure the workload reports: a typo would measure every
+    cell and then have nothing to judge."""
+    metric = spec.measure.metric
+    if metric is not None and metric not in workload.metrics:
+        raise SpecError(f"{source}: measure.metric: {metric!r} is not a figure of workload {workload.name!r}"
+                        f"{nearest(metric, workload.metrics)}; accepted: {', '.join(workload.metrics)}")
+
+
 def _engine_for(spec: Spec, source: str, allow_server_changes: bool, cache_dir: Path | None) -> Engine:
     try:
         return make_engine(spec.engine.kind, dsn=spec.engine.dsn, allow_server_changes=allow_server_changes, cache_dir=cache_dir)
@@ -184,9 +207,10 @@ def _engine_for(spec: Spec, source: str, allow_server_changes: bool, cache_dir: 
         raise SpecError(f"{source}: engine.dsn: {err}") from None
 
 
-def _prepare(spec: Spec, spec_text: str, source: str, engine: Engine) -> Experiment:
+def _prepare(spec: Spec, spec_text: str, source: str, engine: Engine, set_knobs: frozenset[str] = frozenset()) -> Experiment:
     try:
         workload = make_workload(spec.workload, spec.dataset, spec.engine.kind, source)
+        check_metric(spec, workload, source)
     except BaseException:
         engine.stop()
         raise
@@ -228,7 +252,7 @@ def _prepare(spec: Spec, spec_text: str, source: str, engine: Engine) -> Experim
     except (KnobError, EngineError) as err:
         engine.stop()
         adapted = "".join(f"\n  (adapted to this server: {why})" for why in spec.adapted)
-        raise SpecError(f"{source}: {err}{adapted}") from None
+        raise SpecError(f"{_blamed(str(err), source, set_knobs)}: {err}{adapted}") from None
     except BaseException:
         engine.stop()
         raise

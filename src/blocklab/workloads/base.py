@@ -29,6 +29,8 @@ class Workload(Protocol):
     name: ClassVar[str]
     default_metric: ClassVar[str]  # what the verdict is about unless measure.metric says otherwise
     default_goal: ClassVar[str]  # "max" (throughput) or "min" (elapsed)
+    metrics: ClassVar[tuple[str, ...]]  # the figures every run reports: what measure.metric may name
+    rows_option: ClassVar[str | None]  # the option --rows sets when the workload builds no data set (else dataset.rows)
     Dialect: ClassVar[type]  # the Protocol an engine implements to run this workload
     needs: ClassVar[str]  # what the dialect provides, in words (for the refusal message)
     dialect_class: type  # the chosen engine's dialect class (set by make_workload; estimates use it)
