@@ -8,6 +8,7 @@ cli_server.py (doctor, clean, restore), cli_import.py, cli_fleet.py, cli_analyse
 
 from __future__ import annotations
 
+import errno
 import sys
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,9 @@ def _overrides(sets, repeats, rows, engine, dsn, seed, quick) -> Overrides:
     return Overrides(list(sets), repeats, rows, engine, dsn, seed, quick)
 
 
+BAD_PATH_ERRNOS = {errno.ENAMETOOLONG, errno.ELOOP, errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM}
+
+
 class Commands(click.Group):
     """The command group, with a last line of defence: an input error that a command
     did not catch itself (a knob, an experiment field, an environment variable)
@@ -64,6 +68,12 @@ class Commands(click.Group):
             return super().invoke(ctx)
         except (SpecError, KnobError) as err:
             fail(None, str(err), EXIT_BAD_INPUT)
+        except OSError as err:
+            if err.filename is None:
+                raise
+            # a path the user gave that the system refuses (too long, a symlink loop, no access)
+            code = EXIT_BAD_INPUT if err.errno in BAD_PATH_ERRNOS else EXIT_FAILED
+            fail(None, f"{err.filename}: {err.strerror or err}", code)
 
 
 @click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})
@@ -359,7 +369,7 @@ def report_command(run_dir: Path) -> None:
 
 @main.command("export")
 @click.argument("run_dir", metavar="RUN_DIR", type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["csv", "json", "parquet"], case_sensitive=False), default="csv", show_default=True, help="csv: one line per cell; json: the whole run; parquet: needs pyarrow")
+@click.option("--format", "fmt", type=click.Choice(["csv", "json", "parquet"], case_sensitive=False), default="csv", show_default=True, help="csv: one line per cell; json: the whole run; parquet: optional, needs pyarrow (pip install 'blocklab[parquet]')")
 @click.option("--output", "-o", type=click.Path(path_type=Path, dir_okay=False), help="write to FILE instead of stdout")
 def export_command(run_dir: Path, fmt: str, output: Path | None) -> None:
     """Export the results of a run as CSV, JSON or Parquet (stdout by default).

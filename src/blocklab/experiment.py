@@ -136,7 +136,7 @@ def prepare(
     experiment file's `raw` dict (and the command line's `overrides`), the spec is
     derived again once the engine answers, adapted to its version and mode."""
     if raw is not None:
-        engine = _engine_for(spec, source, allow_server_changes, cache_dir)
+        engine = _engine_for(spec, source, allow_server_changes, cache_dir, "engine.dsn" in (overrides or {}))
         try:
             engine.start()
             spec = spec_from_dict(raw, source, dict(overrides or {}), engine_version=engine.version_tuple(), dsn=engine.mode == "dsn")
@@ -200,11 +200,12 @@ def check_metric(spec: Spec, workload: Workload, source: str) -> None:
                         f"{nearest(metric, workload.metrics)}; accepted: {', '.join(workload.metrics)}")
 
 
-def _engine_for(spec: Spec, source: str, allow_server_changes: bool, cache_dir: Path | None) -> Engine:
+def _engine_for(spec: Spec, source: str, allow_server_changes: bool, cache_dir: Path | None, dsn_typed: bool = False) -> Engine:
     try:
         return make_engine(spec.engine.kind, dsn=spec.engine.dsn, allow_server_changes=allow_server_changes, cache_dir=cache_dir)
     except (KnobError, EngineError) as err:  # a DSN for an engine that takes none, a malformed DSN
-        raise SpecError(f"{source}: engine.dsn: {err}") from None
+        told = str(err).removeprefix("--dsn: ")
+        raise SpecError(f"--dsn: {told}" if dsn_typed else f"{source}: engine.dsn: {told}") from None
 
 
 def _prepare(spec: Spec, spec_text: str, source: str, engine: Engine, set_knobs: frozenset[str] = frozenset()) -> Experiment:

@@ -147,16 +147,17 @@ def plan_text(exp: Experiment) -> list[str]:
     return lines
 
 
-def restore_server(run_path: Path) -> list[str]:
+def restore_server(run_path: Path) -> list[str] | None:
     """Put back what a run still owed a server given by DSN (its restore.json), then
-    forget it; what was done, one line a setting."""
+    forget it; what was done, one line a setting. None when the run owes nothing
+    (nothing to do is not an error)."""
     from .results import RESTORE_FILE
 
     run_dir = RunDir(run_path)
     if not run_dir.file(RESTORE_FILE).exists():
         if not run_dir.file(PLAN_FILE).exists():
             raise SpecError(f"{run_path}: not a blocklab results directory (no {PLAN_FILE})")
-        raise SpecError(f"{run_path}: owes no server any setting (no {RESTORE_FILE}): nothing to restore")
+        return None
     from .owed import put_back_owed
 
     done = put_back_owed(run_dir.read_json(RESTORE_FILE), str(run_dir.file(RESTORE_FILE)))
