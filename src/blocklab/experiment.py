@@ -26,7 +26,7 @@ from .plan import Plan, _fmt, grid, make_plan
 from .search import check_refinable, coarse_values
 from .spec import WORKLOAD_AXIS, Spec, SpecError, spec_from_dict
 from .workloads import make_workload
-from .workloads.base import Workload
+from .workloads.base import COMMON_METRICS, Workload, metric_accepted
 
 __all__ = ["Experiment", "prepare", "split_settings", "ApplyClass"]
 
@@ -195,9 +195,10 @@ def check_metric(spec: Spec, workload: Workload, source: str) -> None:
     """measure.metric names a figure the workload reports: a typo would measure every
     cell and then have nothing to judge."""
     metric = spec.measure.metric
-    if metric is not None and metric not in workload.metrics:
+    if metric is not None and not metric_accepted(workload, metric):
         raise SpecError(f"{source}: measure.metric: {metric!r} is not a figure of workload {workload.name!r}"
-                        f"{nearest(metric, workload.metrics)}; accepted: {', '.join(workload.metrics)}")
+                        f"{nearest(metric, [*workload.metrics, *COMMON_METRICS])}; accepted: {', '.join(workload.metrics)}, "
+                        f"{', '.join(COMMON_METRICS)} where the engine reports them, or pattern.* (the I/O pattern's figures)")
 
 
 def _engine_for(spec: Spec, source: str, allow_server_changes: bool, cache_dir: Path | None, dsn_typed: bool = False) -> Engine:
