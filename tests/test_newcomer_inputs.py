@@ -5,6 +5,7 @@ every command with hostile paths, environments, encodings and option values."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -213,7 +214,9 @@ ENVS = st.fixed_dictionaries({}, optional={
 })
 
 
-def _commands(paths: list[str]) -> st.SearchStrategy[list[str]]:
+@functools.lru_cache(maxsize=1)
+def _commands(paths: tuple[str, ...]) -> st.SearchStrategy[list[str]]:
+    """Every command's shapes over these paths (built once: building it costs more than a draw)."""
     path = st.sampled_from(paths)
     value = st.sampled_from(OPTION_VALUES) | st.text(max_size=8)
     dsn = st.sampled_from(MALFORMED_DSNS)
@@ -239,8 +242,8 @@ def _commands(paths: list[str]) -> st.SearchStrategy[list[str]]:
 
 
 @pytest.fixture(scope="module")
-def hostile_paths(tmp_path_factory) -> list[str]:
-    return _hostile_paths(tmp_path_factory.mktemp("hostile"))
+def hostile_paths(tmp_path_factory) -> tuple[str, ...]:
+    return tuple(_hostile_paths(tmp_path_factory.mktemp("hostile")))
 
 
 def _no_traceback(args: list[str], env: dict[str, str], cwd: Path) -> None:
