@@ -46,10 +46,17 @@ def test_bad_budget_on_the_command_line_is_refused_before_anything_runs(cli_env,
     out = tmp_path / "never"
     result = _cli(["run", "mbrc", "--quick", "--budget", "5 parsecs", "--out", str(out)], cli_env, timeout=60)
     assert result.returncode == 2, result.stdout + result.stderr
-    said = result.stdout + result.stderr  # cli_errors.fail prints through the console
-    assert said.strip() == ("error: --budget '5 parsecs' is not accepted; accepted: a duration like 90s, 5m or 1h, "
+    assert result.stdout == ""
+    assert result.stderr.strip() == ("error: --budget '5 parsecs' is not accepted; accepted: a duration like 90s, 5m or 1h, "
                             "or a cell count like 200cells or 200")
     assert not out.exists()
+
+
+def test_a_bad_budget_in_the_environment_names_the_variable(cli_env):
+    result = _cli(["plan", "mbrc", "--quick"], {**cli_env, "BLOCKLAB_BUDGET": "bogus"}, timeout=60)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.strip() == ("error: BLOCKLAB_BUDGET (the default of --budget) 'bogus' is not accepted; accepted: "
+                                     "a duration like 90s, 5m or 1h, or a cell count like 200cells or 200; or off")
 
 
 def test_bad_budget_in_a_file_is_refused(cli_env, tmp_path):

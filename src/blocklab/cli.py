@@ -129,6 +129,7 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, budget, a
     """
     if resume is not None and _from_environment("budget"):
         budget = None  # BLOCKLAB_BUDGET is a default for new runs; a resumed run keeps the budget it started with
+    budget = _budget_from(budget)
     if wants_fleet(resume, fleet):  # the same run on many hosts: cli_fleet.py
         if device_twin in ("on", "only"):
             fail(make_console(), f"--device-twin {device_twin}: not on a fleet run (each host's disk would need its own "
@@ -181,6 +182,18 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, budget, a
         _owed_hint(console, run_dir)
         fail(console, f"{err}\nwhat was measured is kept: continue with blocklab run --resume {run_dir.path}", EXIT_FAILED)
     _print_summary(console, exp, summary, run_dir)
+
+
+def _budget_from(budget: str | None) -> str | None:
+    """--budget as given; one from BLOCKLAB_BUDGET that is no budget is refused naming the variable."""
+    from .budget import BudgetError, parse_budget
+
+    if budget is not None and budget != "off" and _from_environment("budget"):
+        try:
+            parse_budget(budget, f"{BUDGET_ENV_VAR} (the default of --budget)")
+        except BudgetError as err:
+            fail(make_console(), f"{err}; or off", EXIT_BAD_INPUT)
+    return budget
 
 
 def _from_environment(param: str) -> bool:
@@ -326,6 +339,7 @@ def plan_command(target, sets, repeats, rows, engine, dsn, seed, quick, budget, 
       blocklab plan mbrc --set multiblock_read=8,16 --repeats 10 --seed 7
       blocklab plan mbrc --budget 5m
     """
+    budget = _budget_from(budget)
     console = make_console()
     try:
         exp = load_experiment(target, _overrides(sets, repeats, rows, engine, dsn, seed, quick, budget), allow_server_changes=allow_server_changes)
