@@ -38,7 +38,7 @@ def awr_profile(r: AwrReport) -> tuple[SessionProfile, dict[str, str], list[str]
         where = next((n for n in r.not_read if n.field == "Top Foreground Events"), None)
         raise ImportInputError(r.path, where.line if where else r.lines, "Top Foreground Events",
                                "the profile is built from the Top events table and this file has none: export the whole "
-                               "report with @?/rdbms/admin/awrrpt.sql", end_of_file=where is None)
+                               "report with @?/rdbms/admin/awrrpt.sql", end_of_file=True)
     total = r.db_time_s()
     waits = {e.name: e.time_s for e in r.top_events if e.name != CPU_EVENT}
     sources = {"TOTAL_TIME": total.source()}
