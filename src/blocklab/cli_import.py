@@ -90,7 +90,7 @@ def import_group() -> None:
 @click.option("--out", type=click.Path(path_type=Path), help="directory to write (default results/slob-import-TIMESTAMP)")
 def slob_command(paths: tuple[Path, ...], update_pct: float | None, block_size: str | None, calibration: Path | None,
                  out: Path | None) -> None:
-    """SLOB results (AWR text reports, one per run, or awr_info.sh output) as a slob run:
+    """SLOB results (AWR reports, text or HTML or .html.gz, one per run, or awr_info.sh output) as a slob run:
     the petal plots by block size and update percentage, with the saturation point.
 
     Sessions come from the report names (the harness's AWRs/awr.NNN.txt, or
@@ -102,6 +102,7 @@ def slob_command(paths: tuple[Path, ...], update_pct: float | None, block_size: 
     Examples:
       blocklab import slob harness/            # every AWRs/ directory below, each with its slob.conf
       blocklab import slob AWRs/awr.*.txt --update-pct 20
+      blocklab import slob awr.html.gz.16 --update-pct 0 --block-size 8k
       blocklab import slob awr_info.out --block-size 8k --update-pct 0
       blocklab import slob harness/ --calibration results/orion-lun1 && blocklab report results/slob-import-...
     """
@@ -145,10 +146,18 @@ def awr_command(files: tuple[Path, ...], labels: tuple[str, ...], out: Path | No
     """Where the time went, per AWR report: seed 002's TIMESOURCE / SECONDS / PERCENTAGE
     table from the Top events and DB time, and the reports side by side.
 
+    Reads AWR reports from 10g to 23ai as awrrpt.sql / awrrpti.sql write them:
+    text or HTML (gzipped too), instance and PDB reports, RAC instance reports,
+    reports spooled by SQL*Plus (OUTPUT page headings), CRLF line ends. A field
+    that cannot be read is left out and named (import-notes.json, and the
+    report); a file with neither Load Profile nor a Top events table is
+    refused. A RAC global report (awrgrpt.sql) is refused: export one report
+    per instance with awrrpti.sql.
+
     \b
     Examples:
       blocklab import awr before.txt after.txt            # e.g. db_writer_processes 4 -> 36
-      blocklab import awr awrrpt_1_100_101.txt awrrpt_1_200_201.txt --label before --label after
+      blocklab import awr awrrpt_1_100_101.html awrrpt_1_200_201.html --label before --label after
     """
     from .importers.profile import import_awr_profiles
     from .importers.rundir import write_run

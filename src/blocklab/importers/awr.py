@@ -654,6 +654,9 @@ def _slob_vars(lines: list[Line], name: str) -> dict[str, tuple[str, Loc]]:
     return out
 
 
+slob_vars = _slob_vars  # the HTML reader reads the SQL text tables the same way
+
+
 def _line_at(starts: list[int], offset: int) -> int:
     lo, hi = 0, len(starts) - 1
     while lo < hi:
@@ -666,4 +669,4 @@ def _line_at(starts: list[int], offset: int) -> int:
 
 
 __all__ = ["CPU_EVENT", "RAC_GLOBAL_HELP", "AwrReport", "Event", "LoadProfile", "NotRead", "classify", "event_from_fields",
-           "host_idle_value", "parse_awr"]
+           "host_idle_value", "parse_awr", "slob_vars"]
