@@ -93,13 +93,13 @@ def _kind(path: Path) -> str:
             head = f.read(4096).decode("utf-8", errors="replace")
     except OSError:
         return ""
-    if path.suffix == ".gz":
+    if head.startswith("\x1f\ufffd"):  # gzip's magic bytes (SLOB kits ship awr.html.gz)
         try:
             import gzip
 
             with gzip.open(path, "rb") as g:
                 head = g.read(4096).decode("utf-8", errors="replace")
-        except OSError:
+        except (OSError, EOFError):
             return ""
     if re.search(r"WORKLOAD REPOSITORY (PDB )?report|Load Profile|<html", head, re.IGNORECASE):
         return "awr"

@@ -482,7 +482,23 @@ def load_run(path: Path | str) -> RunData:
     if _summary_stale(summary, rows):
         _recompute_summary(data)
     _older_statistics_note(data)
+    _import_notes(rd, data)
     return data
+
+
+IMPORT_NOTES_FILE = "import-notes.json"  # written by importers/rundir.py
+
+
+def _import_notes(rd: RunDir, data: RunData) -> None:
+    """An imported run's fields left out ("not read") and consistency marks, as notes of the report."""
+    doc = _optional_json(rd, IMPORT_NOTES_FILE, data.notes)
+    for file, entry in sorted((doc.get("files") or {}).items()):
+        for text in entry.get("not_read") or []:
+            data.notes.append(f"not read (left out, the rest imported): {text}")
+        for text in entry.get("marks") or []:
+            data.notes.append(f"marked: {text}")
+    for text in doc.get("runs") or []:
+        data.notes.append(str(text))
 
 
 def _optional_json(rd: RunDir, name: str, notes: list[str]) -> dict[str, Any]:
