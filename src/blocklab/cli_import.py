@@ -224,30 +224,48 @@ def orion_command(prefix: Path, device: str | None, latency_unit: str | None, ou
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--block-size", "block_size", default="8k", show_default=True, metavar="SIZE", help="the database block size MAX_IOPS was read in")
 @click.option("--device", default="calibrate_io", show_default=True, help="the device's name, for reports to find these limits")
+@click.option("--run", "run", type=int, metavar="N", help="which calibration of a file that holds several (1 = the first; default: the last)")
 @click.option("--out", type=click.Path(path_type=Path), help="directory to write (default results/calibrate-io-TIMESTAMP)")
-def calibrate_io_command(file: Path, block_size: str, device: str, out: Path | None) -> None:
+def calibrate_io_command(file: Path, block_size: str, device: str, run: int | None, out: Path | None) -> None:
     """CALIBRATE_IO's MAX_IOPS, MAX_MBPS and LATENCY as device limits: the procedure's
-    printed output, DBA_RSRC_IO_CALIBRATE pasted from SQL*Plus, or that view as CSV.
+    printed output, DBA_RSRC_IO_CALIBRATE pasted from SQL*Plus (any column order,
+    prompts such as SYS@cdb1> around it), or that view as CSV.
+
+    A file with several runs (a paste of `SQL> /` repeats) lists every run; the
+    last is imported (the one the database keeps), or the one --run names.
+    MAX_IOPS (random database-block reads) and MAX_MBPS (random 1 MiB reads) are
+    two limits of the device, never compared as settings of one knob.
 
     \b
     Examples:
       blocklab import calibrate-io calibrate.out              # max_iops = ... / latency = ... / max_mbps = ...
       blocklab import calibrate-io dba_rsrc_io_calibrate.txt --block-size 16k
-      blocklab import calibrate-io dba_rsrc_io_calibrate.csv --out results/calibrate-io-prod
+      blocklab import calibrate-io three_runs.txt --run 2 --out results/calibrate-io-run2
     """
-    from .importers.calibrate_io import parse_calibrate_io, to_calibration
+    from .importers.calibrate_io import parse_calibrate_runs, to_calibration
     from .importers.limits import save_imported_calibration
 
     console = make_console()
     try:
         size = _block_size(block_size)
         assert size is not None
-        result = parse_calibrate_io(file)
+        runs = parse_calibrate_runs(file, run)
+        result = runs.result
         cal, sources = to_calibration(result, block_size=size, device=device)
         run_dir = _out_dir(out, "calibrate-io")
-        save_imported_calibration(run_dir, cal, sources=sources, environment={"calibrate_io_form": result.form})
+        note = f"CALIBRATE_IO: run {runs.chosen + 1} of {len(runs.runs)} imported: {runs.why}" if len(runs.runs) > 1 else ""
+        save_imported_calibration(run_dir, cal, sources=sources, environment={"calibrate_io_form": result.form},
+                                  runs_note=note)
     except (ImportInputError, ImportOptionError) as err:
         _fail(console, str(err))
+    if len(runs.runs) > 1:
+        _print(console, f"{len(runs.runs)} calibration runs in {file}:")
+        for i, r in enumerate(runs.runs):
+            lat = "" if r.latency_ms is None else f", LATENCY {r.latency_ms.value:g} ms"
+            mark = "  <- imported" if i == runs.chosen else ""
+            _print(console, f"  run {i + 1} (line {r.max_iops.loc.line}): MAX_IOPS {r.max_iops.value:,.0f}, "
+                            f"MAX_MBPS {r.max_mbps.value:,.0f}{lat}{mark}")
+        _print(console, f"imported run {runs.chosen + 1}: {runs.why}")
     _print(console, f"CALIBRATE_IO ({result.form}, {file})")
     _print(console, f"  MAX_IOPS   {result.max_iops.value:,.0f} random {size // 1024}k reads/s  ({result.max_iops.loc})")
     _print(console, f"  MAX_MBPS   {result.max_mbps.value:,.0f} MiB/s = {cal.points[1].mb_per_s:,.1f} MB/s of random 1 MiB reads  "
@@ -258,6 +276,7 @@ def calibrate_io_command(file: Path, block_size: str, device: str, out: Path | N
         lat = result.latency_ms.value
         text = "under 1 ms (printed as 0: whole milliseconds)" if result.latency_whole_ms and lat == 0 else f"{lat:g} ms"
         _print(console, f"  LATENCY    {text} at MAX_IOPS  ({result.latency_ms.loc})")
+    _print(console, "  two limits of the device, each measured by itself: not settings of one knob")
     _print(console, f"saved: {run_dir.path}")
 
 

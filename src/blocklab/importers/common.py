@@ -234,8 +234,8 @@ def sqlplus_table(lines: list[Line], start: int, file: str) -> tuple[list[dict[s
             continue
         if re.match(r"\s*(\d+ rows? selected|no rows selected)", t, re.IGNORECASE):
             return records, i + 1
-        if re.match(r"\s*(SQL|SQLcl)>", t):
-            return records, i  # the next prompt: the query's output is over
+        if PROMPT.match(t):
+            return records, i  # the next prompt (SQL>, SYS@cdb1>, SYS @ orcl >): the query's output is over
         again, j = _heading_block(lines, i)
         if again:
             if [h for h, _ in again] != [h for h, _ in heading]:
@@ -270,6 +270,8 @@ def _fits(text: str, cols: list[tuple[int, int]]) -> bool:
     return all(any(s <= m.start() < e for s, e in cols) for m in re.finditer(r"\S+", text))
 
 
+PROMPT = re.compile(r"^\s*(?:SQL|SQLcl|[\w$#]+\s*@\s*[\w$#.:/-]+)\s*>")  # SQL*Plus / SQLcl prompts, SET SQLPROMPT '_user@_connect_identifier>'
+
 MIB = 1024 * 1024  # Oracle's tools count MB as 2^20 bytes (awr_info divides byte counts by 2^20)
 MIB_TO_MB = MIB / 1e6  # blocklab's MB/s is 1e6 bytes per second
 
@@ -277,6 +279,7 @@ MIB_TO_MB = MIB / 1e6  # blocklab's MB/s is 1e6 bytes per second
 __all__ = [
     "MIB",
     "MIB_TO_MB",
+    "PROMPT",
     "SQLPLUS_COMMA",
     "ImportInputError",
     "ImportOptionError",
