@@ -128,6 +128,20 @@ def slob_command(paths: tuple[Path, ...], update_pct: float | None, block_size: 
     _print(console, f"saved: {run_dir.path}")
 
 
+def _orion_note(document: dict[str, Any]) -> str:
+    """The report's note on which run was imported and what the summary gave beside the points."""
+    words = []
+    runs = document.get("runs") or []
+    chosen = next((r for r in runs if r["imported"]), None)
+    if len(runs) > 1 and chosen:
+        words.append(f"ORION: run {chosen['run']} of {len(runs)} imported ({chosen['why']})")
+    low = (document.get("summary") or {}).get("Minimum Small Latency")
+    if document.get("summary_only") and low:
+        words.append(f"ORION summary only: Minimum Small Latency {low['value']:g} {document['latency_unit_in_files']} at "
+                     f"Small={low['small']} ({low['source']})")
+    return "; ".join(words)
+
+
 def _calibration_env(path: Path) -> dict[str, Any]:
     from .device.calibrate import load_calibration
 
@@ -189,29 +203,47 @@ def awr_command(files: tuple[Path, ...], labels: tuple[str, ...], out: Path | No
 @click.argument("prefix", type=click.Path(path_type=Path))
 @click.option("--device", help="the device's name, for reports to find these limits (default: ORION's LUN)")
 @click.option("--latency-unit", type=click.Choice(["us", "ms"]), help="only for output without a version: us from 11.2, ms before")
+@click.option("--run", "run", type=int, metavar="N", help="which run of a summary file holding several (1 = the first; default: the last)")
 @click.option("--out", type=click.Path(path_type=Path), help="directory to write (default results/orion-DEVICE-TIMESTAMP)")
-def orion_command(prefix: Path, device: str | None, latency_unit: str | None, out: Path | None) -> None:
+def orion_command(prefix: Path, device: str | None, latency_unit: str | None, run: int | None, out: Path | None) -> None:
     """ORION's summary and IOPS / MB/s / latency matrices (PREFIX_summary.txt,
     _iops.csv, _mbps.csv, _lat.csv) as a device calibration, usable as the limit
     lines of any report.
+
+    Without the CSVs, the summary alone: its Maximum Small IOPS, Maximum Large
+    MBPS and Minimum Small Latency lines. A file with several summaries pasted
+    one after another holds several runs: each is listed, the last imported
+    (or the one --run names), never merged. The points are device limits at
+    load levels, never settings ranked against each other.
 
     \b
     Examples:
       blocklab import orion lun1_20261120_0915
       blocklab import orion orion/lun1_20261120_0915_summary.txt --device lun1 --out results/orion-lun1
       blocklab import orion mytest          # the one mytest_<date>_<time> run in this directory
+      blocklab import orion pasted_summaries.txt --run 1 --latency-unit us
     """
     from .importers.limits import save_imported_calibration
     from .importers.orion import import_orion
 
     console = make_console()
     try:
-        cal, sources, document, summary = import_orion(prefix, device=device, latency_unit_option=latency_unit)
+        cal, sources, document, summary = import_orion(prefix, device=device, latency_unit_option=latency_unit, run=run)
         run_dir = _out_dir(out, f"orion-{cal.device_name}")
         env = {"orion_version": summary.version, "luns": summary.luns}
-        save_imported_calibration(run_dir, cal, sources=sources, environment=env, extra={"orion.json": document})
+        save_imported_calibration(run_dir, cal, sources=sources, environment=env, extra={"orion.json": document},
+                                  runs_note=_orion_note(document))
     except (ImportInputError, ImportOptionError) as err:
         _fail(console, str(err))
+    runs = document.get("runs") or []
+    if len(runs) > 1:
+        _print(console, f"{len(runs)} ORION runs in the summary file (separate runs, not merged):")
+        for r in runs:
+            ext = ", ".join(f"{k} {v['value']:g}" for k, v in r["extremes"].items())
+            _print(console, f"  run {r['run']} (line {r['line']}, ORION {r['version'] or '?'}): {ext}"
+                            + ("  <- imported" if r["imported"] else ""))
+    if document.get("summary_only"):
+        _print(console, "no _iops.csv / _mbps.csv: the points are the summary's Maximum lines")
     _print(console, f"ORION {summary.version or summary.wording}, test {summary.test or '?'}, "
                     f"{len(cal.points)} points without mixed load; latency in the files: {document['latency_unit_in_files']}")
     for line in cal.summary.lines():

@@ -492,7 +492,7 @@ IMPORT_NOTES_FILE = "import-notes.json"  # written by importers/rundir.py
 def _import_notes(rd: RunDir, data: RunData) -> None:
     """An imported run's fields left out ("not read") and consistency marks, as notes of the report."""
     doc = _optional_json(rd, IMPORT_NOTES_FILE, data.notes)
-    for file, entry in sorted((doc.get("files") or {}).items()):
+    for _file, entry in sorted((doc.get("files") or {}).items()):
         for text in entry.get("not_read") or []:
             data.notes.append(f"not read (left out, the rest imported): {text}")
         for text in entry.get("marks") or []:
