@@ -321,12 +321,16 @@ def aux_stats_command(file: Path, sysstats_dir: Path | None, out: Path | None) -
     SREADTIM, MREADTIM, MBRC, MAXTHR beside those `blocklab sysstats` measured.
 
     \b
+    The directory it writes reads like a run (`blocklab report DIR`), values kept
+    exactly as saved (MAXTHR 510301184, never rounded).
+
+    \b
     Examples:
       blocklab import aux-stats aux_stats.txt     # SELECT sname, pname, pval1, pval2 FROM sys.aux_stats$
       blocklab import aux-stats aux_stats.csv --sysstats results/sysstats-20261122-101500
     """
     from .importers import aux_stats
-    from .importers.rundir import check_new
+    from .importers.rundir import check_new, write_run
 
     console = make_console()
     try:
@@ -336,8 +340,9 @@ def aux_stats_command(file: Path, sysstats_dir: Path | None, out: Path | None) -
         run_dir = _out_dir(out, "aux-stats")
         check_new(run_dir.path)
         doc = aux_stats.document(stats, str(file))
-        run_dir.create()
-        run_dir.write_json("environment.json", {"kind": "sysstats", "engine": "oracle", "engine_mode": "import"})
+        summary = write_run(run_dir, aux_stats.imported_run(stats, str(file), _command("aux-stats", [file])))
+        summary["verdict"] = aux_stats.verdict(stats, doc)
+        run_dir.write_json("summary.json", summary)
         run_dir.write_json("sysstats.json", doc)
     except (ImportInputError, ImportOptionError) as err:
         _fail(console, str(err))
@@ -363,6 +368,7 @@ def _print_aux_stats(console: Any, stats: list[Any], own: dict[str, str], own_pa
     from rich.table import Table
 
     from .importers.aux_stats import COMPARED
+    from .importers.aux_stats import exact as aux_stats_exact
 
     mine = f"blocklab ({own_path.parent.name})" if own_path else "blocklab (no sysstats run found)"
     table = Table(box=box.SIMPLE_HEAD, title="system statistics: Oracle's SYS.AUX_STATS$ beside blocklab's own",
@@ -370,7 +376,7 @@ def _print_aux_stats(console: Any, stats: list[Any], own: dict[str, str], own_pa
     for column in ("SNAME", "PNAME", "Oracle PVAL1", "PVAL2", "unit", mine):
         table.add_column(column, justify="right" if "PVAL1" in column or column.startswith("blocklab") else "left", no_wrap=True)
     for s in stats:
-        value = "" if s.pval1 is None else f"{s.pval1:g}"
+        value = aux_stats_exact(s)
         theirs = own.get(s.pname, "") if s.sname == "SYSSTATS_MAIN" and s.pname in COMPARED else ""
         table.add_row(s.sname, s.pname, value, s.pval2, s.unit, theirs or ("–" if s.pname in COMPARED else ""))
     console.print(table)
