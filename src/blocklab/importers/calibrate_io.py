@@ -84,12 +84,18 @@ def parse_calibrate_runs(path: Path, run: int | None = None) -> CalibrateRuns:
     """Every CALIBRATE_IO result in the file, in order; `run` (1-based) picks one, else the last."""
     shown = str(path)
     lines = read_lines(path, shown)
-    if path.suffix.lower() == ".csv" or (lines and lines[0].text.count(",") >= 2 and "MAX_IOPS" in lines[0].text.upper()):
+    if path.suffix.lower() == ".csv" or (lines and _csv_heading(lines[0].text)):
         runs = _csv(path, shown, lines)
     else:
         starts = _view_starts(lines)
         runs = [r for i in starts for r in _view(lines, i, shown)] if starts else _printed(lines, shown)
     return _choose(runs, run, shown)
+
+
+def _csv_heading(text: str) -> bool:
+    """A CSV heading naming MAX_IOPS (not a pasted query that names it between commas)."""
+    cells = [c.strip().strip('"').upper() for c in text.split(",")]
+    return len(cells) >= 3 and "MAX_IOPS" in cells and all(re.fullmatch(r"[A-Z_][A-Z0-9_$#]*", c) for c in cells)
 
 
 def _choose(runs: list[CalibrateIo], run: int | None, shown: str) -> CalibrateRuns:
