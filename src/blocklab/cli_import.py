@@ -330,7 +330,7 @@ def aux_stats_command(file: Path, sysstats_dir: Path | None, out: Path | None) -
       blocklab import aux-stats aux_stats.csv --sysstats results/sysstats-20261122-101500
     """
     from .importers import aux_stats
-    from .importers.rundir import check_new, write_run
+    from .importers.rundir import check_new, unranked, write_run
 
     console = make_console()
     try:
@@ -341,7 +341,7 @@ def aux_stats_command(file: Path, sysstats_dir: Path | None, out: Path | None) -
         check_new(run_dir.path)
         doc = aux_stats.document(stats, str(file))
         summary = write_run(run_dir, aux_stats.imported_run(stats, str(file), _command("aux-stats", [file])))
-        summary["verdict"] = aux_stats.verdict(stats, doc)
+        unranked(summary)["verdict"] = aux_stats.verdict(stats, doc)
         run_dir.write_json("summary.json", summary)
         run_dir.write_json("sysstats.json", doc)
     except (ImportInputError, ImportOptionError) as err:

@@ -19,7 +19,7 @@ from ..device.calibrate import CALIBRATION_FILE, Calibration, PlannedPoint
 from ..device.fio import Point
 from ..results import ENVIRONMENT_FILE, PLAN_FILE, SUMMARY_FILE, ResultRow, RunDir
 from .common import MIB
-from .rundir import check_new
+from .rundir import check_new, unranked
 
 
 def save_imported_calibration(run_dir: RunDir, cal: Calibration, *, sources: list[dict[str, str]], environment: dict[str, Any],
@@ -90,8 +90,10 @@ def _write_summary(run_dir: RunDir, cal: Calibration, ids: list[str]) -> None:
     settings = {ids[i]: _settings(p) for i, p in enumerate(cal.points)}
     summary = summarise(rows, metric="iops", goal="max", setting_labels=ids, settings_by_label=settings, seed=0,
                         knob_label="pattern, block_size, iodepth", unit="IOPS")
+    unranked(summary)
     summary["headline"], summary["verdict"] = limits_verdict(cal)
     summary["limits"] = True
+    summary["words_from"] = "import"  # `blocklab analyse` keeps these words (analysis/reanalyse.py)
     summary["experiment"] = "calibration"
     summary["cells_planned"] = len(ids)
     summary["seed"] = 0

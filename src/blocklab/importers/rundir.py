@@ -78,6 +78,18 @@ def write_import_notes(run_dir: RunDir, rows: list[ResultRow], extra: dict[str, 
     run_dir.write_json(IMPORT_NOTES_FILE, doc)
 
 
+def unranked(summary: dict[str, Any]) -> dict[str, Any]:
+    """A summary whose settings are not ranked: device limits and system statistics are
+    each a value by itself, and 'best' or 'ratio to best' between them means nothing."""
+    summary["best_label"] = None
+    summary["indistinguishable"] = []
+    for entry in (summary.get("settings") or {}).values():
+        for key in [k for k in entry if k.startswith("ratio_to_best")]:
+            entry[key] = None
+    summary["unranked"] = True
+    return summary
+
+
 def check_new(path: Path, option: str = "--out") -> None:
     """Refuse a directory that already holds a run (exit 2 before anything is written)."""
     for name in (PLAN_FILE, RESULTS_FILE, "calibration.json", "sysstats.json"):
@@ -127,6 +139,8 @@ def write_run(run_dir: RunDir, run: ImportedRun) -> dict[str, Any]:
                               + (" Each point is one report, a single sample: no confidence intervals." if single else ""))
     if run.headline:
         summary["headline"] = run.headline
+    if run.verdict_extra or run.headline:
+        summary["words_from"] = "import"  # `blocklab analyse` keeps the importer's words (analysis/reanalyse.py)
     summary["experiment"] = run.name
     summary["cells_planned"] = len(cells)
     summary["seed"] = 0
@@ -167,4 +181,4 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
-__all__ = ["IMPORT_NOTES_FILE", "ImportedRun", "check_new", "import_notes", "write_import_notes", "write_run"]
+__all__ = ["IMPORT_NOTES_FILE", "ImportedRun", "check_new", "import_notes", "unranked", "write_import_notes", "write_run"]
