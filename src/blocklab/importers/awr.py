@@ -279,7 +279,8 @@ def _optional(not_read: list[NotRead], read: Callable[[], Any], what: str, missi
     except ImportInputError as err:
         if missing_only and err.field != what:
             raise
-        not_read.append(NotRead(err.field, err.line, err.problem))
+        reason = err.problem if err.field == what else f"{err.field}: {err.problem}"
+        not_read.append(NotRead(what, err.line, reason))
         return None
 
 

@@ -376,7 +376,7 @@ def _host_idle(tables: list[Table], name: str, not_read: list[NotRead]) -> Value
         try:
             return host_idle_value(dict(zip(t.header(), body[0].cells)), loc)
         except ImportInputError as err:
-            not_read.append(NotRead(err.field, err.line, err.problem))
+            not_read.append(NotRead("Host CPU %Idle", err.line, err.problem))
             return None
     return None
 
