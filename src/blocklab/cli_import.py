@@ -293,10 +293,10 @@ def calibrate_io_command(file: Path, block_size: str, device: str, run: int | No
     if len(runs.runs) > 1:
         _print(console, f"{len(runs.runs)} calibration runs in {file}:")
         for i, r in enumerate(runs.runs):
-            lat = "" if r.latency_ms is None else f", LATENCY {r.latency_ms.value:g} ms"
+            each = "" if r.latency_ms is None else f", LATENCY {r.latency_ms.value:g} ms"
             mark = "  <- imported" if i == runs.chosen else ""
             _print(console, f"  run {i + 1} (line {r.max_iops.loc.line}): MAX_IOPS {r.max_iops.value:,.0f}, "
-                            f"MAX_MBPS {r.max_mbps.value:,.0f}{lat}{mark}")
+                            f"MAX_MBPS {r.max_mbps.value:,.0f}{each}{mark}")
         _print(console, f"imported run {runs.chosen + 1}: {runs.why}")
     _print(console, f"CALIBRATE_IO ({result.form}, {file})")
     _print(console, f"  MAX_IOPS   {result.max_iops.value:,.0f} random {size // 1024}k reads/s  ({result.max_iops.loc})")

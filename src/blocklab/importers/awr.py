@@ -243,7 +243,8 @@ def _parse_text(lines: list[Line], name: str) -> AwrReport:
                         "neither a Load Profile section nor a 'Top 5 Timed Foreground Events' / 'Top 10 Foreground Events' "
                         "table: not an AWR report, or cut short before them (gave up at the end of the file); export the "
                         "report again with @?/rdbms/admin/awrrpt.sql")
-    header, release_loc = _optional(not_read, lambda: _header(lines, name), "DB Name / Release") or ({}, None)
+    no_header: tuple[dict[str, str], Loc | None] = ({}, None)
+    header, release_loc = _optional(not_read, lambda: _header(lines, name), "DB Name / Release") or no_header
     snaps = _optional(not_read, lambda: _snaps(lines, name), "Elapsed") or {}
     top_title, top_events = top or ("", [])
     return AwrReport(

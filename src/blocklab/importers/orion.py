@@ -232,9 +232,9 @@ def import_orion(given: Path, *, device: str | None = None, latency_unit_option:
             if s != "summary.txt"}
     iops, mbps, lat = mats["iops.csv"], mats["mbps.csv"], mats["lat.csv"]
     if not iops and not mbps:
-        cal, sources, document = _summary_only(summary, prefix, unit, device)
-        document["runs"] = _runs_doc(runs, chosen, run)
-        return cal, sources, document, summary
+        only_cal, only_sources, only_doc = _summary_only(summary, prefix, unit, device)
+        only_doc["runs"] = _runs_doc(runs, chosen, run)
+        return only_cal, only_sources, only_doc, summary
     _check(summary, "Maximum Small IOPS", iops)
     _check(summary, "Maximum Large MBPS", mbps)
     _check(summary, "Minimum Small Latency", lat)
