@@ -338,3 +338,15 @@ def test_every_import_directory_reads_like_a_run(name, args, tmp_path, monkeypat
     page = (out / "report.html").read_text()
     assert "checked by a second source" not in page
     assert "Nothing was read back from the database" in page
+
+
+def test_a_directory_walk_passes_over_other_html_and_a_named_excerpt_says_why(tmp_path):
+    d = tmp_path / "AWRs"
+    d.mkdir()
+    shutil.copy(FIXTURES / "awr" / "html" / "awr_12c.html.24", d / "awr.024.html")
+    (d / "report.html").write_text("<html><head><title>blocklab report</title></head><body><table></table></body></html>")
+    rows = _slob_rows(tmp_path / "out", d)
+    assert len(rows) == 1 and rows[0]["notes"]["file"].endswith("awr.024.html")
+    excerpt = EXCERPTS / "2015-01-15-excerpt-2.txt"
+    code, out = cli("import", "slob", str(excerpt), "--update-pct", "0", "--out", str(tmp_path / "x"))
+    assert code == 2 and str(excerpt) in out and "sessions" in out  # its name says no session count; the reader read it

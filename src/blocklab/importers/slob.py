@@ -73,11 +73,9 @@ def find_inputs(paths: list[Path]) -> list[tuple[Path, str, Path, str]]:
                 if kind := _kind(path):
                     out.append((path, str(path), given, kind))
         elif given.is_file():
-            kind = _kind(given)
-            if not kind:
-                raise ImportInputError(str(given), 1, "file", "neither an AWR report, text or HTML ('WORKLOAD REPOSITORY "
-                                       "report for'), nor awr_info.sh output (FILE|SESSIONS|...)")
-            out.append((given, str(given), given.parent, kind))
+            # a file named on its own is read as a report unless it is awr_info output: the AWR
+            # reader then says what it found and where it gave up (an excerpt, a RAC global report)
+            out.append((given, str(given), given.parent, _kind(given) or "awr"))
         else:
             raise ImportOptionError(f"{given}: no such file or directory")
     if not out:
@@ -87,10 +85,10 @@ def find_inputs(paths: list[Path]) -> list[tuple[Path, str, Path, str]]:
 
 
 def _kind(path: Path) -> str:
-    """'awr', 'awr_info' or '' from the file's first 4 kB."""
+    """'awr', 'awr_info' or '' from the file's first 16 kB (an AWR HTML report's style sheet comes before its title)."""
     try:
         with open(path, "rb") as f:
-            head = f.read(4096).decode("utf-8", errors="replace")
+            head = f.read(16384).decode("utf-8", errors="replace")
     except OSError:
         return ""
     if head.startswith("\x1f\ufffd"):  # gzip's magic bytes (SLOB kits ship awr.html.gz)
@@ -98,13 +96,15 @@ def _kind(path: Path) -> str:
             import gzip
 
             with gzip.open(path, "rb") as g:
-                head = g.read(4096).decode("utf-8", errors="replace")
+                head = g.read(16384).decode("utf-8", errors="replace")
         except (OSError, EOFError):
             return ""
-    if re.search(r"WORKLOAD REPOSITORY (PDB )?report|Load Profile|<html", head, re.IGNORECASE):
-        return "awr"
     first = next((line for line in head.splitlines() if line.strip()), "")
-    return "awr_info" if first.replace(" ", "").upper().startswith("FILE|SESSIONS|") else ""
+    if first.replace(" ", "").upper().startswith("FILE|SESSIONS|"):
+        return "awr_info"
+    if re.search(r"WORKLOAD REPOSITORY|AWR (RAC )?Report for|^\s*Load Profile\s", head, re.IGNORECASE | re.MULTILINE):
+        return "awr"
+    return ""
 
 
 def sessions_from_name(name: str) -> int | None:
