@@ -350,3 +350,18 @@ def test_a_directory_walk_passes_over_other_html_and_a_named_excerpt_says_why(tm
     excerpt = EXCERPTS / "2015-01-15-excerpt-2.txt"
     code, out = cli("import", "slob", str(excerpt), "--update-pct", "0", "--out", str(tmp_path / "x"))
     assert code == 2 and str(excerpt) in out and "sessions" in out  # its name says no session count; the reader read it
+
+
+def test_db_cpu_over_the_hosts_busy_cpus_is_a_mark(tmp_path):
+    """awr_19c.txt.24 with its Host CPU row (line 63) edited to 99.3% idle: DB CPU 3.5 s/s (Load Profile)
+    cannot fit in 16 CPUs x 0.7% busy = 0.1 CPU; the report imports, marked."""
+    text = (FIXTURES / "awr" / "layouts" / "awr_19c.txt.24").read_text()
+    edited = tmp_path / "awr.024.txt"
+    edited.write_text(text.replace("      34.3      21.0       3.1      44.6", "       0.4       0.3       0.2      99.3", 1))
+    out = tmp_path / "run"
+    code, output = cli("import", "slob", str(edited), "--out", str(out))
+    assert code == 0, output
+    marks = json.loads((out / "import-notes.json").read_text())["files"][str(edited)]["marks"]
+    assert len(marks) == 1 and "DB CPU 3.5 s per second" in marks[0] and "16 CPUs x 0.7% busy = 0.1" in marks[0]
+    assert f"{edited}:63" in marks[0]
+    assert parse_awr(FIXTURES / "awr" / "layouts" / "awr_19c.txt.24").host_idle_pct.value == 44.6  # the original: no mark

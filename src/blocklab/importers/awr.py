@@ -659,6 +659,27 @@ def _slob_vars(lines: list[Line], name: str) -> dict[str, tuple[str, Loc]]:
 slob_vars = _slob_vars  # the HTML reader reads the SQL text tables the same way
 
 
+def cpu_marks(r: AwrReport) -> list[str]:
+    """DB CPU against the host's busy CPUs: the database cannot use more CPU than
+    the host was busy. A mark when it does (10% and half a CPU of slack for
+    rounding and sampling), never a refusal: both figures are kept as printed."""
+    cpus_text = r.header.get("CPUs", "")
+    if r.host_idle_pct is None or "db_cpu" not in r.load or not cpus_text.isdigit():
+        return []
+    try:
+        db_cpu = r.load["db_cpu"]
+    except ImportInputError:
+        return []
+    cpus = int(cpus_text)
+    busy = cpus * (100.0 - r.host_idle_pct.value) / 100.0
+    if db_cpu.value <= busy * 1.1 + 0.5:
+        return []
+    return [f"{r.path}: DB CPU {db_cpu.value:g} s per second ({db_cpu.loc}) is more than the host's busy CPUs, "
+            f"{cpus} CPUs x {100.0 - r.host_idle_pct.value:.1f}% busy = {busy:.1f} ({r.host_idle_pct.loc}): the Host CPU "
+            "figures and the database's disagree (another host's or an older CPU count, or a report edited by hand); "
+            "both are kept as printed"]
+
+
 def _line_at(starts: list[int], offset: int) -> int:
     lo, hi = 0, len(starts) - 1
     while lo < hi:
@@ -671,4 +692,4 @@ def _line_at(starts: list[int], offset: int) -> int:
 
 
 __all__ = ["CPU_EVENT", "RAC_GLOBAL_HELP", "AwrReport", "Event", "LoadProfile", "NotRead", "classify", "event_from_fields",
-           "host_idle_value", "parse_awr", "slob_vars"]
+           "cpu_marks", "host_idle_value", "parse_awr", "slob_vars"]

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..probes.profile import SessionProfile, flatten_profile
 from ..results import ResultRow
-from .awr import CPU_EVENT, AwrReport, parse_awr
+from .awr import CPU_EVENT, AwrReport, cpu_marks, parse_awr
 from .common import ImportInputError, ImportOptionError
 from .rundir import ImportedRun, import_notes
 
@@ -56,7 +56,7 @@ def awr_profile(r: AwrReport) -> tuple[SessionProfile, dict[str, str], list[str]
         if e.name != CPU_EVENT:
             sources[e.name] = f"{e.loc} {r.top_title}: {e.name}" + (" (4-character Time column: cut, not rounded)"
                                                                       if e.time_truncated else "")
-    marks = []
+    marks = cpu_marks(r)
     listed = cpu + sum(waits.values())
     if listed > total.value * 1.01 + 1.0:
         marks.append(f"{r.path}: the Top events add up to {listed:,.1f} s, more than DB time {total.value:,.1f} s "

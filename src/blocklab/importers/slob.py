@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ..results import ResultRow
-from .awr import AwrReport, parse_awr
+from .awr import AwrReport, cpu_marks, parse_awr
 from .awr_info import AwrInfoRow, parse_awr_info, point_metrics
 from .common import ImportInputError, ImportOptionError, Loc, Value, read_lines
 from .rundir import ImportedRun, import_notes
@@ -191,7 +191,7 @@ def report_point(report: AwrReport, shown: str, root: Path, path: Path, update_p
     bs, bs_source = _block_size(block_size, report, shown)
     metrics, sources = awr_metrics(report)
     sources.update({"update_pct": pct_source, "block_size": bs_source, "sessions": f"{shown} (file name)"})
-    extra = import_notes(report, [])
+    extra = import_notes(report, cpu_marks(report))
     h = report.header
     database = {"db_name": h.get("DB Name", ""), "db_id": h.get("DB Id", ""), "release": report.release,
                 "host": h.get("Host Name", ""), "platform": h.get("Platform", ""), "cpus": h.get("CPUs", ""),
