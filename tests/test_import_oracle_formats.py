@@ -365,3 +365,13 @@ def test_db_cpu_over_the_hosts_busy_cpus_is_a_mark(tmp_path):
     assert len(marks) == 1 and "DB CPU 3.5 s per second" in marks[0] and "16 CPUs x 0.7% busy = 0.1" in marks[0]
     assert f"{edited}:63" in marks[0]
     assert parse_awr(FIXTURES / "awr" / "layouts" / "awr_19c.txt.24").host_idle_pct.value == 44.6  # the original: no mark
+
+
+def test_a_header_without_its_release_is_named_and_the_rest_imported(tmp_path):
+    """malformed/awr_no_release.txt: the 19c header row's Release is blank (line 9); DB Name and the rest stay."""
+    path = FIXTURES / "malformed" / "awr_no_release.txt"
+    r = parse_awr(path)
+    assert r.release == "" and [(n.field, n.line) for n in r.not_read] == [("Release", 9)] and r.header["DB Name"] == "PRD"
+    code, out = cli("import", "awr", str(path), "--out", str(tmp_path / "run"))
+    assert code == 0, out
+    assert ":9: Release: the header table has no Release value" in json.dumps(json.loads((tmp_path / "run" / "import-notes.json").read_text()))

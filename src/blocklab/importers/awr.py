@@ -250,7 +250,7 @@ def _parse_text(lines: list[Line], name: str) -> AwrReport:
     return AwrReport(
         path=name,
         lines=lines[-1].number,
-        release=header.get("Release", ""),
+        release=_release(header, release_loc, not_read),
         header=header,
         release_loc=release_loc or Loc(name, lines[0].number),
         begin_snap=snaps.get("begin", ""),
@@ -325,11 +325,20 @@ def _header(lines: list[Line], name: str) -> tuple[dict[str, str], Loc]:
         t = lines[k].text
         if t.startswith(("Instance", "Host Name", "Container Name")) and is_dash_line(lines[k + 1].text):
             header.update(_table_row(lines, k, name)[0])
-    if not header.get("Release"):
-        raise loc.error("Release", "the header table has no Release value")
-    if not re.fullmatch(r"\d+(\.\d+)+", header["Release"]):
-        raise loc.error("Release", f"{header['Release']!r} is not an Oracle release number (e.g. 19.0.0.0.0)")
     return header, loc
+
+
+def _release(header: dict[str, str], loc: Loc | None, not_read: list[NotRead]) -> str:
+    """The header's Release, or '' and a note saying why it was left out (the rest of the header stays)."""
+    release = header.get("Release", "")
+    if loc is None:
+        return ""
+    if not release:
+        not_read.append(NotRead("Release", loc.line, "the header table has no Release value"))
+    elif not re.fullmatch(r"\d+(\.\d+)+", release):
+        not_read.append(NotRead("Release", loc.line, f"{release!r} is not an Oracle release number (e.g. 19.0.0.0.0)"))
+        release = ""
+    return release
 
 
 _SNAP = re.compile(r"^\s*(Begin|End) Snap:\s+\d+\s+(\d\d-\w{3}-\d\d \d\d:\d\d:\d\d)")
