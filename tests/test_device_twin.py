@@ -634,7 +634,7 @@ def test_plan_says_what_the_twin_may_cost(cli_env):
 def test_sysstats_twins_read_what_sreadtim_and_mreadtim_read():
     from types import SimpleNamespace
 
-    from blocklab.analysis.sysstats_twin import patterns
+    from blocklab.features.sysstats_twin import patterns
 
     stats = SimpleNamespace(relation_bytes=150e6, direct_io=True, block_size=8192, mbrc=15.6)
     got = patterns(stats)  # type: ignore[arg-type]

@@ -201,6 +201,99 @@ class EngineInfo:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+# ---------------------------------------------------------------------- capabilities
+@dataclass(frozen=True)
+class Counter:
+    """One of an engine's own counters, as a summary line names it."""
+
+    key: str  # the metric key its io_window leaves in a result row
+    caption: str  # how a person reads it: "free-page waits"
+    share: bool = False  # a fraction, shown as a percentage
+
+
+@dataclass(frozen=True)
+class TimeProfile:
+    """How an engine's session profiler attributes a session's time (captions)."""
+
+    method: str  # a figure's caption: where the time by class comes from
+    cpu: str  # a table's caption: what its CPU line means
+    off: str = ""  # what a cell without a profile says (the instrument was off)
+
+
+@dataclass(frozen=True)
+class ServerKind:
+    """A kind of server people have, as a column of the README's version table."""
+
+    label: str  # "PostgreSQL 16, --dsn"
+    version: tuple[int, ...]
+    dsn: bool  # someone else's server (--dsn), or blocklab's own
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What an engine can measure and how to caption it, declared by the engine
+    (as fio's ioengines carry flags). The core asks this record; it never
+    compares the engine's name nor guesses the engine from its metric keys."""
+
+    # the engine's own metric keys or key prefixes ("innodb.", "journal_"): code
+    # outside the engine's package never names them (tests/test_engine_plugin.py)
+    own_metrics: tuple[str, ...] = ()
+    # its own I/O counter deltas a write workload keeps beside the common ones
+    write_counters: tuple[str, ...] = ()
+    # who wrote the pages under an update load, in the order a summary line names them
+    page_writers: tuple[Counter, ...] = ()
+    # where its read times come from (a latency axis names the clock); "" if it has none
+    read_latency_source: str = ""
+    time_profile: TimeProfile | None = None  # None: no session profiler
+    # the kinds of server the README's version table shows for it
+    servers: tuple[ServerKind, ...] = ()
+    # workloads or features it has no dialect for, and why (a refusal says it)
+    lacks: Mapping[str, str] = field(default_factory=dict)
+
+    def page_writer_text(self, metrics: Mapping[str, float]) -> str:
+        """'backend writes 12, of page writes 3%, bgwriter 40' from a row's metrics."""
+        parts = []
+        for c in self.page_writers:
+            value = float(metrics.get(c.key, 0.0))
+            parts.append(f"{c.caption} {value:.0%}" if c.share else f"{c.caption} {value:,.0f}")
+        return ", ".join(parts)
+
+    def why_not(self, feature: str) -> str:
+        """Why the engine has no dialect for `feature` ('' when it does not say)."""
+        return str(self.lacks.get(feature, ""))
+
+
+class DialectBase:
+    """What every dialect (an engine's implementation of a workload's or a
+    feature's protocol) may declare; the defaults are "nothing special"."""
+
+    bytes_per_row: ClassVar[float | None] = None  # on-disk bytes of a row here (None: the workload's guess)
+    # workload options this dialect has no use for: name -> why (refused unless left at their default)
+    refused_options: ClassVar[Mapping[str, str]] = {}
+    # options it honours at one value only: name -> (that value, why)
+    required_options: ClassVar[Mapping[str, tuple[Any, str]]] = {}
+
+
+def protocol_methods(protocol: type) -> list[str]:
+    """The methods a dialect Protocol asks for (its own, public ones)."""
+    import inspect
+
+    return sorted(name for name, member in vars(protocol).items() if not name.startswith("_") and inspect.isfunction(member))
+
+
+def protocol_attributes(protocol: type) -> list[str]:
+    """The class attributes a dialect Protocol declares (rows_per_s: ClassVar[float])."""
+    return sorted(name for name in vars(protocol).get("__annotations__", {}) if not name.startswith("_"))
+
+
+def missing_methods(dialect_class: type, protocol: type) -> list[str]:
+    """What `dialect_class` lacks of `protocol`, methods and declared class
+    attributes (empty: it implements it). The registry's check of a plug-in,
+    made before anything runs."""
+    lacking = [m for m in protocol_methods(protocol) if not callable(getattr(dialect_class, m, None))]
+    return lacking + [a for a in protocol_attributes(protocol) if not hasattr(dialect_class, a)]
+
+
 # ---------------------------------------------------------------------- I/O counters
 # The keys every engine's io_counters() and io_window() give, whatever its own
 # statistics are called (engines add their own keys beside these):
@@ -339,6 +432,7 @@ class Engine(Protocol):
     install_bytes: ClassVar[float]  # disk its data directory needs besides the data set
     # seconds a restart / reinit costs, for the plan's estimate
     change_seconds: ClassVar[Mapping[ApplyClass, float]]
+    capabilities: ClassVar[Capabilities]  # what it can measure and how to caption it
     mode: str  # embedded | dsn | file
 
     # lifecycle ------------------------------------------------------------
@@ -359,6 +453,11 @@ class Engine(Protocol):
 
     def change_cost(self, apply_class: ApplyClass, knobs: list[str]) -> float:
         """Seconds a change of these knobs costs (for the plan's estimate)."""
+
+    @classmethod
+    def installed_version(cls) -> str | None:
+        """The version installed on this host, without starting anything (None:
+        not installed, or the engine cannot tell): a fleet worker's facts."""
 
     def dialect(self, workload: str) -> Any:
         """The engine's implementation of what `workload` needs (see the workload's
@@ -521,15 +620,22 @@ class EngineBase:
     name: ClassVar[str] = ""
     dialects: ClassVar[Mapping[str, type]] = {}
     change_seconds: ClassVar[Mapping[ApplyClass, float]] = {}
+    capabilities: ClassVar[Capabilities] = Capabilities()
+    listed: ClassVar[bool] = True  # False: an engine only tests use, left out of `available()`
+
+    @classmethod
+    def installed_version(cls) -> str | None:
+        return None  # an engine that cannot tell without starting
 
     def dialect(self, workload: str) -> Any:
         made: dict[str, Any] = self.__dict__.setdefault("_dialects_made", {})
         if workload not in made:
             cls = self.dialects.get(workload)
             if cls is None:
+                why = self.capabilities.why_not(workload)
                 raise KnobError(
-                    f"engine {self.name} cannot run {workload!r}: it has no dialect for it; "
-                    f"it has: {', '.join(sorted(self.dialects)) or 'none'}"
+                    f"engine {self.name} cannot run {workload!r}: "
+                    + (why if why else f"it has no dialect for it; it has: {', '.join(sorted(self.dialects)) or 'none'}")
                 )
             made[workload] = cls(self)
         return made[workload]
