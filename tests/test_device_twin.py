@@ -34,14 +34,7 @@ KiB, MiB = 1024, 1024**2
 HAS_FIO = shutil.which("fio") is not None
 
 
-@pytest.fixture
-def fio_installed():
-    """make test installs fio: a machine without it fails these tests with what to do, never skips them."""
-    if not HAS_FIO:
-        pytest.fail("fio is not installed: run `make test` (it installs it as root) or `sudo apt-get install fio`")
-
-
-needs_fio = pytest.mark.usefixtures("fio_installed")
+needs_fio = pytest.mark.usefixtures("fio_installed")  # conftest.py: fails with what to install, never skips
 
 
 # ====================================================================== quantising
