@@ -69,7 +69,7 @@ def _stats(**overrides):
 
 def test_planner_costs_and_aux_stats_shape():
     stats = _stats()
-    costs, formula = SysstatsReads.implied_costs(None, stats)  # type: ignore[arg-type]  # needs no server
+    costs, formula = SysstatsReads.implied_costs(None, stats.sreadtim_ms, stats.mreadtim_ms, stats.mbrc)  # type: ignore[arg-type]
     assert costs == {"seq_page_cost": 1.0, "random_page_cost": 7.92}
     assert "= 0.126 / (0.254 / 15.96) = 7.92" in formula
     rows = {(r[0], r[1]): r for r in stats.aux_stats()}

@@ -15,6 +15,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
+from .capabilities import (  # noqa: F401  (what an engine declares: imported from here too)
+    Capabilities,
+    Counter,
+    DialectBase,
+    ServerKind,
+    TimeProfile,
+    missing_methods,
+    protocol_attributes,
+    protocol_methods,
+)
+
 
 class ApplyClass(enum.IntEnum):
     """How a knob change takes effect, cheapest first (the plan orders by it)."""
@@ -201,99 +212,6 @@ class EngineInfo:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-# ---------------------------------------------------------------------- capabilities
-@dataclass(frozen=True)
-class Counter:
-    """One of an engine's own counters, as a summary line names it."""
-
-    key: str  # the metric key its io_window leaves in a result row
-    caption: str  # how a person reads it: "free-page waits"
-    share: bool = False  # a fraction, shown as a percentage
-
-
-@dataclass(frozen=True)
-class TimeProfile:
-    """How an engine's session profiler attributes a session's time (captions)."""
-
-    method: str  # a figure's caption: where the time by class comes from
-    cpu: str  # a table's caption: what its CPU line means
-    off: str = ""  # what a cell without a profile says (the instrument was off)
-
-
-@dataclass(frozen=True)
-class ServerKind:
-    """A kind of server people have, as a column of the README's version table."""
-
-    label: str  # "PostgreSQL 16, --dsn"
-    version: tuple[int, ...]
-    dsn: bool  # someone else's server (--dsn), or blocklab's own
-
-
-@dataclass(frozen=True)
-class Capabilities:
-    """What an engine can measure and how to caption it, declared by the engine
-    (as fio's ioengines carry flags). The core asks this record; it never
-    compares the engine's name nor guesses the engine from its metric keys."""
-
-    # the engine's own metric keys or key prefixes ("innodb.", "journal_"): code
-    # outside the engine's package never names them (tests/test_engine_plugin.py)
-    own_metrics: tuple[str, ...] = ()
-    # its own I/O counter deltas a write workload keeps beside the common ones
-    write_counters: tuple[str, ...] = ()
-    # who wrote the pages under an update load, in the order a summary line names them
-    page_writers: tuple[Counter, ...] = ()
-    # where its read times come from (a latency axis names the clock); "" if it has none
-    read_latency_source: str = ""
-    time_profile: TimeProfile | None = None  # None: no session profiler
-    # the kinds of server the README's version table shows for it
-    servers: tuple[ServerKind, ...] = ()
-    # workloads or features it has no dialect for, and why (a refusal says it)
-    lacks: Mapping[str, str] = field(default_factory=dict)
-
-    def page_writer_text(self, metrics: Mapping[str, float]) -> str:
-        """'backend writes 12, of page writes 3%, bgwriter 40' from a row's metrics."""
-        parts = []
-        for c in self.page_writers:
-            value = float(metrics.get(c.key, 0.0))
-            parts.append(f"{c.caption} {value:.0%}" if c.share else f"{c.caption} {value:,.0f}")
-        return ", ".join(parts)
-
-    def why_not(self, feature: str) -> str:
-        """Why the engine has no dialect for `feature` ('' when it does not say)."""
-        return str(self.lacks.get(feature, ""))
-
-
-class DialectBase:
-    """What every dialect (an engine's implementation of a workload's or a
-    feature's protocol) may declare; the defaults are "nothing special"."""
-
-    bytes_per_row: ClassVar[float | None] = None  # on-disk bytes of a row here (None: the workload's guess)
-    # workload options this dialect has no use for: name -> why (refused unless left at their default)
-    refused_options: ClassVar[Mapping[str, str]] = {}
-    # options it honours at one value only: name -> (that value, why)
-    required_options: ClassVar[Mapping[str, tuple[Any, str]]] = {}
-
-
-def protocol_methods(protocol: type) -> list[str]:
-    """The methods a dialect Protocol asks for (its own, public ones)."""
-    import inspect
-
-    return sorted(name for name, member in vars(protocol).items() if not name.startswith("_") and inspect.isfunction(member))
-
-
-def protocol_attributes(protocol: type) -> list[str]:
-    """The class attributes a dialect Protocol declares (rows_per_s: ClassVar[float])."""
-    return sorted(name for name in vars(protocol).get("__annotations__", {}) if not name.startswith("_"))
-
-
-def missing_methods(dialect_class: type, protocol: type) -> list[str]:
-    """What `dialect_class` lacks of `protocol`, methods and declared class
-    attributes (empty: it implements it). The registry's check of a plug-in,
-    made before anything runs."""
-    lacking = [m for m in protocol_methods(protocol) if not callable(getattr(dialect_class, m, None))]
-    return lacking + [a for a in protocol_attributes(protocol) if not hasattr(dialect_class, a)]
-
-
 # ---------------------------------------------------------------------- I/O counters
 # The keys every engine's io_counters() and io_window() give, whatever its own
 # statistics are called (engines add their own keys beside these):
@@ -307,6 +225,21 @@ IO_KEYS: tuple[str, ...] = (
     "hits",  # page requests answered from the engine's own cache
     "fsyncs",
 )
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What an engine's dialect measured around one timed phase (a feature's
+    cold reads, features/sysstats.py): its I/O counters (IO_KEYS) before and
+    after, the client's clock, the data device's read bytes before and after
+    (None: not on this host), and each session's own wall time."""
+
+    before: dict[str, float]
+    after: dict[str, float]
+    wall_s: float
+    disk0: float | None
+    disk1: float | None
+    session_wall_s: tuple[float, ...] = ()
 
 
 def io_deltas(after: dict[str, float], before: dict[str, float]) -> dict[str, float]:

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-from ..engines.base import Engine, KnobError, fmt_bytes
+from ..engines.base import Engine, KnobError, Reading, fmt_bytes
 from ..probes.io import cold_proof
 from ..probes.os_stats import DeviceReads
 from ..results import ENVIRONMENT_FILE, RunDir
@@ -88,21 +88,6 @@ class SilentReporter:
 
 
 # ---------------------------------------------------------------------- measuring
-@dataclass(frozen=True)
-class Reading:
-    """What the engine's dialect measured around one cold phase: its I/O
-    counters (engines/base.py IO_KEYS) before and after, the client's clock,
-    the data device's read bytes before and after (None: not on this host),
-    and each session's own wall time."""
-
-    before: dict[str, float]
-    after: dict[str, float]
-    wall_s: float
-    disk0: float | None
-    disk1: float | None
-    session_wall_s: tuple[float, ...] = ()
-
-
 class SysstatsDialect(Protocol):
     """What system statistics need from an engine: cold reads it can time, and
     the optimizer costs they imply, which it can set."""
@@ -137,7 +122,7 @@ class SysstatsDialect(Protocol):
     def set_costs(self, costs: dict[str, str]) -> None:
         """Set the optimizer costs server-wide (asynchronously visible)."""
 
-    def implied_costs(self, stats: SystemStats) -> tuple[dict[str, float], str]:
+    def implied_costs(self, sreadtim_ms: float, mreadtim_ms: float, mbrc: float) -> tuple[dict[str, float], str]:
         """The optimizer costs the statistics imply, rounded as they would be typed,
         and the formula with its numbers."""
 
@@ -369,7 +354,7 @@ def gather(
         notes=tuple(notes),
         read_time_source=read_time_source,
     )
-    costs, formula = dialect.implied_costs(stats)
+    costs, formula = dialect.implied_costs(stats.sreadtim_ms, stats.mreadtim_ms, stats.mbrc)
     return replace(stats, costs=costs, cost_formula=formula)
 
 

@@ -32,12 +32,10 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg import sql
 
-from ...features.sysstats import Reading, SysstatsError
-from ..base import DialectBase, EngineError
+from ..base import DialectBase, EngineError, Reading
 from .counters import flush_own_stats, read_counters, relation_totals
 
 if TYPE_CHECKING:
-    from ...features.system_stats import SystemStats
     from ...probes.os_stats import DeviceReads
     from . import PostgresEngine
 
@@ -66,7 +64,7 @@ class _Session:
                 try:
                     self.conn.execute("SET track_io_timing = on")
                 except psycopg.Error:
-                    raise SysstatsError(
+                    raise EngineError(
                         "track_io_timing is off and this role may not turn it on for its session, so "
                         "pg_stat_io has no read times; connect as a superuser, or have it enabled "
                         "(ALTER SYSTEM SET track_io_timing = on; SELECT pg_reload_conf();)"
@@ -241,7 +239,7 @@ class SysstatsReads(DialectBase):
                 t.join()
             wall = time.perf_counter() - t0
             if errors:
-                raise SysstatsError(f"a concurrent scan failed: {errors[0]}")
+                raise EngineError(f"a concurrent scan failed: {errors[0]}")
             d1 = disk.read_bytes()
             for s in opened[1:]:
                 s.flush()
@@ -260,10 +258,10 @@ class SysstatsReads(DialectBase):
                 out[n] = str(row[0]) if row else ""
             return out
 
-    def implied_costs(self, stats: SystemStats) -> tuple[dict[str, float], str]:
-        cost = random_page_cost(stats.sreadtim_ms, stats.mreadtim_ms, stats.mbrc)
-        formula = (f"random_page_cost = SREADTIM / (MREADTIM / MBRC) = {stats.sreadtim_ms:.4g} / "
-                   f"({stats.mreadtim_ms:.4g} / {stats.mbrc:.4g}) = {cost:.2f}")
+    def implied_costs(self, sreadtim_ms: float, mreadtim_ms: float, mbrc: float) -> tuple[dict[str, float], str]:
+        cost = random_page_cost(sreadtim_ms, mreadtim_ms, mbrc)
+        formula = (f"random_page_cost = SREADTIM / (MREADTIM / MBRC) = {sreadtim_ms:.4g} / "
+                   f"({mreadtim_ms:.4g} / {mbrc:.4g}) = {cost:.2f}")
         return {"seq_page_cost": 1.0, "random_page_cost": round(cost, 2)}, formula
 
     def cost_statements(self, costs: dict[str, float]) -> list[str]:
