@@ -244,6 +244,17 @@ def test_a_workload_an_engine_lacks_is_refused_with_the_engines_reason(memory_en
         make_workload(spec_from_dict({"workload": {"kind": "slob"}}, "t", {}).workload, spec_from_dict({}, "t", {}).dataset, "memory")
 
 
+def test_a_dialect_lacking_a_declared_class_attribute_is_refused():
+    """rows_per_s is declared by the insert protocol: a dialect without it is refused, not guessed at."""
+    from blocklab.engines.base import protocol_methods
+    from blocklab.workloads.row_insert import InsertDialect
+
+    methods = {name: (lambda self, *args: None) for name in protocol_methods(InsertDialect)}
+    no_rate = type("NoRate", (DialectBase,), methods)
+    assert missing_methods(no_rate, InsertDialect) == ["rows_per_s"]
+    assert missing_methods(type("Rate", (no_rate,), {"rows_per_s": 1000.0}), InsertDialect) == []
+
+
 def test_a_broken_engine_class_is_refused_at_registration():
     class NoName:
         pass

@@ -91,7 +91,7 @@ def protocol_methods(protocol: type) -> list[str]:
 
 def protocol_attributes(protocol: type) -> list[str]:
     """The class attributes a dialect Protocol declares (rows_per_s: ClassVar[float])."""
-    return sorted(name for name in vars(protocol).get("__annotations__", {}) if not name.startswith("_"))
+    return sorted(name for name in inspect.get_annotations(protocol) if not name.startswith("_"))
 
 
 def missing_methods(dialect_class: type, protocol: type) -> list[str]:
