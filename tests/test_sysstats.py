@@ -140,7 +140,7 @@ def test_mariadbs_reason_is_what_its_server_says(cache_dir):
 def test_cli_refuses_apply_on_dsn_without_permission(cli_env):
     result = blocklab(["sysstats", "--dsn", "host=/nonexistent dbname=x", "--apply"], cli_env)
     assert result.returncode == 2, result.stdout + result.stderr
-    assert "add --allow-server-changes" in result.stdout
+    assert "add --allow-server-changes" in result.stderr
     assert not Path(cli_env["BLOCKLAB_RESULTS"]).exists()
 
 
