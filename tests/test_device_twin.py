@@ -365,12 +365,15 @@ def test_no_twin_still_names_a_cpu_bound_engine_and_says_why_there_is_no_efficie
 def test_summary_gets_the_efficiency_once_however_often_it_is_written(tmp_path):
     rows, twins = _rows_and_twins([10_000, 10_500], 20_000, util=95.0)
     rd = _run_dir(tmp_path, rows, twins)
-    summary = {"verdict": "Best k = 1.", "best_label": "k=1", "settings": {"k=1": {}}, "seed": 1}
+    summary = {"verdict": "Best k = 1.", "verdict_options": [["Best k = 1."]], "explain": ["How."], "best_label": "k=1",
+               "settings": {"k=1": {}}, "seed": 1}
     efficiency.add_to_summary(summary, rd)
-    first = summary["verdict"]
+    first, explained = summary["verdict"], list(summary["explain"])
     efficiency.add_to_summary(summary, rd)
-    assert summary["verdict"] == first
-    assert first.startswith("Best k = 1. PostgreSQL reaches 51% ") and "of what the disk delivers for the same I/O." in first
+    assert summary["verdict"] == first and summary["explain"] == explained
+    # the verdict's last line is the disk's one line; the sentences go to the explanation
+    assert first.startswith("Best k = 1.\nDisk: at k=1 PostgreSQL gets 51% ") and first.count("\n") == 1
+    assert explained[0] == "How." and explained[1].startswith("PostgreSQL reaches 51% ")
     part = summary["efficiency"]
     assert part["device_twin"] == "measured" and part["settings"]["k=1"]["efficiency"] == pytest.approx(0.5125)
     assert part["bottleneck"] == "neither"
@@ -533,8 +536,8 @@ def test_twin_only_adds_the_device_to_a_run_measured_without_it(cli_env, tmp_pat
     assert "device twin: 1 pattern(s) on" in only.stdout and "The engine against its device twin" in only.stdout
     after = json.loads((out / SUMMARY_FILE).read_text())
     assert after["efficiency"]["device_twin"] == "measured"
-    assert after["verdict"].startswith(before["verdict"].split(" PostgreSQL reaches")[0])
-    assert after["verdict"].count("of what the disk delivers for the same I/O") == 1
+    assert after["verdict"].startswith(before["verdict"]) and after["verdict"].count("\nDisk: ") == 1
+    assert sum("of what the disk delivers for the same I/O" in line for line in after["explain"]) == 1
     assert len(_rows(out)) == 1  # no cell measured again
 
 

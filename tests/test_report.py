@@ -159,8 +159,8 @@ def test_html_has_the_verdict_table_plots_and_nothing_external(real_run):
     data = load_run(real_run)
     plots = make_plots(data)
     html = render_html(data, plots).decode()
-    assert str(escape(data.summary["verdict"])) in html
-    assert "Best multiblock_read is" in html
+    assert all(str(escape(line)) in html for line in data.summary["verdict"].splitlines())
+    assert "Best multiblock_read is" in html and 'id="how-to-read"' in html
     assert 'id="settings-table"' in html
     for value, size in ((1, "8 kB"), (8, "64 kB"), (64, "512 kB")):
         assert f"{value} ({size})" in html

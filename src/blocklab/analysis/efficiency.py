@@ -299,30 +299,41 @@ def summary_part(effs: list[SettingEfficiency], twins: RunTwins | None, engine: 
         "sentence": sentence(effs, engine, describe, best) or None,
         "bottleneck": chosen.bottleneck if chosen else None,
         "verdict": (bottleneck_sentence(chosen, engine, describe) if chosen else "") or None,
+        "line": disk_line(chosen, engine, describe) or None,
         "settings": {e.label: e.to_dict() for e in effs},
     }
 
 
 def add_to_summary(summary: dict[str, Any], run_dir: RunDir | Path | str, describe: Describe | None = None) -> None:
-    """Put the efficiency into a summary (in place): summary["efficiency"], and the
-    efficiency sentence and the bottleneck of the best setting after the verdict.
-    Idempotent (a summary that has them already gets them replaced); does nothing
-    to a run without pattern metrics or twin.json."""
+    """Put the efficiency into a summary (in place): summary["efficiency"], the
+    disk's one line as the verdict's last, and the efficiency sentence and the
+    bottleneck's reasoning in the explanation. Idempotent (a summary that has them
+    already gets them replaced); does nothing to a run without pattern metrics or twin.json."""
+    from .verdict import compose
+
     rd = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
     twins = load_twins(rd)
     rows = rd.rows()
     if twins is None and not any("pattern.seconds" in r.metrics for r in rows):
         return
     old = summary.get("efficiency") or {}
-    verdict = str(summary.get("verdict") or "")
-    for part in (old.get("sentence"), old.get("verdict")):
-        if part and part in verdict:
-            verdict = verdict.replace(" " + part, "").replace(part, "")
+    explain = [line for line in summary.get("explain") or [] if line not in (old.get("sentence"), old.get("verdict"))]
     effs = analyse(rows, twins, order=list(summary.get("settings") or {}), seed=int(summary.get("seed") or 0))
     part = summary_part(effs, twins, engine_name(rd), describe or str, summary.get("best_label"))
     summary["efficiency"] = part
-    extra = " ".join(p for p in (part["sentence"], part["verdict"]) if p)
-    summary["verdict"] = f"{verdict} {extra}".strip() if extra else verdict
+    summary["explain"] = explain + [p for p in (part["sentence"], part["verdict"]) if p]
+    if summary.get("verdict_options"):
+        summary["verdict"] = compose(summary["verdict_options"], part.get("line") or "")
+
+
+def disk_line(e: SettingEfficiency | None, engine: str, describe: Describe = str) -> str:
+    """The verdict's last line: what the disk allowed at the best setting.
+    'Disk: at 16 (128 kB) PostgreSQL gets 62% [55, 69] of what fio gets for the same I/O; the limit is neither the disk nor the CPU.'"""
+    if e is None or not e.has:
+        return ""
+    limit = {"device": "the disk is the limit", "cpu": "the CPU is the limit", "device+cpu": "the disk and the CPU are both at their limit",
+             "neither": "neither the disk nor the CPU is the limit (latency or waiting)"}.get(e.bottleneck, "")
+    return f"Disk: at {describe(e.label)} {engine} gets {e.percent()} of what fio gets for the same I/O" + (f"; {limit}." if limit else ".")
 
 
 # ====================================================================== the pictures' numbers
@@ -418,6 +429,7 @@ __all__ = [
     "by_label",
     "device_points",
     "device_values",
+    "disk_line",
     "engine_name",
     "for_run",
     "rich_table",

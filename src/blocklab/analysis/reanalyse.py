@@ -66,6 +66,9 @@ def recompute_summary(data: RunData) -> dict[str, Any]:
     summary.setdefault("experiment", data.name)
     summary.setdefault("cells_planned", data.cells_planned)
     summary.setdefault("seed", data.seed)
+    from .efficiency import add_to_summary
+
+    add_to_summary(summary, data.path, data.describe_label)  # the disk's line and the bottleneck's reasoning, as the runner adds them
     return summary
 
 

@@ -90,6 +90,19 @@ class SettingStats:
     # "series": a single run whose interval comes from its own per-second
     # series (analysis/series.py); "" for the bootstrap over runs.
     interval_source: str = ""
+    # What the best is picked on, the table's and the plot's main figure: paired,
+    # the block-adjusted level (the geometric mean with each block's drift taken
+    # out, analysis/paired.py) with its interval; unpaired, the median and its
+    # bootstrap interval. NaN: not computed (a summary from an older blocklab).
+    level: float = math.nan
+    level_ci_low: float = math.nan
+    level_ci_high: float = math.nan
+
+    def figure(self) -> tuple[float, float, float]:
+        """(value, low, high) the verdict is decided on: the level, else the median."""
+        if math.isfinite(self.level):
+            return self.level, self.level_ci_low, self.level_ci_high
+        return self.median, self.ci_low, self.ci_high
 
     @property
     def has_interval(self) -> bool:
@@ -407,6 +420,9 @@ def analyse(
             ratio_to_best_ci_low=rt_lo,
             ratio_to_best_ci_high=rt_hi,
             outlier_indices=out_idx,
+            level=med,  # unpaired: the best is picked on the medians
+            level_ci_low=lo,
+            level_ci_high=hi,
         )
         if k != best:
             overlaps = rt_lo <= 1.0 <= rt_hi  # False for NaN

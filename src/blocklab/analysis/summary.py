@@ -85,7 +85,7 @@ def summarise(
 ) -> dict[str, Any]:
     """The analysis of a (possibly partial) run, as a JSON-able dict. `looks`:
     how many times a sequential run may look at its data (search.sequential_looks)."""
-    from .verdict import verdict_text
+    from .verdict import compose, explain_lines, standings, verdict_options
 
     groups = group_samples(rows, metric, setting_labels)
     failed = [r.cell_id for r in rows if not r.ok]
@@ -121,9 +121,18 @@ def summarise(
     summary["best_label"] = best
     summary["baseline"] = analysis.baseline
     summary["indistinguishable"] = list(analysis.indistinguishable)
-    summary["verdict"] = verdict_text(
-        analysis, knob_label=knob_label, describe=lambda k: describe_setting(str(k)), metric=metric, unit=unit
-    )
+    for st in standings(analysis):  # slower / as good / undecided, what the table's note and the plot's rings say
+        entry = summary["settings"].get(str(st.key))
+        if entry is not None:
+            entry["standing"] = st.kind
+            entry["blocks_needed"] = st.blocks_needed
+    summary["as_good"] = [label for label, e in summary["settings"].items() if e.get("standing") == "as_good"]
+    summary["undecided"] = [label for label, e in summary["settings"].items() if e.get("standing") == "undecided"]
+    describe = lambda k: describe_setting(str(k))  # noqa: E731
+    options = verdict_options(analysis, knob_label=knob_label, describe=describe, unit=unit)
+    summary["verdict_options"] = options  # the disk's line is added after them (efficiency.add_to_summary)
+    summary["verdict"] = compose(options)
+    summary["explain"] = explain_lines(analysis, describe=describe, metric=metric)
     return summary
 
 
@@ -145,8 +154,12 @@ def _with_series_intervals(analysis: Analysis, rows: list[ResultRow], metric: st
         interval = row_series_interval(own[0].series, metric)
         if interval is None:
             continue
+        old = settings[label]
+        own_level = math.isfinite(old.level_ci_low)  # a level interval from the block model is kept
         settings[label] = dataclasses.replace(
-            settings[label], ci_low=interval.ci_low, ci_high=interval.ci_high, interval_source="series"
+            old, ci_low=interval.ci_low, ci_high=interval.ci_high, interval_source="series",
+            level_ci_low=old.level_ci_low if own_level else interval.ci_low,
+            level_ci_high=old.level_ci_high if own_level else interval.ci_high,
         )
         found[label] = interval.to_dict()
     if not found:

@@ -402,13 +402,21 @@ class RunData:
                 continue
             entry = summary_settings.get(label) or {}
             if metric == self.metric and entry.get("median") is not None and entry.get("n") == len(values):
-                med = float(entry["median"])
-                lo = _num(entry.get("ci_low"), med)
-                hi = _num(entry.get("ci_high"), med)
+                # the figure the best is picked on (the block-adjusted level), so the star sits on the top point
+                has_level = _num(entry.get("level"), math.nan) == _num(entry.get("level"), math.nan)
+                med = float(entry["level"] if has_level else entry["median"])
+                lo = _num(entry.get("level_ci_low" if has_level else "ci_low"), med)
+                hi = _num(entry.get("level_ci_high" if has_level else "ci_high"), med)
             else:
                 med, lo, hi = median_ci(values, seed=seed)
             out.append(SettingFigures(label, self.settings_by_label.get(label, {}), values, med, lo, hi))
         return out
+
+    def figure_word(self, metric: str) -> str:
+        """What a plot's line of `metric` joins: 'block-adjusted level' for the run's own
+        metric of a paired analysis (the figure the best is picked on), else 'median'."""
+        paired = (self.summary.get("analysis") or {}).get("method") == "paired"
+        return "block-adjusted level" if metric == self.metric and paired else "median"
 
     def metrics_present(self) -> list[str]:
         names: list[str] = []
