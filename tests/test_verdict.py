@@ -86,3 +86,20 @@ def test_blocks_to_settle_shrinks_with_the_gap_and_needs_noise():
     many = blocks_to_settle(1.12, 0.5, 2.5, 2, 0.05, noise_sd=0.08, settings=8)
     assert few is not None and many is not None and 3 <= few < many
     assert blocks_to_settle(2.0, math.nan, math.nan, 1, 0.05) is None  # one block: no noise measured yet
+
+
+def test_two_blocks_say_plainly_they_cannot_separate_a_large_gap_and_how_many_would():
+    # mbrc --quick: 2 blocks; a 2-3x gap used to be "indistinguishable [0.04, 5.08]", and ringed so on the plot
+    rng = np.random.default_rng(8)
+    values = {k: [m * d * math.exp(rng.normal(0, 0.06)) for d in (1.0, 0.93)] for k, m in MBRC.items()}
+    summary = _summary(_rows(values))
+    verdict = summary["verdict"]
+    assert len(verdict) < 400 and len(verdict.splitlines()) <= 3, verdict
+    assert "indistinguishable" not in verdict
+    undecided = summary["undecided"]
+    assert undecided and "2 blocks cannot separate" in verdict and "would: --repeats " in verdict, verdict
+    for label in undecided:  # the table's note says how many blocks would settle each
+        entry = summary["settings"][label]
+        assert entry["standing"] == "undecided" and entry["blocks_needed"] > 2
+        assert entry["ratio_to_best_ci_low"] < 1 < entry["ratio_to_best_ci_high"]
+    assert not set(undecided) & set(summary["as_good"])  # ringed as good on the plot only when shown as good

@@ -465,6 +465,8 @@ def _print_comparison(console: Any, result: Any) -> None:
     if result.only_in_b:
         console.print(f"only in B (not compared): {'; '.join(result.only_in_b)}", markup=False, highlight=False)
     console.print(result.summary_line(), markup=False, highlight=False)
+    if note := result.resolution_note():
+        console.print(note, markup=False, highlight=False)
 
 
 main.add_command(sysstats_command)  # `blocklab sysstats`: the system statistics (cli_system.py)

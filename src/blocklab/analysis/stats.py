@@ -480,6 +480,23 @@ def _fmt_p(p: float) -> str:
     return f"p={p:.2g}" if p < 0.1 else f"p={p:.2f}"
 
 
+def min_p_value(n_a: int, n_b: int) -> float:
+    """The smallest two-sided p-value the exact Mann-Whitney U test can give for
+    samples of n_a and n_b distinct values: the two most extreme of the
+    C(n_a + n_b, n_a) equally likely orderings. 2 against 2: 2/6 = 0.33."""
+    if n_a < 1 or n_b < 1:
+        return 1.0
+    return min(1.0, 2.0 / math.comb(n_a + n_b, n_a))
+
+
+def runs_for_p(alpha: float = 0.05) -> int:
+    """The fewest runs a side whose smallest two-sided p-value is below `alpha` (4 for 0.05)."""
+    n = 1
+    while min_p_value(n, n) >= alpha:
+        n += 1
+    return n
+
+
 def compare_samples(
     a: Sequence[float],
     b: Sequence[float],
@@ -540,6 +557,10 @@ def compare_samples(
         else:
             verdict = f"no significant difference between {name_b} and {name_a}: {raw}"
     verdict += small
+    floor = min_p_value(int(xa.size), int(xb.size))
+    if floor >= alpha and not significant:
+        verdict += (f" (with {xa.size} and {xb.size} runs no p-value can fall below {floor:.2g}: too few to call a "
+                    f"difference; {runs_for_p(alpha)} a side could)")
     return Comparison(
         ratio=ratio,
         ci_low=lo,
