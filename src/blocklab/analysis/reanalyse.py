@@ -59,6 +59,7 @@ def recompute_summary(data: RunData) -> dict[str, Any]:
         knob_label=", ".join(data.knobs) or "setting",
         unit=data.unit,
         looks=sequential_looks(measure),
+        cells_planned=data.cells_planned,
     )
     for key in ("experiment", "cells_planned", "seed"):
         if key in old:

@@ -82,9 +82,12 @@ def summarise(
     knob_label: str = "setting",
     unit: str = "",
     looks: int = 1,
+    cells_planned: int | None = None,
 ) -> dict[str, Any]:
     """The analysis of a (possibly partial) run, as a JSON-able dict. `looks`:
-    how many times a sequential run may look at its data (search.sequential_looks)."""
+    how many times a sequential run may look at its data (search.sequential_looks).
+    `cells_planned`: the plan's cells; a run that has fewer names no best until
+    every setting has enough blocks (partial_status), and says it is partial."""
     from .verdict import compose, explain_lines, standings, verdict_options
 
     groups = group_samples(rows, metric, setting_labels)
@@ -133,7 +136,45 @@ def summarise(
     summary["verdict_options"] = options  # the disk's line is added after them (efficiency.add_to_summary)
     summary["verdict"] = compose(options)
     summary["explain"] = explain_lines(analysis, describe=describe, metric=metric)
+    if cells_planned is not None:
+        _mark_partial(summary, rows, groups, cells_planned)
     return summary
+
+
+def partial_status(rows: list[ResultRow], groups: Mapping[str, list[float]], cells_planned: int) -> dict[str, Any] | None:
+    """None for a run whose every planned cell has a row; else how far it is and
+    whether a best may be named yet: every setting needs min(2, the blocks
+    planned) measured blocks, so that one block's luck is never called a best."""
+    recorded = len({r.cell_id for r in rows})
+    if recorded >= cells_planned or not groups:
+        return None
+    planned_blocks = max(1, cells_planned // max(len(groups), 1))
+    enough = min(2, planned_blocks)
+    short = [label for label, values in groups.items() if len(values) < enough]
+    return {"cells": recorded, "planned": cells_planned, "blocks_needed": enough, "settings_short": short}
+
+
+def _mark_partial(summary: dict[str, Any], rows: list[ResultRow], groups: Mapping[str, list[float]], cells_planned: int) -> None:
+    """A partial run says it is partial in its verdict; with a setting still short
+    of blocks it names no best (summary best_label None, nothing starred)."""
+    status = partial_status(rows, groups, cells_planned)
+    if status is None:
+        return
+    summary["partial"] = status
+    done = f"Partial run: {status['cells']} of {status['planned']} cells measured"
+    if status["settings_short"]:
+        n, total, blocks = len(status["settings_short"]), len(groups), status["blocks_needed"]
+        summary["best"], summary["best_label"] = {}, None
+        summary["as_good"], summary["undecided"] = [], []
+        summary["verdict_options"] = [[
+            f"{done}; no best yet: {n} of {total} settings {'has' if n == 1 else 'have'} fewer than "
+            f"{blocks} measured block{'s' if blocks != 1 else ''}, and a best is named once every setting has {blocks}."
+        ]]
+    else:
+        summary["verdict_options"] = [[f"{done}. " + lines[0], *lines[1:]] for lines in summary["verdict_options"]]
+    from .verdict import compose
+
+    summary["verdict"] = compose(summary["verdict_options"])
 
 
 def _with_series_intervals(analysis: Analysis, rows: list[ResultRow], metric: str) -> tuple[Analysis, dict[str, Any]]:
