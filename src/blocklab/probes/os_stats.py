@@ -13,6 +13,7 @@ from pathlib import Path
 
 SECTOR = 512  # /proc/diskstats counts 512-byte sectors whatever the device's sector size
 _TICKS = os.sysconf("SC_CLK_TCK")
+CPU_TICK_S = 1.0 / _TICKS  # the resolution of a process's CPU time in /proc/PID/stat
 
 
 @dataclass(frozen=True)
