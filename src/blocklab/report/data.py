@@ -289,15 +289,17 @@ class RunData:
 
     @property
     def device_line(self) -> str:
-        """'vda (ext4, rotational)'."""
+        """'vda (ext4, virtual disk (virtio))'; a local disk 'sda (ext4, rotational (sysfs))'."""
+        from ..probes.os_stats import describe_medium
+
         env = self.environment
         device = env.get("device")
         if not device:
             return ""
         info = env.get("device_info") or {}
         bits = [b for b in (env.get("file_system") or info.get("fs_type"), info.get("model")) if b]
-        if "rotational" in info:
-            bits.append("rotational" if info["rotational"] else "non-rotational")
+        if medium := describe_medium(str(info.get("virtual") or ""), info.get("rotational")):
+            bits.append(medium)
         return f"{device} ({', '.join(bits)})" if bits else str(device)
 
     def context_line(self) -> str:
