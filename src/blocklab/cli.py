@@ -134,6 +134,8 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_ser
     except EngineError as err:
         fail(console, str(err), EXIT_FAILED)
     device_twin = _device_twin_mode(console, exp, device_twin)
+    for warning in exp.warnings():  # said before any cell, so the run can be stopped and given more rows
+        console.print(f"warning: {warning}", style="yellow", markup=False, highlight=False)
     console.print(f"results: {run_dir.path}")
     reporter = ConsoleReporter(console, lambda cell: _cell_text(exp, cell))
     try:
