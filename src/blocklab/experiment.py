@@ -66,6 +66,7 @@ class Experiment:
         apply = {k: info.apply for k, info in self.knob_infos.items() if k in self.knobs}
         plan = make_plan(self.knobs, self.spec.measure.repeats, self.seed, apply)
         plan.value_bytes = self.value_bytes()
+        plan.value_text = self.value_text()
         return plan
 
     def describe_setting(self, label: str) -> str:
@@ -131,6 +132,19 @@ class Experiment:
                 f"{', '.join(same)} cannot differ from each other and the verdict would rank noise"
                 + (f"; give --rows {rows:,} or more (ten times the largest read)" if rows else "")
             )
+        return out
+
+    def value_text(self) -> dict[str, dict[str, str]]:
+        """For knobs whose values the engine reads out ('64' -> '64 (read-ahead off)'):
+        each swept value's text, kept in plan.json for a report drawn later."""
+        out: dict[str, dict[str, str]] = {}
+        for knob, values in self.knobs.items():
+            info = self.knob_infos.get(knob)
+            if info is None or info.kind == "workload":
+                continue
+            texts = {_fmt(v): info.describe_value(v) for v in values if info.meaning(v)}
+            if texts:
+                out[knob] = texts
         return out
 
     def knob_label(self) -> str:

@@ -326,6 +326,9 @@ class RunData:
         (from the plan's sizes, else from the size the engine read back)."""
         if isinstance(value, bool):
             return "on" if value else "off"
+        said = (self.plan.get("value_text") or {}).get(knob, {}).get(str(value))
+        if said is not None:  # how the engine reads it, kept by the run ('64 (read-ahead off)')
+            return str(said)
         planned = (self.plan.get("value_bytes") or {}).get(knob, {}).get(str(value))
         if planned is not None:
             return describe_size(value, int(planned))
@@ -335,7 +338,12 @@ class RunData:
         return str(value)
 
     def value_parts(self, knob: str, value: Any) -> tuple[str, str]:
-        """('16', '128 kB') for a two-line tick label; ('on', '') otherwise."""
+        """('16', '128 kB') for a two-line tick label; ('on', '') otherwise. An engine's
+        reading of the value ('read-ahead after 56 of 64 pages') is too long for a tick:
+        the legend and the table say it."""
+        if str(value) in ((self.plan.get("value_text") or {}).get(knob) or {}):
+            planned = (self.plan.get("value_bytes") or {}).get(knob, {}).get(str(value))
+            return str(value), (fmt_bytes(int(planned)) if planned is not None else "")
         text = self.describe_value(knob, value)
         if text.endswith(")") and " (" in text:
             head, tail = text[:-1].split(" (", 1)

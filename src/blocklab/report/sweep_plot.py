@@ -189,7 +189,7 @@ def mark_best(
     open_ = [by_label[c] for c in (data.summary.get("undecided") or []) if c in by_label] if metric == data.metric else []
     if open_:
         h = ax.plot([x for _, x in open_], [f.median for f, _ in open_], "o", ms=12, mfc="none", mec=GREY, mew=1.3, ls="none",
-                    zorder=5, dashes=(2, 2))[0]
+                    zorder=5)[0]
         blocks = int((data.summary.get("analysis") or {}).get("blocks") or 0)
         h.set_label(f"not separated from the best by {blocks} block{'s' if blocks != 1 else ''} (more would tell)" if blocks
                     else "not separated from the best yet")
