@@ -103,3 +103,49 @@ def test_two_blocks_say_plainly_they_cannot_separate_a_large_gap_and_how_many_wo
         assert entry["standing"] == "undecided" and entry["blocks_needed"] > 2
         assert entry["ratio_to_best_ci_low"] < 1 < entry["ratio_to_best_ci_high"]
     assert not set(undecided) & set(summary["as_good"])  # ringed as good on the plot only when shown as good
+
+
+def _slob_rows(block_sizes: tuple[int, ...] = (), blocks: int = 1) -> tuple[list[ResultRow], dict]:
+    """A slob-like sweep: read IOPS rising with sessions and flattening after 4, lower with updates."""
+    iops = {1: 2_000.0, 4: 7_000.0, 16: 7_200.0}
+    rows, by_label = [], {}
+    for block in range(blocks):
+        for sessions, base in iops.items():
+            for pct in (0, 30):
+                for bs in block_sizes or (None,):
+                    settings = {"workload.sessions": sessions, "workload.update_pct": pct, **({"block_size": bs} if bs else {})}
+                    label = ", ".join(f"{k}={v}" for k, v in settings.items())
+                    value = base * (0.8 if pct else 1.0) * (1.3 if bs == 4096 else 1.0) * (1 + 0.01 * block)
+                    rows.append(ResultRow(cell=len(rows), block=block, settings=settings, applied={}, metrics={"read_iops": value},
+                                          cell_id=f"b{block}:{label}"))
+                    by_label[label] = settings
+    return rows, by_label
+
+
+def test_load_axes_are_never_ranked_the_saturation_point_is_said():
+    # slob ranked its load points ("workload.sessions=16 ... sessions=1 is 4.1x slower", issue 30)
+    from blocklab.analysis.load import load_axes_of
+
+    axes = load_axes_of("slob", ["workload.sessions", "workload.update_pct", "block_size"])
+    assert axes == ["workload.sessions", "workload.update_pct"]  # declared by the workload, not guessed from names
+    rows, by_label = _slob_rows()
+    summary = summarise(rows, metric="read_iops", goal="max", setting_labels=list(by_label), settings_by_label=by_label,
+                        unit="IOPS", load_axes=axes)
+    verdict = summary["verdict"]
+    assert summary["best_label"] is None and "slower" not in verdict and "Best" not in verdict
+    assert verdict.startswith("No knob to rank: sessions is the load.")
+    assert "update_pct=0: sessions=4 (7,000 IOPS)" in verdict.replace("7.00K", "7,000").replace("7.00 K", "7,000"), verdict
+    plain = summarise(rows, metric="read_iops", goal="max", setting_labels=list(by_label), settings_by_label=by_label, unit="IOPS")
+    assert "slower" in plain["verdict"] or "cannot separate" in plain["verdict"]  # without the declaration: ranked
+
+
+def test_a_real_knob_is_ranked_within_each_load_level():
+    rows, by_label = _slob_rows(block_sizes=(4096, 32768), blocks=3)
+    axes = ["workload.sessions", "workload.update_pct"]
+    summary = summarise(rows, metric="read_iops", goal="max", setting_labels=list(by_label), settings_by_label=by_label,
+                        unit="IOPS", load_axes=axes, describe_setting=lambda label: label.replace("4096", "4 kB").replace("32768", "32 kB"))
+    verdict = summary["verdict"]
+    assert verdict.startswith("Best block_size at each load level: 4 kB at 6 of 6."), verdict
+    assert "1.30x" in verdict and "sessions=16" not in verdict  # the 32 kB cost, within each level; no load point ranked
+    entry = summary["settings"]["workload.sessions=16, workload.update_pct=0, block_size=32768"]
+    assert entry["ratio_to_best"] == pytest.approx(1 / 1.3) and entry["standing"] == "slower"

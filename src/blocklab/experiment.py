@@ -134,6 +134,13 @@ class Experiment:
             )
         return out
 
+    def load_axes(self) -> list[str]:
+        """The swept knobs that are the workload's load (slob's sessions and update share):
+        ranked never, the real knobs within each of their levels (analysis/load.py)."""
+        from .analysis.load import load_axes_of
+
+        return load_axes_of(self.spec.workload.kind, self.knobs)
+
     def value_text(self) -> dict[str, dict[str, str]]:
         """For knobs whose values the engine reads out ('64' -> '64 (read-ahead off)'):
         each swept value's text, kept in plan.json for a report drawn later."""

@@ -41,6 +41,7 @@ class Reanalysis:
 def recompute_summary(data: RunData) -> dict[str, Any]:
     """The summary of a loaded run, as the runner would write it today."""
     from ..search import sequential_looks
+    from .load import load_axes_of
     from .summary import summarise
 
     old = data.summary
@@ -60,6 +61,7 @@ def recompute_summary(data: RunData) -> dict[str, Any]:
         unit=data.unit,
         looks=sequential_looks(measure),
         cells_planned=data.cells_planned,
+        load_axes=load_axes_of(str((data.spec.get("workload") or {}).get("kind") or ""), data.knobs),
     )
     for key in ("experiment", "cells_planned", "seed"):
         if key in old:

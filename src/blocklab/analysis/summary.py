@@ -83,11 +83,14 @@ def summarise(
     unit: str = "",
     looks: int = 1,
     cells_planned: int | None = None,
+    load_axes: list[str] | tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """The analysis of a (possibly partial) run, as a JSON-able dict. `looks`:
     how many times a sequential run may look at its data (search.sequential_looks).
     `cells_planned`: the plan's cells; a run that has fewer names no best until
-    every setting has enough blocks (partial_status), and says it is partial."""
+    every setting has enough blocks (partial_status), and says it is partial.
+    `load_axes`: knobs that are the workload's load (analysis/load.py): the real
+    knobs are ranked within each load level, never the load itself."""
     from .verdict import compose, explain_lines, standings, verdict_options
 
     groups = group_samples(rows, metric, setting_labels)
@@ -136,6 +139,16 @@ def summarise(
     summary["verdict_options"] = options  # the disk's line is added after them (efficiency.add_to_summary)
     summary["verdict"] = compose(options)
     summary["explain"] = explain_lines(analysis, describe=describe, metric=metric)
+    if load_axes:
+        from .load import apply_load
+
+        def level(own: list[ResultRow], labels: list[str]) -> dict[str, Any]:
+            return summarise(own, metric=metric, goal=goal, setting_labels=labels, settings_by_label=settings_by_label,
+                             practical=practical, seed=seed, describe_setting=describe_setting, knob_label=knob_label,
+                             unit=unit, looks=looks)
+
+        apply_load(summary, rows, axes=list(load_axes), settings_by_label=settings_by_label, describe=describe_setting,
+                   analyse_level=level, unit=unit)
     if cells_planned is not None:
         _mark_partial(summary, rows, groups, cells_planned)
     return summary

@@ -59,6 +59,7 @@ class Overwrite:
     name: ClassVar[str] = "overwrite"
     default_metric: ClassVar[str] = "elapsed_s"
     default_goal: ClassVar[str] = "min"
+    LOAD_AXES: ClassVar[tuple[str, ...]] = ("threads",)  # the load, never ranked (analysis/load.py)
     Dialect: ClassVar[type] = OverwriteDialect
     needs: ClassVar[str] = "a keyed data set put back before each cell and timed random overwrites by threads"
     Options = OverwriteOptions

@@ -57,6 +57,7 @@ class PointRead:
     name: ClassVar[str] = "point_read"
     default_metric: ClassVar[str] = "elapsed_s"
     default_goal: ClassVar[str] = "min"
+    LOAD_AXES: ClassVar[tuple[str, ...]] = ("threads",)  # the load, never ranked (analysis/load.py)
     Dialect: ClassVar[type] = PointReadDialect
     needs: ClassVar[str] = "a keyed data set and timed random lookups by threads"
     Options = PointReadOptions

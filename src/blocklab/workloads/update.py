@@ -106,6 +106,7 @@ class Update:
     name: ClassVar[str] = "update"
     default_metric: ClassVar[str] = "elapsed_s"
     default_goal: ClassVar[str] = "min"
+    LOAD_AXES: ClassVar[tuple[str, ...]] = ("sessions",)  # the load, never ranked (analysis/load.py)
     steady_series: ClassVar[str] = "device_mb_per_s"  # reads and writes, second by second (workloads/base.py timed_series)
     Dialect: ClassVar[type] = UpdateDialect
     needs: ClassVar[str] = "the keyed update table, a range update, a session profiler"
