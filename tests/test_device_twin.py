@@ -339,7 +339,7 @@ def test_a_cpu_share_never_exceeds_the_cores_and_below_the_ticks_resolution_call
     assert over.cores_used == 1.0 and over.cpu_text() == "1.00 of 1" and over.to_dict()["server_cores"] == 1.0
     assert over.bottleneck == "cpu" and "1.21" not in efficiency.bottleneck_sentence(over, "PostgreSQL")
     tick = one(1.21, 0.03)  # three ticks of 10 ms: not a measurement of a share
-    assert not tick.cpu_resolved and tick.cpu_text() == "< resolution (0.03 s of CPU)"
+    assert not tick.cpu_resolved and tick.cpu_text() == "< resolution (0.03 s)"
     assert tick.bottleneck == "neither"  # no CPU bottleneck from rounding; the disk had more to give
     assert "below what the clock ticks resolve" in efficiency.bottleneck_sentence(tick, "PostgreSQL")
     old = _rows_and_twins([8_000], 20_000, server=0.95)  # an old run without server_cpu_s: judged as before

@@ -127,7 +127,7 @@ def standing_note(entry: dict[str, Any], best: bool) -> str:
     standing = entry.get("standing")
     if standing == "undecided":
         needed = entry.get("blocks_needed")
-        return f"not separated: ~{needed} blocks" if needed else "not separated"
+        return f"open: ~{needed} blocks" if needed else "open"
     return {"as_good": "as good", "slower": "slower"}.get(str(standing), "")
 
 

@@ -100,7 +100,7 @@ class SettingEfficiency:
     def cpu_text(self, sep: str = " of ") -> str:
         """'0.51 of 1', '< resolution (0.01 s of CPU)', '–'."""
         if math.isfinite(self.server_cores) and not self.cpu_resolved:
-            return f"< resolution ({self.cpu_seconds:.2f} s of CPU)"
+            return f"< resolution ({self.cpu_seconds:.2f} s)"
         used = self.cores_used
         if not math.isfinite(used):
             return "–"

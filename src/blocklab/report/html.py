@@ -185,7 +185,7 @@ def _settings_caption(data: RunData) -> str:
         f"setting's level times its block's drift), the figure the best is picked on, with its {level} interval. Ratio "
         "to best compares the setting with the best within the same blocks (the geometric mean of the per-block "
         f"ratios, block drift cancelled), with its {level} interval: slower when it excludes 1, as good when it lies "
-        f"within the tolerance, else not separated yet.{family} Median: of the runs as measured, each setting on its "
+        f"within the tolerance, else open (not separated yet; the note says about how many blocks would settle it).{family} Median: of the runs as measured, each setting on its "
         "own (the drift between blocks stays in it). A single run whose row carries a per-second series gets the "
         "interval of its steady state (batch means). " + outliers
     )

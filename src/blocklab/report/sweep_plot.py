@@ -155,8 +155,9 @@ def figure_words(data: RunData, metric: str, bars: bool = False) -> str:
     if data.figure_word(metric) == "median":
         return ("median and the whisker its 95% bootstrap interval" if bars
                 else "medians and the band is their 95% bootstrap interval")
-    what = "block-adjusted level (each setting's geometric mean with the blocks' drift taken out: the figure the best is picked on)"
-    return f"{what} and the whisker its interval" if bars else f"{what}s and the band is their interval"
+    what = "(each setting's geometric mean with the blocks' drift taken out: the figure the best is picked on)"
+    return (f"block-adjusted level {what} and the whisker its interval" if bars
+            else f"block-adjusted levels {what} and the band is their interval")
 
 
 def best_and_close(data: RunData, metric: str, figs: list[SettingFigures]) -> tuple[str | None, list[str]]:
