@@ -127,7 +127,9 @@ def standing_note(entry: dict[str, Any], best: bool) -> str:
     standing = entry.get("standing")
     if standing == "undecided":
         needed = entry.get("blocks_needed")
-        return f"open: ~{needed} blocks" if needed else "open"
+        if not needed:
+            return "open"
+        return "open: >100 blocks" if needed > 100 else f"open: ~{needed} blocks"  # analysis/verdict.py MAX_BLOCKS_SAID
     return {"as_good": "as good", "slower": "slower"}.get(str(standing), "")
 
 
