@@ -73,7 +73,7 @@ def scan_sweep(data: RunData, knob: str, metric: str, limits: dict[str, float]) 
         *([limit_handle] if limit_handle else []),
         *io_handles,
     ]
-    labels = ["one run", f"{data.figure_word(metric)} {unit}, CI band", *[h.get_label() for h in handles]]
+    labels = ["one run", f"{data.figure_word(metric).removesuffix(' level')} {unit}, CI band", *[h.get_label() for h in handles]]
     if limit_handle:
         labels.append(limit_handle.get_label())
     labels += [h.get_label() for h in io_handles]

@@ -58,7 +58,7 @@ def generic_sweep(data: RunData, metric: str, limits: dict[str, float]) -> tuple
             (Line2D([], [], color=BLUE, marker="o", lw=2.2, ms=6), Patch(color=BAND, alpha=0.55)),
             *handles,
         ]
-        labels = ["one run", f"{data.figure_word(metric)} {unit}, CI band".replace("  ", " "), *[h.get_label() for h in handles]]
+        labels = ["one run", f"{data.figure_word(metric).removesuffix(' level')} {unit}, CI band".replace("  ", " "), *[h.get_label() for h in handles]]
     else:
         handles = _bars(ax, data, figs, best, close, unit, metric)
         legend = handles
@@ -147,7 +147,7 @@ def draw_runs_and_median(ax: Any, figs: list[SettingFigures], xs: list[float], l
     ax.plot(xs, med, "-o", color=BLUE, lw=2.2, ms=6, zorder=4)
 
 
-AS_GOOD_LABEL = "as good as the best (its whole interval within the tolerance)"
+AS_GOOD_LABEL = "as good as the best (within tolerance)"
 
 
 def figure_words(data: RunData, metric: str, bars: bool = False) -> str:
@@ -192,8 +192,7 @@ def mark_best(
         h = ax.plot([x for _, x in open_], [f.median for f, _ in open_], "o", ms=12, mfc="none", mec=GREY, mew=1.3, ls="none",
                     zorder=5)[0]
         blocks = int((data.summary.get("analysis") or {}).get("blocks") or 0)
-        h.set_label(f"not separated from the best by {blocks} block{'s' if blocks != 1 else ''} (more would tell)" if blocks
-                    else "not separated from the best yet")
+        h.set_label(f"open: not separated by {blocks} block{'s' if blocks != 1 else ''}" if blocks else "open: not separated yet")
         handles.append(h)
     if best in by_label:
         f, x = by_label[best]
