@@ -205,6 +205,19 @@ def test_report_of_an_interrupted_run_with_a_torn_line(run_copy):
 
 
 @pytest.mark.engine
+def test_report_and_analyse_explain_print_how_the_verdict_was_judged(run_copy):
+    for command in (["report", str(run_copy), "--explain"], ["analyse", str(run_copy), "--dry-run", "--explain"]):
+        result = CliRunner().invoke(main, command)
+        assert result.exit_code == 0, result.output
+        summary = load_run(run_copy).summary
+        assert summary["verdict"].splitlines()[0] in result.output
+        explained = result.output.split("How to read this:\n", 1)[1]
+        assert "block-adjusted level" in explained and "Ratios compare the settings within each of the 2 blocks" in explained
+    html = (run_copy / "report.html").read_text()
+    assert 'id="how-to-read"' in html and all(str(escape(line)) in html for line in summary["explain"])
+
+
+@pytest.mark.engine
 def test_a_partial_run_names_no_best_until_every_setting_has_its_blocks(run_copy):
     # issue 30: "Best multiblock_read is 32 (256 kB)" was the headline after 1 of 16 cells
     results = run_copy / "results.jsonl"
