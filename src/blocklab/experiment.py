@@ -25,7 +25,7 @@ from .plan import Plan, _fmt, grid, make_plan
 from .search import check_refinable, coarse_values
 from .spec import WORKLOAD_AXIS, Spec, SpecError, spec_from_dict
 from .workloads import make_workload
-from .workloads.base import Workload
+from .workloads.base import Workload, workload_cold_problem
 
 __all__ = ["Experiment", "prepare", "split_settings", "ApplyClass"]
 
@@ -199,7 +199,7 @@ def _prepare(spec: Spec, spec_text: str, source: str, engine: Engine) -> Experim
                 swept.append(make_workload(spec.workload, spec.dataset, spec.engine.kind, source, {name[len(WORKLOAD_AXIS):]: value}))
         engine.start()
         problems = Problems()
-        if spec.measure.cache == "cold" and (problem := engine.cold_cache_problem()):
+        if spec.measure.cache == "cold" and (problem := engine.cold_cache_problem() or workload_cold_problem(workload, engine)):
             problems.add(f"measure.cache = 'cold' is not possible here: {problem}")
         problems.attempt(lambda: check_disk_space(engine, swept))
         engine_knobs = {n: v for n, v in spec.knobs.items() if n not in axes}

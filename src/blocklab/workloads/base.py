@@ -65,6 +65,21 @@ def timed_series(workload: Any) -> tuple[dict[str, list[float]], str] | None:
     return dict(getattr(workload, "series", None) or {}), str(key)
 
 
+def workload_cold_problem(workload: Any, engine: Engine) -> str | None:
+    """Why this workload's relations cannot be evicted on this engine although the engine
+    evicts its own data sets (a workload over the user's own tables says so with a
+    `cold_cache_problem(engine)` method); None for the others."""
+    ask = getattr(workload, "cold_cache_problem", None)
+    return ask(engine) if ask is not None else None
+
+
+def workload_record(workload: Any) -> dict[str, Any] | None:
+    """What a workload keeps with its run for the report (its `record()`: the user's
+    scripts, for workload `sql`), written as workload.json; None for the others."""
+    record = getattr(workload, "record", None)
+    return record() if record is not None else None
+
+
 def dialect_bytes_per_row(dialect_class: type, default: float) -> float:
     """What a row of this workload's tables takes on the engine (its dialect says; else `default`)."""
     return float(getattr(dialect_class, "bytes_per_row", default))
