@@ -25,7 +25,7 @@ from .plan import Plan, _fmt, grid, make_plan
 from .search import check_refinable, coarse_values
 from .spec import WORKLOAD_AXIS, Spec, SpecError, spec_from_dict
 from .workloads import make_workload
-from .workloads.base import Workload, workload_cold_problem
+from .workloads.base import Workload, workload_check, workload_cold_problem
 
 __all__ = ["Experiment", "prepare", "split_settings", "ApplyClass"]
 
@@ -202,6 +202,7 @@ def _prepare(spec: Spec, spec_text: str, source: str, engine: Engine) -> Experim
         if spec.measure.cache == "cold" and (problem := engine.cold_cache_problem() or workload_cold_problem(workload, engine)):
             problems.add(f"measure.cache = 'cold' is not possible here: {problem}")
         problems.attempt(lambda: check_disk_space(engine, swept))
+        workload_check(workload, engine)  # e.g. the user's scripts, run once and rolled back
         engine_knobs = {n: v for n, v in spec.knobs.items() if n not in axes}
         infos: dict[str, KnobInfo] = {}
         for name in [*spec.engine.settings, *engine_knobs]:

@@ -73,6 +73,14 @@ def workload_cold_problem(workload: Any, engine: Engine) -> str | None:
     return ask(engine) if ask is not None else None
 
 
+def workload_check(workload: Any, engine: Engine) -> None:
+    """What a workload checks on the started engine before anything runs, changing nothing
+    (its `check(engine)`: the sql workload's check run of the user's scripts); SpecError."""
+    check = getattr(workload, "check", None)
+    if check is not None:
+        check(engine)
+
+
 def workload_record(workload: Any) -> dict[str, Any] | None:
     """What a workload keeps with its run for the report (its `record()`: the user's
     scripts, for workload `sql`), written as workload.json; None for the others."""

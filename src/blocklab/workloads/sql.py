@@ -217,22 +217,33 @@ class Sql:
         digest.update(json.dumps(self.variables, sort_keys=True).encode())
         return json.dumps({"blocklab_dataset": "sql", "build": 1, "content": digest.hexdigest()[:16]})
 
-    def prepare(self, engine: Engine) -> None:
+    def check(self, engine: Engine) -> None:
+        """Before anything runs: the check run (read only, rolled back) where the tables are
+        there already (a server by DSN, a data set built before), so that a SQL error or a
+        write refused on a DSN stops the run at once, exit 2. Changes nothing."""
         dialect = cast(SqlDialect, engine.dialect(self.name))
-        remote = dialect.can_copy_tables()
-        if remote and (self.setup or self.load):
+        if dialect.can_copy_tables() and (self.setup or self.load):
             raise SpecError("workload sql: setup and load are not run on a server given by --dsn: the scripts run on "
                             "its tables as they are; leave setup and load out")
+        if (self.setup or self.load) and not dialect.dataset_built(self.fingerprint()):
+            return  # checked once the first cell has built it
+        self.prepare(engine, build=False)
+
+    def prepare(self, engine: Engine, build: bool = True) -> None:
+        dialect = cast(SqlDialect, engine.dialect(self.name))
+        remote = dialect.can_copy_tables()
         schemas: tuple[str, ...] = ()
         if self.setup or self.load:
             fp = self.fingerprint()
-            if not dialect.dataset_built(fp):
+            if build and not dialect.dataset_built(fp):
                 dialect.build_dataset(fp, self._build_statements(dialect))
             where = dialect.dataset_schema(fp)
             schemas = (where,) if where else ()
         access = SessionAccess(read_only=remote, schemas=schemas)
         facts = self._check(dialect, access)
         if (facts.writes or facts.unknown_writes) and remote:  # blocklab's own data set may be written
+            if not build and self.options.allow_writes:
+                return  # the copies are made by the first cell, not while checking
             access = self._on_copies(dialect, facts, schemas)
             facts = self._check(dialect, SessionAccess(read_only=True, schemas=access.schemas), writes_to=access.schemas[0])
         self.facts, self.access = facts, access
