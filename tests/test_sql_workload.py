@@ -169,3 +169,168 @@ def test_bad_distribution_parameters_say_where():
         expr.run({}, random.Random())
     with pytest.raises(ScriptError, match="empty range"):
         parse_expression("random(5, 1)").run({}, random.Random())
+
+
+# ---------------------------------------------------------------------- runs on real engines
+import json  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+
+from conftest import blocklab_bin  # noqa: E402
+from someones_servers import Pg15Server, pg15_cluster  # noqa: E402
+
+
+def _blocklab(cli_env, *args, cwd=None, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([blocklab_bin(), *args], env=cli_env, capture_output=True, text=True, timeout=timeout, cwd=cwd)
+
+
+def _text(result: subprocess.CompletedProcess) -> str:
+    text = result.stdout + result.stderr
+    assert "Traceback" not in text, text
+    return text
+
+
+def _run_dir(cli_env) -> Path:
+    found = [p.parent for p in Path(cli_env["BLOCKLAB_RESULTS"]).glob("*/results.jsonl")]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def _rows(cli_env) -> list[dict]:
+    return [json.loads(line) for line in (_run_dir(cli_env) / "results.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.engine
+def test_tpcb_like_on_the_embedded_postgresql_with_a_sweep_and_a_cold_cache(cli_env):
+    result = _blocklab(cli_env, "run", "--script", str(FIXTURES / "tpcb-like.sql"), "--setup", str(FIXTURES / "schema.sql"),
+                       "--load", str(FIXTURES / "load.sql"), "--set", "pg.synchronous_commit=on,off", "--repeats", "1",
+                       "--sessions", "2", "--duration", "1s")
+    text = _text(result)
+    assert result.returncode == 0, text
+    assert "Best pg.synchronous_commit is" in text
+    rows = _rows(cli_env)
+    assert [r["status"] for r in rows] == ["ok", "ok"], [r["status"] for r in rows]
+    for r in rows:
+        m = r["metrics"]
+        assert m["tps"] > 0 and m["transactions"] >= 1 and m["statements"] == 7 * m["transactions"]  # BEGIN and END count
+        # every statement of the script timed on its own (BEGIN and END too), keyed by its line
+        assert {k.split(".")[1] for k in m if k.startswith("stmt.")} == {f"s1_l{n}" for n in range(5, 12)}
+        assert m["stmt.s1_l6.count"] == m["transactions"] and m["latency.p95_ms"] >= m["latency.p50_ms"] > 0
+        # cold: the 4 tables and 3 primary keys the check run found were evicted, and that was proven
+        checks = r["notes"]["checks"]
+        assert checks["cold_files"] == 7 and checks["cold_os_resident_bytes"] == 0 and checks["cold_engine_cached_bytes"] == 0
+        assert "profile.total.total_s" in m  # the sessions' time profile
+    record = json.loads((_run_dir(cli_env) / "workload.json").read_text())
+    assert record["scripts"][0]["text"] == (FIXTURES / "tpcb-like.sql").read_text()
+    assert record["variables"] == {"scale": 1, "rows": 3_000_000}
+
+
+@pytest.mark.engine
+def test_sqlite_runs_a_script_on_its_own_data_set(cli_env, tmp_path):
+    (tmp_path / "schema.sql").write_text("CREATE TABLE kv (k INTEGER PRIMARY KEY, v INTEGER, pad TEXT);\nCREATE INDEX kv_v ON kv (v);\n")
+    (tmp_path / "load.sql").write_text("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < :rows)\n"
+                                       "INSERT INTO kv SELECT i, i % 97, printf('%050d', i) FROM n;\n")
+    (tmp_path / "kv.sql").write_text("\\set k random_exponential(1, :rows, 4)\nBEGIN IMMEDIATE;\n"
+                                     "SELECT v, pad FROM kv WHERE k = :k;\nUPDATE kv SET v = v + 1 WHERE k = :k;\nCOMMIT;\n")
+    result = _blocklab(cli_env, "run", "--script", "kv.sql", "--setup", "schema.sql", "--load", "load.sql", "--rows", "5000",
+                       "--engine", "sqlite", "--set", "sqlite.cache_size=100,2000", "--repeats", "1", "--sessions", "2",
+                       "--transactions", "20", cwd=tmp_path)
+    text = _text(result)
+    assert result.returncode == 0, text
+    rows = _rows(cli_env)
+    assert [r["status"] for r in rows] == ["ok", "ok"], [r["status"] for r in rows]
+    for r in rows:
+        assert r["metrics"]["transactions"] == 40 and r["metrics"]["stmt.s1_l4.count"] == 40
+        assert r["metrics"]["rows"] == 80  # a row read and a row updated per transaction
+    # the data set was built once, from its files' content; a bad script names its file, line and column
+    (tmp_path / "bad.sql").write_text("SELECT 1;\n\\set x random(1, :rows) +\nSELECT 2;\n")
+    bad = _blocklab(cli_env, "run", "--script", "bad.sql", "--engine", "sqlite", cwd=tmp_path)
+    assert bad.returncode == 2 and "bad.sql:2:26: syntax error in expression" in _text(bad), _text(bad)
+    unknown = tmp_path / "unknown.sql"
+    unknown.write_text("SELECT * FROM kv\n WHERE k = :key;\n")
+    refused = _blocklab(cli_env, "run", "--script", "unknown.sql", "--engine", "sqlite", cwd=tmp_path)
+    assert refused.returncode == 2 and "unknown.sql:2:12: unknown variable :key" in _text(refused), _text(refused)
+
+
+# ---------------------------------------------------------------------- someone's PostgreSQL 15 by DSN
+@pytest.fixture(scope="module")
+def pg15(cache_dir) -> Pg15Server:
+    with pg15_cluster(cache_dir / "sql-pg15") as server:
+        server.psql("CREATE TABLE orders (id int PRIMARY KEY, customer int, amount numeric, placed date); "
+                    "INSERT INTO orders SELECT g, g % 500, (g * 7) % 1000, date '2026-01-01' + g % 300 "
+                    "FROM generate_series(1, 30000) g; CREATE INDEX orders_customer ON orders (customer); ANALYZE orders")
+        yield server
+
+
+def _checksum(pg15: Pg15Server, table: str = "orders") -> str:
+    return pg15.psql(f"SELECT md5(string_agg(t::text, ',' ORDER BY id)) FROM {table} t")
+
+
+def _blocklab_things(pg15: Pg15Server) -> str:
+    return pg15.psql("SELECT string_agg(name, ',') FROM (SELECT nspname AS name FROM pg_namespace WHERE nspname LIKE 'blocklab%' "
+                     "UNION ALL SELECT relname FROM pg_class WHERE relname LIKE 'blocklab%' "
+                     "UNION ALL SELECT extname FROM pg_extension WHERE extname = 'pg_buffercache') AS x")
+
+
+@pytest.mark.engine
+def test_a_read_only_report_query_by_dsn_ends_with_a_verdict_and_leaves_the_table_as_it_was(pg15, cli_env, tmp_path):
+    (tmp_path / "report.sql").write_text("\\set c random(1, 500)\n"
+                                         "SELECT placed, sum(amount) FROM orders WHERE customer = :c GROUP BY placed ORDER BY placed;\n")
+    before = _checksum(pg15)
+    result = _blocklab(cli_env, "run", "--script", "report.sql", "--dsn", pg15.dsn, "--set", "pg.effective_io_concurrency=1,32",
+                       "--repeats", "2", "--sessions", "2", "--duration", "1s", cwd=tmp_path)
+    text = _text(result)
+    assert result.returncode == 0, text
+    assert "measured warm, by design" in text  # PostgreSQL 15 cannot evict a user's table: said so
+    assert "Best pg.effective_io_concurrency" in text and "median tps" in text
+    rows = _rows(cli_env)
+    assert len(rows) == 4 and all(r["status"] == "ok" and r["metrics"]["transactions"] > 0 for r in rows)
+    assert _checksum(pg15) == before
+    clean = _blocklab(cli_env, "clean", "--dsn", pg15.dsn)
+    assert clean.returncode == 0, _text(clean)
+    assert _blocklab_things(pg15) == ""
+    # a cold cache asked for in a file is refused, saying why
+    (tmp_path / "cold.toml").write_text(f'[engine]\ndsn = "{pg15.dsn}"\n[workload]\nkind = "sql"\nscript = ["report.sql"]\n'
+                                        '[measure]\ncache = "cold"\n')
+    cold = _blocklab(cli_env, "run", "cold.toml", cwd=tmp_path)
+    assert cold.returncode == 2 and "PostgreSQL 15 cannot take a table out of shared buffers" in _text(cold), _text(cold)
+    # the engine's own error, at the file, line and column of the statement
+    (tmp_path / "typo.sql").write_text("SELECT 1;\nSELECT amount\n  FROM orders WHERE bogus = 1;\n")
+    typo = _blocklab(cli_env, "run", "--script", "typo.sql", "--dsn", pg15.dsn, cwd=tmp_path)
+    assert typo.returncode == 2, _text(typo)
+    assert 'typo.sql:3:21: PostgreSQL error 42703: column "bogus" does not exist' in _text(typo)
+
+
+@pytest.mark.engine
+def test_a_writing_script_by_dsn_is_refused_and_with_allow_writes_works_on_copies(pg15, cli_env, tmp_path):
+    (tmp_path / "write.sql").write_text("\\set id random(1, 30000)\nBEGIN;\nUPDATE orders SET amount = amount + 1 WHERE id = :id;\n"
+                                        "SELECT amount FROM orders WHERE id = :id;\nEND;\n")
+    before = _checksum(pg15)
+    refused = _blocklab(cli_env, "run", "--script", "write.sql", "--dsn", pg15.dsn, cwd=tmp_path)
+    text = _text(refused)
+    assert refused.returncode == 2, text
+    assert "write.sql:3:1: the script writes (public.orders)" in text and "--allow-writes" in text
+    assert _blocklab_things(pg15) == "" and _checksum(pg15) == before
+    result = _blocklab(cli_env, "run", "--script", "write.sql", "--dsn", pg15.dsn, "--allow-writes", "--repeats", "1",
+                       "--set", "pg.effective_io_concurrency=1", "--duration", "1s", cwd=tmp_path)
+    text = _text(result)
+    assert result.returncode == 0, text
+    updated = sum(r["metrics"]["stmt.s1_l3.count"] for r in _rows(cli_env))
+    assert updated > 0
+    assert _checksum(pg15) == before  # the original: not one row changed
+    assert _checksum(pg15, "blocklab_sql.orders") != before  # the copy took the updates
+    assert "blocklab_sql" in _blocklab_things(pg15) and "schema blocklab_sql" in text
+    clean = _blocklab(cli_env, "clean", "--dsn", pg15.dsn)
+    assert clean.returncode == 0 and "blocklab_sql" in clean.stdout, _text(clean)
+    assert _blocklab_things(pg15) == ""
+    # a script that names the original's schema cannot be redirected to the copy: its cells refuse to run
+    (tmp_path / "qualified.sql").write_text("UPDATE public.orders SET amount = amount + 1 WHERE id = 1;\n")
+    for old in Path(cli_env["BLOCKLAB_RESULTS"]).glob("*"):
+        shutil.rmtree(old)
+    qualified = _blocklab(cli_env, "run", "--script", "qualified.sql", "--dsn", pg15.dsn, "--allow-writes", "--duration", "1s",
+                          "--repeats", "1", "--set", "pg.effective_io_concurrency=1", cwd=tmp_path)
+    text = _text(qualified)
+    statuses = [r["status"] for r in _rows(cli_env)]
+    assert statuses and all("qualified.sql:1:1: writes public.orders, not blocklab's copy" in s for s in statuses), text
+    assert _checksum(pg15) == before
+    _blocklab(cli_env, "clean", "--dsn", pg15.dsn)

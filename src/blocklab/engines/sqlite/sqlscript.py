@@ -42,8 +42,9 @@ class SqlScripts:
 
     def execute(self, session: Any, text: str, params: Sequence[Any]) -> int:
         conn = session.conn
+        before = conn.total_changes()  # changes() would repeat the last write's count after a COMMIT
         rows = conn.execute(text, tuple(params)).fetchall()
-        return len(rows) if rows else int(conn.changes())
+        return len(rows) if rows else int(conn.total_changes() - before)
 
     def statement_error(self, err: BaseException) -> tuple[str, int | None] | None:
         if not isinstance(err, apsw.Error):
