@@ -173,11 +173,14 @@ def test_bad_distribution_parameters_say_where():
 
 # ---------------------------------------------------------------------- runs on real engines
 import json  # noqa: E402
-import shutil  # noqa: E402
 import subprocess  # noqa: E402
 
 from conftest import blocklab_bin  # noqa: E402
 from someones_servers import Pg15Server, pg15_cluster  # noqa: E402
+
+from blocklab.lab import Overrides, load_experiment  # noqa: E402
+from blocklab.spec import SpecError  # noqa: E402
+from blocklab.sql_shortcut import ScriptRun  # noqa: E402
 
 
 def _blocklab(cli_env, *args, cwd=None, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -223,6 +226,11 @@ def test_tpcb_like_on_the_embedded_postgresql_with_a_sweep_and_a_cold_cache(cli_
     record = json.loads((_run_dir(cli_env) / "workload.json").read_text())
     assert record["scripts"][0]["text"] == (FIXTURES / "tpcb-like.sql").read_text()
     assert record["variables"] == {"scale": 1, "rows": 3_000_000}
+    # the report shows the script, its parameters and every statement's latency per setting
+    html = (_run_dir(cli_env) / "report.html").read_text()
+    assert 'id="scripts"' in html and "UPDATE pgbench_tellers SET tbalance = tbalance + :delta WHERE tid = :tid;" in html
+    table = html.split('id="statement-latency"', 1)[1].split("</table>", 1)[0]
+    assert table.count("<tr>") == 1 + 7 and "tpcb-like.sql:6" in table and ">on</th>" in table and ">off</th>" in table
 
 
 @pytest.mark.engine
@@ -242,14 +250,19 @@ def test_sqlite_runs_a_script_on_its_own_data_set(cli_env, tmp_path):
     for r in rows:
         assert r["metrics"]["transactions"] == 40 and r["metrics"]["stmt.s1_l4.count"] == 40
         assert r["metrics"]["rows"] == 80  # a row read and a row updated per transaction
-    # the data set was built once, from its files' content; a bad script names its file, line and column
+    # a bad script names its file, line and column, before any engine starts
     (tmp_path / "bad.sql").write_text("SELECT 1;\n\\set x random(1, :rows) +\nSELECT 2;\n")
-    bad = _blocklab(cli_env, "run", "--script", "bad.sql", "--engine", "sqlite", cwd=tmp_path)
-    assert bad.returncode == 2 and "bad.sql:2:26: syntax error in expression" in _text(bad), _text(bad)
-    unknown = tmp_path / "unknown.sql"
-    unknown.write_text("SELECT * FROM kv\n WHERE k = :key;\n")
-    refused = _blocklab(cli_env, "run", "--script", "unknown.sql", "--engine", "sqlite", cwd=tmp_path)
-    assert refused.returncode == 2 and "unknown.sql:2:12: unknown variable :key" in _text(refused), _text(refused)
+    with pytest.raises(SpecError, match=r"bad\.sql:2:26: syntax error in expression"):
+        _experiment(cli_env, [str(tmp_path / "bad.sql")], engine="sqlite")
+    (tmp_path / "unknown.sql").write_text("SELECT * FROM kv\n WHERE k = :key;\n")
+    with pytest.raises(SpecError, match=r"unknown\.sql:2:12: unknown variable :key"):
+        _experiment(cli_env, [str(tmp_path / "unknown.sql")], engine="sqlite")
+
+
+def _experiment(cli_env, scripts: list[str], *, engine: str | None = None, dsn: str | None = None, allow_writes: bool = False):
+    """The experiment `blocklab run --script ...` would run, validated in this process (nothing measured)."""
+    overrides = Overrides(engine=engine, dsn=dsn, allow_writes=allow_writes)
+    return load_experiment("--script", overrides, cache_dir=Path(cli_env["BLOCKLAB_CACHE"]), text=ScriptRun(scripts).toml())
 
 
 # ---------------------------------------------------------------------- someone's PostgreSQL 15 by DSN
@@ -292,13 +305,12 @@ def test_a_read_only_report_query_by_dsn_ends_with_a_verdict_and_leaves_the_tabl
     # a cold cache asked for in a file is refused, saying why
     (tmp_path / "cold.toml").write_text(f'[engine]\ndsn = "{pg15.dsn}"\n[workload]\nkind = "sql"\nscript = ["report.sql"]\n'
                                         '[measure]\ncache = "cold"\n')
-    cold = _blocklab(cli_env, "run", "cold.toml", cwd=tmp_path)
-    assert cold.returncode == 2 and "PostgreSQL 15 cannot take a table out of shared buffers" in _text(cold), _text(cold)
+    with pytest.raises(SpecError, match="PostgreSQL 15 cannot take a table out of shared buffers"):
+        load_experiment(str(tmp_path / "cold.toml"), Overrides(), cache_dir=Path(cli_env["BLOCKLAB_CACHE"]))
     # the engine's own error, at the file, line and column of the statement
     (tmp_path / "typo.sql").write_text("SELECT 1;\nSELECT amount\n  FROM orders WHERE bogus = 1;\n")
-    typo = _blocklab(cli_env, "run", "--script", "typo.sql", "--dsn", pg15.dsn, cwd=tmp_path)
-    assert typo.returncode == 2, _text(typo)
-    assert 'typo.sql:3:21: PostgreSQL error 42703: column "bogus" does not exist' in _text(typo)
+    with pytest.raises(SpecError, match='typo\\.sql:3:21: PostgreSQL error 42703: column "bogus" does not exist'):
+        _experiment(cli_env, [str(tmp_path / "typo.sql")], dsn=pg15.dsn)
 
 
 @pytest.mark.engine
@@ -306,31 +318,26 @@ def test_a_writing_script_by_dsn_is_refused_and_with_allow_writes_works_on_copie
     (tmp_path / "write.sql").write_text("\\set id random(1, 30000)\nBEGIN;\nUPDATE orders SET amount = amount + 1 WHERE id = :id;\n"
                                         "SELECT amount FROM orders WHERE id = :id;\nEND;\n")
     before = _checksum(pg15)
-    refused = _blocklab(cli_env, "run", "--script", "write.sql", "--dsn", pg15.dsn, cwd=tmp_path)
-    text = _text(refused)
-    assert refused.returncode == 2, text
-    assert "write.sql:3:1: the script writes (public.orders)" in text and "--allow-writes" in text
+    with pytest.raises(SpecError, match=r"write\.sql:3:1: the script writes \(public\.orders\) .*--allow-writes"):
+        _experiment(cli_env, [str(tmp_path / "write.sql")], dsn=pg15.dsn)
     assert _blocklab_things(pg15) == "" and _checksum(pg15) == before
     result = _blocklab(cli_env, "run", "--script", "write.sql", "--dsn", pg15.dsn, "--allow-writes", "--repeats", "1",
                        "--set", "pg.effective_io_concurrency=1", "--duration", "1s", cwd=tmp_path)
     text = _text(result)
     assert result.returncode == 0, text
-    updated = sum(r["metrics"]["stmt.s1_l3.count"] for r in _rows(cli_env))
-    assert updated > 0
+    assert _rows(cli_env)[0]["metrics"]["stmt.s1_l3.count"] > 0
     assert _checksum(pg15) == before  # the original: not one row changed
     assert _checksum(pg15, "blocklab_sql.orders") != before  # the copy took the updates
     assert "blocklab_sql" in _blocklab_things(pg15) and "schema blocklab_sql" in text
+    # a script that names the original's schema cannot be redirected to the copy: refused before its sessions start
+    (tmp_path / "qualified.sql").write_text("UPDATE public.orders SET amount = amount + 1 WHERE id = 1;\n")
+    exp = _experiment(cli_env, [str(tmp_path / "qualified.sql")], dsn=pg15.dsn, allow_writes=True)
+    try:
+        with pytest.raises(SpecError, match="qualified.sql:1:1: writes public.orders, not blocklab's copy"):
+            exp.workload.prepare(exp.engine)
+    finally:
+        exp.engine.stop()
+    assert _checksum(pg15) == before
     clean = _blocklab(cli_env, "clean", "--dsn", pg15.dsn)
     assert clean.returncode == 0 and "blocklab_sql" in clean.stdout, _text(clean)
     assert _blocklab_things(pg15) == ""
-    # a script that names the original's schema cannot be redirected to the copy: its cells refuse to run
-    (tmp_path / "qualified.sql").write_text("UPDATE public.orders SET amount = amount + 1 WHERE id = 1;\n")
-    for old in Path(cli_env["BLOCKLAB_RESULTS"]).glob("*"):
-        shutil.rmtree(old)
-    qualified = _blocklab(cli_env, "run", "--script", "qualified.sql", "--dsn", pg15.dsn, "--allow-writes", "--duration", "1s",
-                          "--repeats", "1", "--set", "pg.effective_io_concurrency=1", cwd=tmp_path)
-    text = _text(qualified)
-    statuses = [r["status"] for r in _rows(cli_env)]
-    assert statuses and all("qualified.sql:1:1: writes public.orders, not blocklab's copy" in s for s in statuses), text
-    assert _checksum(pg15) == before
-    _blocklab(cli_env, "clean", "--dsn", pg15.dsn)
