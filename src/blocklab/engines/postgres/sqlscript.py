@@ -1,7 +1,10 @@
 """The `sql` workload on PostgreSQL (workloads/sql.py SqlDialect): the user's scripts.
 
-* Parameters are bound by the server ($1, $2 ...: psycopg's %s, with a literal % doubled);
-  psycopg prepares a statement once it has run it five times, as pgbench -M prepared.
+* Parameters are bound by the server ($1, $2 ... in the text it is sent, as text values it
+  casts to what the statement needs). A session prepares each statement once, at its
+  first run, and then only executes it, as pgbench -M prepared: straight through libpq
+  (psycopg's pq layer), because psycopg's cursor costs ~50 us of Python per statement,
+  which at thousands of statements a second on two cores would measure the client.
 * The data set of a setup/load lives in a schema of its own, `blocklab_sql_<hash>`
   (the hash of the setup's and load's content and the row count), its fingerprint the
   schema's COMMENT, written last: built once per machine, kept while its content is.
@@ -28,7 +31,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import psycopg
-from psycopg import sql
+from psycopg import pq, sql
 
 from ...workloads.sql import CheckStatement, ScriptFacts, SessionAccess
 from ..base import EngineError
@@ -52,13 +55,19 @@ class SqlScripts:
         return f"${n}"
 
     def driver_sql(self, chunks: Sequence[str]) -> str:
-        if len(chunks) == 1:
-            return chunks[0]  # no parameters: psycopg sends the text as it is
-        return "%s".join(c.replace("%", "%%") for c in chunks)
+        out = [chunks[0]]
+        for n, chunk in enumerate(chunks[1:], start=1):
+            out += [f"${n}", chunk]
+        return "".join(out)
 
     def execute(self, session: Any, text: str, params: Sequence[Any]) -> int:
-        cur = session.conn.execute(text, params or None)
-        return int(cur.rowcount)
+        pgconn = session.conn.pgconn
+        name = session.prepared.get(text)
+        if name is None:
+            name = f"blocklab_sql_{len(session.prepared)}".encode()
+            _checked(pgconn.prepare(name, text.encode()))
+            session.prepared[text] = name
+        return _rows(_checked(pgconn.exec_prepared(name, [_param(p) for p in params])))
 
     def statement_error(self, err: BaseException) -> tuple[str, int | None] | None:
         if not isinstance(err, psycopg.Error) or isinstance(err, psycopg.OperationalError) and err.sqlstate is None:
@@ -107,7 +116,7 @@ class SqlScripts:
             _search_first(conn, (self.dataset_schema(fingerprint),))
             for i, statement in enumerate(statements):
                 try:
-                    conn.execute(statement.sql.encode() if not statement.params else statement.sql, statement.params or None)
+                    _exec(conn, statement.sql, statement.params)
                 except psycopg.Error as err:
                     why = self.statement_error(err)
                     raise EngineError(f"the data set's setup/load failed at its statement {i + 1} "
@@ -130,7 +139,7 @@ class SqlScripts:
                         continue  # the check is one transaction of its own
                     conn.execute("SAVEPOINT blocklab_check")
                     try:
-                        conn.execute(statement.sql, statement.params or None)
+                        _exec(conn, statement.sql, statement.params)
                     except psycopg.Error as err:
                         conn.execute("ROLLBACK TO SAVEPOINT blocklab_check")
                         if err.sqlstate != READ_ONLY_SQLSTATE:
@@ -180,6 +189,31 @@ class SqlScripts:
         return None
 
 
+def _param(value: Any) -> bytes:
+    """A parameter as text, which the server casts to the type the statement needs (as pgbench sends them)."""
+    return (repr(value) if isinstance(value, float) else str(value)).encode()
+
+
+def _checked(result: pq.abc.PGresult) -> pq.abc.PGresult:
+    """The result, or the server's error raised as psycopg raises it (SQLSTATE, position and all)."""
+    if result.status not in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK):
+        raise psycopg.errors.error_from_result(result)
+    return result
+
+
+def _rows(result: pq.abc.PGresult) -> int:
+    """Rows a statement returned, or changed."""
+    if result.status == pq.ExecStatus.TUPLES_OK:
+        return int(result.ntuples)
+    changed = result.command_tuples
+    return int(changed) if changed else 0
+
+
+def _exec(conn: psycopg.Connection, text: str, params: Sequence[Any]) -> pq.abc.PGresult:
+    """One statement with its parameters, unprepared (the check run, the data set's build)."""
+    return _checked(conn.pgconn.exec_params(text.encode(), [_param(p) for p in params]))
+
+
 def _search_first(conn: psycopg.Connection, schemas: Sequence[str]) -> None:
     """The session looks in `schemas` first, then where it looked before."""
     conn.execute("SELECT set_config('search_path', %s || ', ' || current_setting('search_path'), false)",
@@ -191,13 +225,13 @@ def _write_targets(conn: psycopg.Connection, statement: CheckStatement) -> list[
     why not, when it has no plan (DDL, a function's own writes)."""
     conn.execute("SAVEPOINT blocklab_explain")
     try:
-        row = conn.execute("EXPLAIN (VERBOSE, FORMAT JSON) " + statement.sql, statement.params or None).fetchone()
+        result = _exec(conn, "EXPLAIN (VERBOSE, FORMAT JSON) " + statement.sql, statement.params)
     except psycopg.Error as err:
         conn.execute("ROLLBACK TO SAVEPOINT blocklab_explain")
         return f"it is not a table write PostgreSQL can explain: {(err.diag.message_primary or str(err)).strip()}"
     conn.execute("RELEASE SAVEPOINT blocklab_explain")
-    plan = row[0] if row else []
-    plan = json.loads(plan) if isinstance(plan, str) else plan
+    value = result.get_value(0, 0) if result.ntuples else None
+    plan = json.loads(bytes(value).decode()) if value is not None else []
     found: list[str] = []
 
     def walk(node: dict[str, Any]) -> None:
