@@ -58,6 +58,8 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=4)
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--seconds", type=int, default=10, help="run time of each blocklab cell and each pgbench run")
+    parser.add_argument("--commit", default="on,off", help="the synchronous_commit values, in this order")
+    parser.add_argument("--no-sample", action="store_true", help="the workload without its wait sampler (sample = false)")
     parser.add_argument("--cache", type=Path, default=Path(os.environ.get("BLOCKLAB_CACHE", "/var/tmp/blocklab-sql-bench")))
     args = parser.parse_args()
 
@@ -65,14 +67,14 @@ def main() -> None:
     engine.start()
     try:
         spec = WorkloadSpec(kind="sql", script=[str(SCRIPT)], setup=str(FIXTURES / "schema.sql"), load=str(FIXTURES / "load.sql"),
-                            sessions=args.sessions, duration_s=args.seconds)
+                            sessions=args.sessions, duration_s=args.seconds, sample=not args.no_sample)
         workload = make_workload(spec, DatasetSpec(rows=1), "postgres")
         assert isinstance(workload, Sql)
         workload.prepare(engine)
         schema = workload.access.schemas[0]
         print(f"PostgreSQL {engine.version}, {args.sessions} sessions, {args.seconds} s per run, {args.pairs} pairs, "
-              f"tables in {schema}; load average {os.getloadavg()[0]:.1f}", flush=True)
-        for commit in ("on", "off"):
+              f"tables in {schema}, wait sampler {'off' if args.no_sample else 'on'}; load average {os.getloadavg()[0]:.1f}", flush=True)
+        for commit in args.commit.split(","):
             engine.apply({"pg.synchronous_commit": commit})
             ratios, ours, theirs = [], [], []
             for pair in range(args.pairs):

@@ -259,6 +259,24 @@ def test_sqlite_runs_a_script_on_its_own_data_set(cli_env, tmp_path):
         _experiment(cli_env, [str(tmp_path / "unknown.sql")], engine="sqlite")
 
 
+@pytest.mark.engine
+def test_mariadb_private_instance_runs_a_script_cold(cli_env, tmp_path):
+    (tmp_path / "schema.sql").write_text("CREATE TABLE kv (k INT PRIMARY KEY, v INT, pad VARCHAR(60), KEY kv_v (v)) ENGINE=InnoDB;\n")
+    (tmp_path / "load.sql").write_text("INSERT INTO kv SELECT seq, seq % 97, LPAD(seq, 50, 0) FROM seq_1_to_100000;\n")
+    (tmp_path / "kv.sql").write_text("\\set k random(1, 100000)\nBEGIN;\nSELECT v, pad FROM kv WHERE k = :k;\n"
+                                     "UPDATE kv SET v = v + 1 WHERE k = :k;\nCOMMIT;\n")
+    result = _blocklab(cli_env, "run", "--script", "kv.sql", "--setup", "schema.sql", "--load", "load.sql", "--engine", "mariadb",
+                       "--set", "mariadb.innodb_flush_log_at_trx_commit=1,2", "--repeats", "1", "--sessions", "2",
+                       "--transactions", "20", cwd=tmp_path)
+    text = _text(result)
+    assert result.returncode == 0, text
+    rows = _rows(cli_env)
+    assert [r["status"] for r in rows] == ["ok", "ok"], [r["status"] for r in rows]
+    for r in rows:
+        assert r["metrics"]["transactions"] == 40 and r["metrics"]["stmt.s1_l3.count"] == 40
+        assert r["notes"]["evicted"]["engine_restarted"] and r["notes"]["evicted"]["os_dropped_files"] == 1  # kv's tablespace
+
+
 def _experiment(cli_env, scripts: list[str], *, engine: str | None = None, dsn: str | None = None, allow_writes: bool = False):
     """The experiment `blocklab run --script ...` would run, validated in this process (nothing measured)."""
     overrides = Overrides(engine=engine, dsn=dsn, allow_writes=allow_writes)

@@ -175,6 +175,7 @@ class SqlOptions(Options):
 
 
 DEFAULT_DURATION_S = 10.0
+SET, SLEEP, STATEMENT = 0, 1, 2  # the kinds of a compiled script's steps
 
 
 # ---------------------------------------------------------------------- the workload
@@ -207,6 +208,7 @@ class Sql:
         self.statements = [st for script in self.scripts for st in script.statements]
         self.owners = [s for s in self.scripts for _ in s.statements]  # each statement's script
         self.keys = [statement_key(i, s, st) for i, s in enumerate(self.scripts) for st in s.statements]
+        self._compiled: dict[int, list[tuple[int, Any, Any]]] = {}  # a script's steps, by its first statement's index
 
     # ------------------------------------------------------------------ data set
     def fingerprint(self) -> str:
@@ -395,25 +397,47 @@ class Sql:
 
     def _transaction(self, dialect: SqlDialect, session: Session, runner: Runner, script: Script, first: int,
                      texts: list[str], tally: Tally) -> None:
-        start = time.perf_counter()
-        index = first
-        for command in script.commands:
-            if isinstance(command, SetCommand):
-                runner.env[command.name] = runner.evaluate(command.expr)
-            elif isinstance(command, SleepCommand):
-                time.sleep(max(0.0, float(runner.evaluate(command.amount))) * command.seconds_per_unit)
-            else:
-                t = time.perf_counter()
+        """One run of a script. The commands are compiled once (compiled()): at thousands of
+        statements a second the loop itself is part of what the client costs."""
+        clock = time.perf_counter
+        env, rng, execute, latencies = runner.env, runner.rng, dialect.execute, tally.latencies
+        start = clock()
+        for kind, first_arg, second_arg in self.compiled(script, first, texts):
+            if kind == STATEMENT:
+                index, names, text = first_arg, second_arg, texts[first_arg]
+                t = clock()
                 try:
-                    rows = dialect.execute(session, texts[index], runner.params(command))
+                    rows = execute(session, text, [env[n] for n in names])
                 except Exception as err:
                     engine_error = dialect.statement_error(err)
                     if engine_error is None:
                         raise
                     raise ScriptError(self.engine_error_text(dialect, index, *engine_error)) from None
-                tally.add(index, time.perf_counter() - t, rows)
-                index += 1
-        tally.transactions.append(time.perf_counter() - start)
+                latencies[index].append(clock() - t)
+                if rows > 0:
+                    tally.rows += rows
+            elif kind == SET:
+                env[first_arg] = second_arg(env, rng)
+            else:
+                time.sleep(max(0.0, float(first_arg(env, rng))) * second_arg)
+        tally.transactions.append(clock() - start)
+
+    def compiled(self, script: Script, first: int, texts: list[str]) -> list[tuple[int, Any, Any]]:
+        """The script as (kind, a, b) steps: (SET, name, evaluate), (SLEEP, evaluate, seconds per unit),
+        (STATEMENT, its index among all statements, its variables' names)."""
+        steps = self._compiled.get(first)
+        if steps is None:
+            steps, index = [], first
+            for command in script.commands:
+                if isinstance(command, SetCommand):
+                    steps.append((SET, command.name, command.expr.run))
+                elif isinstance(command, SleepCommand):
+                    steps.append((SLEEP, command.amount.run, command.seconds_per_unit))
+                else:
+                    steps.append((STATEMENT, index, command.names))
+                    index += 1
+            self._compiled[first] = steps
+        return steps
 
     def tally_metrics(self, tallies: list[Tally]) -> dict[str, float]:
         elapsed = max(t.t1 for t in tallies) - min(t.t0 for t in tallies)
@@ -471,10 +495,6 @@ class Tally:
         self.transactions: list[float] = []
         self.rows = 0
         self.t0 = self.t1 = 0.0
-
-    def add(self, index: int, seconds: float, rows: int) -> None:
-        self.latencies[index].append(seconds)
-        self.rows += max(rows, 0)
 
 
 def statement_key(script_index: int, script: Script, statement: Statement) -> str:

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 COPY_SCHEMA = "blocklab_sql"  # the copies of a writing script's tables on a DSN
 DATASET_PREFIX = "blocklab_sql_"  # + the data set's hash: a setup/load's schema
 READ_ONLY_SQLSTATE = "25006"
+TUPLES_OK, COMMAND_OK = pq.ExecStatus.TUPLES_OK, pq.ExecStatus.COMMAND_OK
 
 
 class SqlScripts:
@@ -67,7 +68,14 @@ class SqlScripts:
             name = f"blocklab_sql_{len(session.prepared)}".encode()
             _checked(pgconn.prepare(name, text.encode()))
             session.prepared[text] = name
-        return _rows(_checked(pgconn.exec_prepared(name, [_param(p) for p in params])))
+        result = pgconn.exec_prepared(name, [str(p).encode() for p in params])  # str(float) is its repr
+        status = result.status
+        if status == TUPLES_OK:
+            return int(result.ntuples)
+        if status != COMMAND_OK:
+            raise psycopg.errors.error_from_result(result)
+        changed = result.command_tuples
+        return int(changed) if changed else 0
 
     def statement_error(self, err: BaseException) -> tuple[str, int | None] | None:
         if not isinstance(err, psycopg.Error) or isinstance(err, psycopg.OperationalError) and err.sqlstate is None:
@@ -199,14 +207,6 @@ def _checked(result: pq.abc.PGresult) -> pq.abc.PGresult:
     if result.status not in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK):
         raise psycopg.errors.error_from_result(result)
     return result
-
-
-def _rows(result: pq.abc.PGresult) -> int:
-    """Rows a statement returned, or changed."""
-    if result.status == pq.ExecStatus.TUPLES_OK:
-        return int(result.ntuples)
-    changed = result.command_tuples
-    return int(changed) if changed else 0
 
 
 def _exec(conn: psycopg.Connection, text: str, params: Sequence[Any]) -> pq.abc.PGresult:
