@@ -309,7 +309,7 @@ def test_a_read_only_report_query_by_dsn_ends_with_a_verdict_and_leaves_the_tabl
                                          "SELECT placed, sum(amount) FROM orders WHERE customer = :c GROUP BY placed ORDER BY placed;\n")
     before = _checksum(pg15)
     result = _blocklab(cli_env, "run", "--script", "report.sql", "--dsn", pg15.dsn, "--set", "pg.effective_io_concurrency=1,32",
-                       "--repeats", "2", "--sessions", "2", "--duration", "1s", cwd=tmp_path)
+                       "--repeats", "2", "--sessions", "2", "--duration", "0.5s", cwd=tmp_path)
     text = _text(result)
     assert result.returncode == 0, text
     assert "measured warm, by design" in text  # PostgreSQL 15 cannot evict a user's table: said so
