@@ -2,9 +2,9 @@
 
 The options become a TOML experiment of workload `sql` (kept in the results
 directory as experiment.toml, like any experiment file), with the paths made
-absolute so the run can be resumed from anywhere. A cold cache is asked for,
-except where the engine cannot evict the user's own tables (PostgreSQL before 17,
-which only a server by DSN runs): there the variant measures warm and says why.
+absolute so the run can be resumed from anywhere. The cache is `auto`: cold
+where the engine can evict the user's own tables and prove it, else warm, and
+the run says why (experiment.py resolve_cache).
 """
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ from .workloads.pgscript import split_weight
 
 DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$")
 UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, None: 1.0}
-WARM_BEFORE_17 = ("PostgreSQL before 17 cannot take your tables out of shared buffers (blocklab evicts by rewriting "
-                  "only its own tables): measured warm, by design")
 
 
 def parse_duration(text: str) -> float:
@@ -77,8 +75,7 @@ class ScriptRun:
         if self.variables:
             pairs = [_variable(v) for v in self.variables]
             lines.append("variables = { " + ", ".join(f"{k} = {v}" for k, v in pairs) + " }")
-        lines += ["", "[measure]", 'cache = "cold"', "", "[variants.postgres.before.17]",
-                  f"why = {json.dumps(WARM_BEFORE_17)}", 'measure = { cache = "warm" }', ""]
+        lines += ["", "[measure]", 'cache = "auto"  # cold where your tables can be evicted here, else warm (said why)', ""]
         return "\n".join(lines)
 
 

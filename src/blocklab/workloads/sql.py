@@ -184,6 +184,10 @@ class Sql:
     default_metric: ClassVar[str] = "tps"
     default_goal: ClassVar[str] = "max"
     steady_series: ClassVar[str] = "device_mb_per_s"
+    metrics: ClassVar[tuple[str, ...]] = (
+        "tps", "statements_per_s", "transactions", "statements", "rows", "rows_per_s", "elapsed_s", "latency.mean_ms",
+        "latency.p50_ms", "latency.p95_ms", "latency.p99_ms", "latency.max_ms")
+    rows_option: ClassVar[str | None] = None  # --rows sizes dataset.rows: :rows of the setup and load
     Dialect: ClassVar[type] = SqlDialect
     needs: ClassVar[str] = "the engine's placeholders and sessions, a check run of the scripts, the data set's build"
     Options = SqlOptions

@@ -193,7 +193,7 @@ class SqlScripts:
         if self.engine.mode == "dsn" and self.engine.major < 17:
             return (f"PostgreSQL {self.engine.major} cannot take a table out of shared buffers (pg_buffercache_evict "
                     "comes with 17), and blocklab evicts by rewriting only its own tables, never yours: your tables are "
-                    "measured warm here, by design; set measure.cache = 'warm' (the --script shortcut does)")
+                    "measured warm here, by design; set measure.cache = 'warm' or 'auto' (the --script shortcut's)")
         return None
 
 
