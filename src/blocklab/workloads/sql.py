@@ -74,6 +74,7 @@ class ScriptFacts:
     failed: tuple[int, str, int | None] | None = None  # (statement index, the engine's message, offset in its text)
     writes: dict[int, list[str]] = field(default_factory=dict)  # statement index -> tables it writes (schema.table)
     unknown_writes: dict[int, str] = field(default_factory=dict)  # statement index -> why its tables are unknown (DDL)
+    uncopyable: dict[int, str] = field(default_factory=dict)  # statement index -> why its writes cannot go to a copy
     relations: list[str] = field(default_factory=list)  # tables read or written and their indexes (schema.name)
 
 
@@ -248,9 +249,10 @@ class Sql:
         access = SessionAccess(read_only=remote, schemas=schemas)
         facts = self._check(dialect, access)
         if (facts.writes or facts.unknown_writes) and remote:  # blocklab's own data set may be written
-            if not build and self.options.allow_writes:
+            self._refuse_writes(facts)  # unless allowed, and every write can be sent to a copy
+            if not build:
                 return  # the copies are made by the first cell, not while checking
-            access = self._on_copies(dialect, facts, schemas)
+            access = SessionAccess(read_only=False, schemas=(dialect.copy_tables(sorted({t for ts in facts.writes.values() for t in ts})), *schemas))
             facts = self._check(dialect, SessionAccess(read_only=True, schemas=access.schemas), writes_to=access.schemas[0])
         self.facts, self.access = facts, access
 
@@ -290,7 +292,9 @@ class Sql:
                                       "without its schema")
         return facts
 
-    def _on_copies(self, dialect: SqlDialect, facts: ScriptFacts, schemas: tuple[str, ...]) -> SessionAccess:
+    def _refuse_writes(self, facts: ScriptFacts) -> None:
+        """A script that writes on someone's server: refused unless allowed, and unless each of its
+        writes can be sent to a copy of its table."""
         for i, why in facts.unknown_writes.items():
             raise ScriptError(f"{self.statements[i].where}: this statement changes the server ({why}) and blocklab cannot "
                               "make it work on a copy; on a server given by --dsn a script may only write rows of tables")
@@ -300,9 +304,8 @@ class Sql:
             raise ScriptError(f"{self.statements[first].where}: the script writes ({', '.join(tables)}) and this is a server "
                               "given by --dsn, where every transaction is READ ONLY; pass --allow-writes (workload.allow_writes "
                               "= true) to run it on copies of those tables, never on the originals")
-        tables = sorted({t for ts in facts.writes.values() for t in ts})
-        copies = dialect.copy_tables(tables)
-        return SessionAccess(read_only=False, schemas=(copies, *schemas))
+        for i, why in facts.uncopyable.items():
+            raise ScriptError(f"{self.statements[i].where}: --allow-writes cannot send this statement's writes to a copy: {why}")
 
     def engine_error_text(self, dialect: SqlDialect, index: int, message: str, offset: int | None) -> str:
         statement = self.statements[index]

@@ -136,6 +136,9 @@ class SqlScripts:
                             facts.failed = (statement.index, *(why or (str(err), None)))
                             return facts
                         facts.writes[statement.index] = _explained_tables(cur, statement)
+                        facts.uncopyable[statement.index] = ("MariaDB has no search path that would send the script's "
+                                                             "writes to copies of its tables; run it on the private "
+                                                             "instance (no --dsn)")
                 facts.relations = sorted(_tables(cur) - {META})
             finally:
                 cur.execute("ROLLBACK")

@@ -160,6 +160,10 @@ class SqlScripts:
                         else:
                             facts.writes[statement.index] = targets
                             written.update(targets)
+                            if _names_its_schema(conn, statement):
+                                facts.uncopyable[statement.index] = (
+                                    f"it names {', '.join(targets)} with its schema, and blocklab's copies are found through "
+                                    "the search path: name the table without its schema")
                     else:
                         conn.execute("RELEASE SAVEPOINT blocklab_check")
                 facts.relations = _touched(conn, sorted(written))
@@ -245,6 +249,20 @@ def _write_targets(conn: psycopg.Connection, statement: CheckStatement) -> list[
     if not found:
         return "its plan writes no table (a function or a command that writes elsewhere)"
     return sorted(set(found))
+
+
+def _names_its_schema(conn: psycopg.Connection, statement: CheckStatement) -> bool:
+    """Does the statement find its tables without the search path (schema.table)? Its plan is
+    asked with an empty search path: only a statement that names the schemas has one."""
+    conn.execute("SAVEPOINT blocklab_path")
+    try:
+        conn.execute("SET LOCAL search_path = pg_catalog")
+        _exec(conn, "EXPLAIN " + statement.sql, statement.params)
+        return True
+    except psycopg.Error:
+        return False
+    finally:
+        conn.execute("ROLLBACK TO SAVEPOINT blocklab_path")  # the search path with it
 
 
 def _touched(conn: psycopg.Connection, written: list[str]) -> list[str]:
