@@ -337,11 +337,17 @@ def _print_summary(console: Any, exp: Any, summary: dict[str, Any], run_dir: Run
 def _print_workload_tables(console: Any, run_dir: RunDir, summary: dict[str, Any]) -> None:
     """Tables some workloads add under the verdict (e.g. the wait profile of `update`)."""
     from .analysis.overhead import overhead_tables
-    from .analysis.slob_view import points, slob_table
-    from .probes.profile_view import profile_tables
+    from .analysis.slob_view import points
+    from .engines import capabilities_of
+    from .report.console_tables import profile_tables, slob_table
 
     rows = run_dir.rows()
-    for table in profile_tables(rows, order=list(summary.get("settings", {}))):
+    try:
+        engine = str(run_dir.read_json("environment.json").get("engine", ""))
+    except ResultsError:  # a run without its environment: captions without the engine's words
+        engine = ""
+    capabilities = capabilities_of(engine)
+    for table in profile_tables(rows, order=list(summary.get("settings", {})), capabilities=capabilities):
         console.print(table)
     for table in overhead_tables(rows, summary.get("metric", "elapsed_s")):
         console.print(table)

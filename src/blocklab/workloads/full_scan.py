@@ -14,7 +14,7 @@ from typing import ClassVar, Protocol, cast
 
 from pydantic import Field
 
-from ..engines.base import Engine, Session, table_is_current
+from ..engines.base import Capabilities, DialectBase, Engine, Session, table_is_current
 from ..probes.io import RunProbe, cold_proof
 from ..spec import DatasetSpec
 from .base import Options, dialect_bytes_per_row
@@ -49,7 +49,8 @@ class FullScan:
     Dialect: ClassVar[type] = ScanDialect
     needs: ClassVar[str] = "how to build the scan table and count its rows with one full scan"
     Options = FullScanOptions
-    dialect_class: type = object
+    dialect_class: type[DialectBase] = DialectBase
+    capabilities: Capabilities = Capabilities()  # the engine's: set by make_workload
 
     def __init__(self, options: FullScanOptions, dataset: DatasetSpec):
         self.options = options

@@ -11,7 +11,7 @@ import random
 import time
 from typing import ClassVar, Protocol, cast
 
-from ..engines.base import Engine, Session, table_is_current
+from ..engines.base import Capabilities, DialectBase, Engine, Session, table_is_current
 from ..probes.io import RunProbe
 from ..spec import DatasetSpec
 from .base import Options
@@ -47,7 +47,8 @@ class NullWorkload:
     Dialect: ClassVar[type] = NullDialect
     needs: ClassVar[str] = "a table in memory and a level setting"
     Options = NullOptions
-    dialect_class: type = object
+    dialect_class: type[DialectBase] = DialectBase
+    capabilities: Capabilities = Capabilities()  # the engine's: set by make_workload
 
     def __init__(self, options: NullOptions, dataset: DatasetSpec):
         self.options = options

@@ -24,7 +24,7 @@ from typing import ClassVar, Protocol, cast
 
 from pydantic import Field
 
-from ..engines.base import Engine, Session, table_is_current
+from ..engines.base import Capabilities, DialectBase, Engine, Session, table_is_current
 from ..probes.io import RunProbe
 from ..spec import DatasetSpec
 from .base import Options, dialect_bytes_per_row
@@ -65,7 +65,8 @@ class Overwrite:
     Dialect: ClassVar[type] = OverwriteDialect
     needs: ClassVar[str] = "a keyed data set put back before each cell and timed random overwrites by threads"
     Options = OverwriteOptions
-    dialect_class: type = object
+    dialect_class: type[DialectBase] = DialectBase
+    capabilities: Capabilities = Capabilities()  # the engine's: set by make_workload
 
     def __init__(self, options: OverwriteOptions, dataset: DatasetSpec):
         self.options = options

@@ -26,7 +26,7 @@ from typing import ClassVar, Protocol, cast
 
 from pydantic import Field
 
-from ..engines.base import Engine, Session, table_is_current
+from ..engines.base import Capabilities, DialectBase, Engine, Session, table_is_current
 from ..probes.io import RunProbe
 from ..spec import DatasetSpec
 from .base import Options, dialect_bytes_per_row
@@ -63,7 +63,8 @@ class PointRead:
     Dialect: ClassVar[type] = PointReadDialect
     needs: ClassVar[str] = "a keyed data set and timed random lookups by threads"
     Options = PointReadOptions
-    dialect_class: type = object
+    dialect_class: type[DialectBase] = DialectBase
+    capabilities: Capabilities = Capabilities()  # the engine's: set by make_workload
 
     def __init__(self, options: PointReadOptions, dataset: DatasetSpec):
         self.options = options

@@ -33,7 +33,7 @@ from typing import Any, ClassVar, Protocol, cast
 
 from pydantic import Field
 
-from ..engines.base import Engine, Session, table_is_current
+from ..engines.base import Capabilities, DialectBase, Engine, Session, table_is_current
 from ..probes.io import HostWindow, RunProbe
 from ..spec import DatasetSpec, SpecError
 from .base import Options, dialect_bytes_per_row
@@ -86,7 +86,8 @@ class Slob:
     Dialect: ClassVar[type] = SlobDialect
     needs: ClassVar[str] = "SLOB's tables (one random page per key) and its server-side loop"
     Options = SlobOptions
-    dialect_class: type = object
+    dialect_class: type[DialectBase] = DialectBase
+    capabilities: Capabilities = Capabilities()  # the engine's: set by make_workload
 
     def __init__(self, options: SlobOptions, dataset: DatasetSpec):
         self.options = options

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import pymysql
 
 from ...workloads.sql import CheckStatement, ScriptFacts, SessionAccess
-from ..base import EngineError
+from ..base import DialectBase, EngineError
 from .dsn import DATABASE
 from .waits import SessionWaitProfiler
 
@@ -40,7 +40,7 @@ META = "blocklab_sql_meta"
 READ_ONLY_ERROR = 1792  # ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION
 
 
-class SqlScripts:
+class SqlScripts(DialectBase):
     def __init__(self, engine: MariadbEngine):
         self.engine = engine
 

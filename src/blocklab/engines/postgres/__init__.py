@@ -24,9 +24,10 @@ from typing import Any, ClassVar
 import psycopg
 from psycopg import sql
 
-from ..base import ApplyClass, EngineBase, EngineError, EngineInfo, KnobError, KnobInfo
+from ..base import ApplyClass, Capabilities, EngineBase, EngineError, EngineInfo, KnobError, KnobInfo
 from ..host import ReadAhead, drop_os_cache_files, stop_at_exit, stopped
 from . import knobs
+from .capabilities import CAPABILITIES
 from .counters import StatIoWindow, read_counters, relation_totals
 from .instance import EmbeddedCluster
 from .scan import ScanTables
@@ -72,6 +73,7 @@ class PostgresEngine(DsnServerMixin, EngineBase):
     }
     # a restart ~2 s here; a pg_checksums pass or a new cluster ~10 s (2-core VM)
     install_bytes: ClassVar[float] = 100e6  # initdb's cluster and WAL: ~60 MB here
+    capabilities: ClassVar[Capabilities] = CAPABILITIES
     change_seconds: ClassVar[dict[ApplyClass, float]] = {ApplyClass.RESTART: 2.0, ApplyClass.REINIT: 10.0}
 
     def __init__(self, dsn: str | None = None, cache_dir: Path | None = None, allow_server_changes: bool = False):

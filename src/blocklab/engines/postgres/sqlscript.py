@@ -34,7 +34,7 @@ import psycopg
 from psycopg import pq, sql
 
 from ...workloads.sql import CheckStatement, ScriptFacts, SessionAccess
-from ..base import EngineError
+from ..base import DialectBase, EngineError
 from .session import PgSession
 from .waits import SessionSampler
 
@@ -47,7 +47,7 @@ READ_ONLY_SQLSTATE = "25006"
 TUPLES_OK, COMMAND_OK = pq.ExecStatus.TUPLES_OK, pq.ExecStatus.COMMAND_OK
 
 
-class SqlScripts:
+class SqlScripts(DialectBase):
     def __init__(self, engine: PostgresEngine):
         self.engine = engine
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import apsw
 
 from ...workloads.sql import CheckStatement, ScriptFacts, SessionAccess
-from ..base import EngineError, SessionProfiler
+from ..base import DialectBase, EngineError, SessionProfiler
 
 if TYPE_CHECKING:
     from . import SqliteEngine, SqliteSession
@@ -30,7 +30,7 @@ META = "blocklab_meta"
 DATASET_KEY = "blocklab_sql_dataset"  # its fingerprint: {"fingerprint": ..., "tables": [...]}
 
 
-class SqlScripts:
+class SqlScripts(DialectBase):
     def __init__(self, engine: SqliteEngine):
         self.engine = engine
 
