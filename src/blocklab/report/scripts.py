@@ -1,7 +1,7 @@
 """The report's section on the user's own scripts (workload `sql`): each script as it
 was run, its parameters, and every statement's latency per setting.
 
-The run keeps the scripts in workload.json (workloads/sql.py record()); the
+The run keeps the scripts in workload.json (workloads/sql.py report_record()); the
 statements' latencies are the rows' `stmt.<key>.*` metrics, <key> naming the
 script and line (s1_l6: the first script's line 6). Runs of other workloads have
 no workload.json: the section is not shown.

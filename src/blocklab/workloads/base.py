@@ -84,8 +84,8 @@ def timed_series(workload: Any) -> tuple[dict[str, list[float]], str] | None:
 def workload_cold_problem(workload: Any, engine: Engine) -> str | None:
     """Why this workload's relations cannot be evicted on this engine although the engine
     evicts its own data sets (a workload over the user's own tables says so with a
-    `cold_cache_problem(engine)` method); None for the others."""
-    ask = getattr(workload, "cold_cache_problem", None)
+    `own_relations_cold_problem(engine)` method); None for the others."""
+    ask = getattr(workload, "own_relations_cold_problem", None)
     return ask(engine) if ask is not None else None
 
 
@@ -98,9 +98,9 @@ def workload_check(workload: Any, engine: Engine) -> None:
 
 
 def workload_record(workload: Any) -> dict[str, Any] | None:
-    """What a workload keeps with its run for the report (its `record()`: the user's
+    """What a workload keeps with its run for the report (its `report_record()`: the user's
     scripts, for workload `sql`), written as workload.json; None for the others."""
-    record = getattr(workload, "record", None)
+    record = getattr(workload, "report_record", None)
     return record() if record is not None else None
 
 

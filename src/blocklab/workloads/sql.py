@@ -315,11 +315,11 @@ class Sql:
     def relations(self) -> list[str]:
         return list(self.facts.relations)
 
-    def cold_cache_problem(self, engine: Engine) -> str | None:
+    def own_relations_cold_problem(self, engine: Engine) -> str | None:
         """Why a cold cache cannot be made for the user's relations here (said before anything runs)."""
         return cast(SqlDialect, engine.dialect(self.name)).cold_problem()
 
-    def record(self) -> dict[str, Any]:
+    def report_record(self) -> dict[str, Any]:
         """The scripts, their parameters and their statements' keys: kept with the run for its report."""
         return {
             "workload": self.name,
