@@ -32,6 +32,7 @@ from .paths import results_root
 from .results import ResultsError, ResultsWriteError, RunDir
 from .runner import Interrupted, new_run_dir, run
 from .spec import SpecError
+from .sql_shortcut import ScriptRun, parse_duration
 
 
 def experiment_options(func: Any) -> Any:
@@ -45,6 +46,24 @@ def experiment_options(func: Any) -> Any:
         click.option("--seed", type=int, help="random seed of the plan order"),
         click.option("--quick", is_flag=True, help="the recipe's small, fast variant"),
         click.option("--allow-server-changes", is_flag=True, help="let blocklab change server-wide settings on a --dsn server (restored at the end)"),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def script_options(func: Any) -> Any:
+    """`run`'s options for the user's own SQL (workload sql), and the workload sizes any file may override."""
+    options = [
+        click.option("--script", "scripts", multiple=True, metavar="FILE[@WEIGHT]",
+                     help="run this pgbench-style script (repeat for several; @WEIGHT as pgbench -f FILE@WEIGHT)"),
+        click.option("--setup", type=str, metavar="FILE", help="DDL of the script's data set, run once per machine (cached by content)"),
+        click.option("--load", type=str, metavar="FILE", help="load of the data set after --setup; :rows is --rows"),
+        click.option("--sessions", type=click.IntRange(1, 256), help="concurrent sessions (workload.sessions)"),
+        click.option("--duration", type=str, metavar="TIME", help="each cell's time, e.g. 10s, 500ms, 2m (workload.duration_s)"),
+        click.option("--transactions", type=click.IntRange(min=1), help="with --script: transactions per session instead of --duration"),
+        click.option("-D", "--define", "defines", multiple=True, metavar="NAME=VALUE", help="with --script: a script variable (pgbench -D)"),
+        click.option("--allow-writes", is_flag=True, help="on a --dsn server, let a writing script run on copies of the tables it writes"),
     ]
     for option in reversed(options):
         func = option(func)
@@ -102,9 +121,10 @@ def main() -> None:
               help="after the cells, fio replays each setting's I/O on the same file system and the engine's share of "
                    "it is printed (on: required; off: not; only: just that, for the run given by --resume). "
                    "Default: on where fio is installed and the data directory is on this host")
+@script_options  # --script, --setup, --load, --sessions, --duration, --transactions, --define, --allow-writes
 @fleet_run_options  # --fleet, --hosts, --certs, --insecure, --share-disk (cli_fleet.py)
 def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_server_changes, out, resume, no_retry, wait_s,
-                device_twin, **fleet) -> None:
+                device_twin, scripts, setup, load, sessions, duration, transactions, defines, allow_writes, **fleet) -> None:
     """Run an experiment FILE or built-in RECIPE and print the verdict.
 
     \b
@@ -118,11 +138,41 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_ser
       blocklab run mbrc --quick --device-twin off       # no fio replay after the cells
       blocklab run --resume results/mbrc-20261122-101500 --device-twin only   # add the device twin to a run
       blocklab run mbrc --fleet tls://sched:8786 --certs ~/fleet-certs    # every host of a fleet
+
+    \b
+    Your own SQL (pgbench's script language; workload "sql"):
+      blocklab run --script q.sql --set pg.io_combine_limit=1,8,16,32 --engine postgres
+      blocklab run --script tpcb.sql@9 --script select.sql@1 --setup schema.sql --load load.sql --rows 100000 \\
+                   --sessions 4 --duration 10s --set pg.synchronous_commit=on,off
+      blocklab run --script report.sql --dsn "host=db1 dbname=shop user=me" --set pg.effective_io_concurrency=1,64
+      blocklab run --script orders.sql --dsn "host=db1 dbname=shop user=me" --allow-writes   # on copies of its tables
+      blocklab run mine.toml --sessions 8 --duration 30s
     """
+    script_text = None
+    if scripts or setup or load:
+        try:
+            if target or resume:
+                raise SpecError("--script runs your own SQL instead of an experiment FILE or RECIPE: give one or the other")
+            if not scripts:
+                raise SpecError("--setup/--load build the data set of --script: give the script(s) with --script FILE")
+            script_text = ScriptRun(list(scripts), setup, load, transactions=transactions, variables=list(defines)).toml()
+        except SpecError as err:
+            fail(make_console(), str(err), EXIT_BAD_INPUT)
+        target = "--script " + " ".join(scripts)
+    elif transactions is not None or defines:
+        fail(make_console(), "--transactions and --define go with --script (in an experiment file: workload.transactions, "
+             "workload.variables)", EXIT_BAD_INPUT)
+    try:
+        duration_s = parse_duration(duration) if duration is not None else None
+    except SpecError as err:
+        fail(make_console(), str(err), EXIT_BAD_INPUT)
     if wants_fleet(resume, fleet):  # the same run on many hosts: cli_fleet.py
         if device_twin in ("on", "only"):
             fail(make_console(), f"--device-twin {device_twin}: not on a fleet run (each host's disk would need its own "
                   "twin); run it on one host, or leave --device-twin out", EXIT_BAD_INPUT)
+        if script_text is not None or sessions or duration or allow_writes:
+            fail(make_console(), "--script, --sessions, --duration and --allow-writes are not taken by a fleet run yet: "
+                 "write them into an experiment file ([workload]) and run that on the fleet", EXIT_BAD_INPUT)
         return run_on_fleet(target, _overrides(sets, repeats, rows, engine, dsn, seed, quick), out, resume, no_retry, wait_s,
                             allow_server_changes, **fleet)
     from .engines.host import wait_for_locks
@@ -140,14 +190,16 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_ser
         if out is not None:
             check_out_dir(out)
         if resume is not None:
-            if target or sets or repeats or rows or engine or dsn or seed is not None or quick:
+            if target or sets or repeats or rows or engine or dsn or seed is not None or quick or sessions or duration or allow_writes:
                 raise SpecError("--resume continues a run exactly as it started: give no FILE/RECIPE or other experiment options")
             exp = load_saved_experiment(resume, allow_server_changes=allow_server_changes)
             run_dir = RunDir(resume)
         else:
             if not target:
                 raise SpecError("give an experiment FILE or RECIPE (see `blocklab recipes`), or --resume DIR")
-            exp = load_experiment(target, _overrides(sets, repeats, rows, engine, dsn, seed, quick), allow_server_changes=allow_server_changes)
+            overrides = _overrides(sets, repeats, rows, engine, dsn, seed, quick)
+            overrides.sessions, overrides.duration_s, overrides.allow_writes = sessions, duration_s, allow_writes
+            exp = load_experiment(target, overrides, allow_server_changes=allow_server_changes, text=script_text)
             run_dir = RunDir(out) if out else new_run_dir(results_root(), exp.spec.name)
     except (SpecError, ResultsError) as err:
         fail(console, str(err), EXIT_BAD_INPUT)

@@ -26,7 +26,7 @@ from .plan import Plan, _fmt, grid, make_plan
 from .search import check_refinable, coarse_values
 from .spec import WORKLOAD_AXIS, Spec, SpecError, spec_from_dict
 from .workloads import make_workload
-from .workloads.base import COMMON_METRICS, Workload, metric_accepted
+from .workloads.base import COMMON_METRICS, Workload, metric_accepted, workload_check, workload_cold_problem
 
 __all__ = ["Experiment", "prepare", "split_settings", "ApplyClass"]
 
@@ -224,10 +224,12 @@ def _prepare(spec: Spec, spec_text: str, source: str, engine: Engine, set_knobs:
             for value in values:
                 swept.append(make_workload(spec.workload, spec.dataset, spec.engine.kind, source, {name[len(WORKLOAD_AXIS):]: value}))
         engine.start()
+        spec = resolve_cache(spec, engine, workload)
         problems = Problems()
-        if spec.measure.cache == "cold" and (problem := engine.cold_cache_problem()):
+        if spec.measure.cache == "cold" and (problem := engine.cold_cache_problem() or workload_cold_problem(workload, engine)):
             problems.add(f"measure.cache = 'cold' is not possible here: {problem}")
         problems.attempt(lambda: check_disk_space(engine, swept))
+        workload_check(workload, engine)  # e.g. the user's scripts, run once and rolled back
         engine_knobs = {n: v for n, v in spec.knobs.items() if n not in axes}
         infos: dict[str, KnobInfo] = {}
         for name in [*spec.engine.settings, *engine_knobs]:
@@ -262,6 +264,17 @@ def _prepare(spec: Spec, spec_text: str, source: str, engine: Engine, set_knobs:
     goal = spec.measure.goal or workload.default_goal
     seed = spec.measure.seed if spec.measure.seed is not None else random.SystemRandom().randrange(2**31)
     return Experiment(spec, spec_text, source, engine, workload, infos, knobs, fixed, metric, goal, seed)
+
+
+def resolve_cache(spec: Spec, engine: Engine, workload: Workload) -> Spec:
+    """measure.cache = 'auto': cold where a cold cache can be made and proven for this workload
+    on this engine, else warm, with why among the spec's adaptations (said before the run)."""
+    if spec.measure.cache != "auto":
+        return spec
+    problem = engine.cold_cache_problem() or workload_cold_problem(workload, engine)
+    measure = spec.measure.model_copy(update={"cache": "warm" if problem else "cold"})
+    adapted = [*spec.adapted, f"measure.cache = 'auto' measures warm here: {problem}"] if problem else spec.adapted
+    return spec.model_copy(update={"measure": measure, "adapted": adapted})
 
 
 def check_disk_space(engine: Engine, workloads: list[Workload]) -> None:

@@ -34,12 +34,13 @@ from .results import (
     RESTORE_FILE,
     SPEC_FILE,
     SUMMARY_FILE,
+    WORKLOAD_FILE,
     ResultRow,
     RunDir,
 )
 from .search import next_cells, sequential_looks
 from .spec import SpecError
-from .workloads.base import timed_series
+from .workloads.base import timed_series, workload_record
 
 
 class Reporter(Protocol):
@@ -112,6 +113,8 @@ def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = 
             env = collect_environment(exp.engine.info(), exp.engine.data_dir(), {"dataset_rows": exp.spec.dataset.rows})
             if not resume or not run_dir.file(ENVIRONMENT_FILE).exists():
                 run_dir.write_json(ENVIRONMENT_FILE, env)
+            if (record := workload_record(exp.workload)) is not None:  # the user's scripts, for the report
+                run_dir.write_json(WORKLOAD_FILE, record)
             retry_ids = retryable_cells(run_dir.rows()) if resume and retry else set()
             attempted: set[str] = set()  # each cell at most once per invocation (its re-measures aside)
             while True:

@@ -75,7 +75,8 @@ class WorkloadSpec(BaseModel):
 
 class MeasureSpec(_Strict):
     repeats: int = Field(default=3, ge=1, le=1000)
-    cache: Literal["cold", "warm"] = "cold"
+    # auto: cold where the engine can evict the workload's relations, else warm, saying why (experiment.py)
+    cache: Literal["cold", "warm", "auto"] = "cold"
     seed: int | None = Field(default=None, ge=0, description="random seed of the plan order; drawn and recorded if absent")
     metric: str | None = Field(default=None, description="metric the verdict is about; the workload's default if absent")
     goal: Literal["max", "min"] | None = None

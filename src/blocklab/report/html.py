@@ -17,6 +17,7 @@ from .data import SHORT_NAMES, RunData, SettingFigures, fmt_bytes, human, label_
 from .device_twin import html_context as device_twin_context
 from .fleet import fleet_context
 from .plots import Plot
+from .scripts import scripts_context
 
 # what an imported run's cells were checked for, instead of a second source in the same run
 IMPORT_CLAIMS = ("Imported, not measured by blocklab: each file was checked for its own consistency (every number read "
@@ -65,7 +66,8 @@ def context(data: RunData, plots: list[Plot], *, generated: str | None = None) -
         "settings_caption": _settings_caption(data),
         "ratio_heading": "ratio to best [CI]" if _paired(data) else "ratio to best [95% CI]",
         "other_metrics": _other_metrics(data),
-        "device_twin": device_twin_context(data),  # the engine against its device twin (issue 19)
+        "device_twin": device_twin_context(data),
+        "scripts": scripts_context(data),  # the user's own scripts (workload sql), None for the others  # the engine against its device twin (issue 19)
         "plots": [_plot_context(p) for p in plots],
         "failed": [_failed(data, r) for r in data.failed_rows],
         "invalid": [_failed(data, r) for r in data.invalid_rows],

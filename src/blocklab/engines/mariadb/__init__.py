@@ -79,6 +79,7 @@ from .scan import ScanTables
 from .server import DsnServerMixin
 from .session import MariadbSession
 from .slob import SlobTables
+from .sqlscript import SqlScripts
 from .tables import InsertLoop, ReloadTables
 from .update import UpdateTables
 
@@ -105,6 +106,7 @@ class MariadbEngine(InstanceMixin, KnobsMixin, DsnServerMixin, EngineBase):
         "reload": ReloadTables,
         "slob": SlobTables,
         "update": UpdateTables,
+        "sql": SqlScripts,
     }
     # a restart ~3 s; a checksum change rebuilds small tables (~1 s over the checksum
     # recipe's quick sweep); another page size is another data directory (change_cost)

@@ -9,7 +9,7 @@ are refused in validation.
 The package holds all blocklab knows of PostgreSQL: its knobs (knobs.py), its
 I/O counters (counters.py, pg_stat_io), its wait sampler (waits.py), and how
 each workload's tables are built and timed here (scan.py, tables.py, slob.py,
-update.py; sysstats.py for `blocklab sysstats`).
+update.py, sqlscript.py for the user's own scripts; sysstats.py for `blocklab sysstats`).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from .scan import ScanTables
 from .server import DsnServerMixin
 from .session import PgSession
 from .slob import SlobTables
+from .sqlscript import SqlScripts
 from .sysstats import SysstatsReads
 from .tables import InsertLoop, ReloadTables
 from .update import UpdateTables
@@ -67,6 +68,7 @@ class PostgresEngine(DsnServerMixin, EngineBase):
         "reload": ReloadTables,
         "slob": SlobTables,
         "update": UpdateTables,
+        "sql": SqlScripts,
         "sysstats": SysstatsReads,
     }
     # a restart ~2 s here; a pg_checksums pass or a new cluster ~10 s (2-core VM)
