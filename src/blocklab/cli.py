@@ -8,6 +8,7 @@ cli_server.py (doctor, clean, restore), cli_import.py, cli_fleet.py, cli_analyse
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from .engines import available as available_engines
 from .engines.base import EngineError
 from .lab import Overrides, load_experiment, load_saved_experiment, plan_text
 from .paths import results_root
+from .probes import cpu_profile
 from .results import ResultsError, ResultsWriteError, RunDir
 from .runner import Interrupted, new_run_dir, run
 from .spec import SpecError
@@ -80,9 +82,18 @@ def main() -> None:
               help="after the cells, fio replays each setting's I/O on the same file system and the engine's share of "
                    "it is printed (on: required; off: not; only: just that, for the run given by --resume). "
                    "Default: on where fio is installed and the data directory is on this host")
+@click.option("--cpu-profile", "cpu_profile", is_flag=True,
+              help="sample the engine's own processes' stacks with perf in every cell: flame graphs per setting and the "
+                   "functions whose CPU per unit of work grows with the knob (measure.cpu_profile)")
+@click.option("--cpu-profile-hz", "cpu_profile_hz", type=int, default=None, metavar="HZ",
+              help=f"samples per second per process with --cpu-profile (1-{cpu_profile.MAX_HZ}, default {cpu_profile.DEFAULT_HZ})")
+@click.option("--trace-function", "trace_function", metavar="NAME",
+              help="count and time every call of one function of the engine's binary with uprobes (bpftrace), per setting")
+@click.option("--trace-arg", "trace_arg", type=int, default=None, metavar="N",
+              help="with --trace-function: a histogram of the function's integer argument N (1-6) too")
 @fleet_run_options  # --fleet, --hosts, --certs, --insecure, --share-disk (cli_fleet.py)
 def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_server_changes, out, resume, no_retry, wait_s,
-                device_twin, **fleet) -> None:
+                device_twin, cpu_profile, cpu_profile_hz, trace_function, trace_arg, **fleet) -> None:
     """Run an experiment FILE or built-in RECIPE and print the verdict.
 
     \b
@@ -96,7 +107,17 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_ser
       blocklab run mbrc --quick --device-twin off       # no fio replay after the cells
       blocklab run --resume results/mbrc-20261122-101500 --device-twin only   # add the device twin to a run
       blocklab run mbrc --fleet tls://sched:8786 --certs ~/fleet-certs    # every host of a fleet
+      blocklab run checksum --engine sqlite --quick --cpu-profile          # why it costs: stacks per setting
+      blocklab run checksum --quick --trace-function pg_checksum_page     # calls and time per call, per setting
     """
+    profiling = Overrides(cpu_profile=cpu_profile, cpu_profile_hz=cpu_profile_hz, trace_function=trace_function,
+                          trace_arg=trace_arg).as_dotted()
+    if profiling and wants_fleet(resume, fleet):
+        fail(make_console(), "--cpu-profile / --trace-function: not on a fleet run yet (the profiles are kept on the host "
+             "that measured them); run it on one host", EXIT_BAD_INPUT)
+    if profiling and resume is not None:
+        fail(make_console(), "--cpu-profile / --trace-function: --resume continues a run as it started (its experiment "
+             "file says whether it profiles)", EXIT_BAD_INPUT)
     if wants_fleet(resume, fleet):  # the same run on many hosts: cli_fleet.py
         if device_twin in ("on", "only"):
             fail(make_console(), f"--device-twin {device_twin}: not on a fleet run (each host's disk would need its own "
@@ -125,7 +146,10 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_ser
         else:
             if not target:
                 raise SpecError("give an experiment FILE or RECIPE (see `blocklab recipes`), or --resume DIR")
-            exp = load_experiment(target, _overrides(sets, repeats, rows, engine, dsn, seed, quick), allow_server_changes=allow_server_changes)
+            overrides = _overrides(sets, repeats, rows, engine, dsn, seed, quick)
+            overrides = dataclasses.replace(overrides, cpu_profile=cpu_profile, cpu_profile_hz=cpu_profile_hz,
+                                            trace_function=trace_function, trace_arg=trace_arg)
+            exp = load_experiment(target, overrides, allow_server_changes=allow_server_changes)
             run_dir = RunDir(out) if out else new_run_dir(results_root(), exp.spec.name)
     except (SpecError, ResultsError) as err:
         fail(console, str(err), EXIT_BAD_INPUT)

@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from .analysis.summary import label_of
-from .engines import make_engine
+from .engines import engine_class, make_engine
 from .engines.base import ApplyClass, Engine, EngineError, KnobError, KnobInfo
 from .plan import Plan, _fmt, grid, make_plan
+from .probes import cpu_profile
 from .search import check_refinable, coarse_values
 from .spec import WORKLOAD_AXIS, Spec, SpecError, spec_from_dict
 from .workloads import make_workload
@@ -134,6 +135,7 @@ def prepare(
     left stopped on failure. Nothing is changed on a DSN server here. With the
     experiment file's `raw` dict (and the command line's `overrides`), the spec is
     derived again once the engine answers, adapted to its version and mode."""
+    check_profiling(spec, source)  # before the engine starts: a refusal leaves nothing running
     if raw is not None:
         engine = _engine_for(spec, source, allow_server_changes, cache_dir)
         try:
@@ -147,6 +149,29 @@ def prepare(
             raise
         return _prepare(spec, spec_text, source, engine)
     return _prepare(spec, spec_text, source, _engine_for(spec, source, allow_server_changes, cache_dir))
+
+
+def check_profiling(spec: Spec, source: str) -> None:
+    """`measure.cpu_profile` / `trace_function` need perf (or bpftrace) allowed here and
+    an engine that names its processes (its `cpu_profile` dialect): SpecError with the
+    reason, the setting and the fix, before anything starts."""
+    m = spec.measure
+    if not (m.cpu_profile or m.trace_function):
+        if m.trace_arg is not None:
+            raise SpecError(f"{source}: measure.trace_arg = {m.trace_arg} needs measure.trace_function (--trace-function NAME)")
+        return
+    what = "measure.cpu_profile (--cpu-profile)" if m.cpu_profile else "measure.trace_function (--trace-function)"
+    cls = engine_class(spec.engine.kind)
+    if "cpu_profile" not in cls.dialects:
+        raise SpecError(f"{source}: {what}: the {cls.display} engine does not say which processes are its own (no "
+                        "cpu_profile dialect), so it cannot be profiled")
+    if spec.engine.dsn:
+        raise SpecError(f"{source}: {what}: a server given by --dsn runs processes blocklab does not own (perhaps on "
+                        "another host); profile blocklab's own engine (no --dsn)")
+    if m.cpu_profile and (problem := cpu_profile.perf_problem()):
+        raise SpecError(f"{source}: measure.cpu_profile (--cpu-profile): {problem}")
+    if m.trace_function:
+        raise SpecError(f"{source}: measure.trace_function: not built yet")
 
 
 class Problems:

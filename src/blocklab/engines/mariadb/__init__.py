@@ -59,6 +59,7 @@ import pymysql
 from ..base import ApplyClass, CounterWindow, EngineBase, EngineError, EngineInfo
 from ..host import DirectoryLock, drop_os_cache_files, stop_at_exit, stopped
 from .counters import innodb_window, read_counters
+from .cpu_profile import ProfileProcesses
 from .dsn import DATABASE, parse_dsn
 from .instance import InstanceMixin, _log_tail
 from .knobs import (
@@ -104,6 +105,7 @@ class MariadbEngine(InstanceMixin, KnobsMixin, DsnServerMixin, EngineBase):
         "reload": ReloadTables,
         "slob": SlobTables,
         "update": UpdateTables,
+        "cpu_profile": ProfileProcesses,
     }
     # a restart ~3 s; a checksum change rebuilds small tables (~1 s over the checksum
     # recipe's quick sweep); another page size is another data directory (change_cost)

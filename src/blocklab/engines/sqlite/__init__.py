@@ -66,6 +66,7 @@ from .files import (
     read_pragmas,
 )
 from .knobs import ALWAYS_RECORDED, GENERIC_TO_NATIVE, KNOBS, NOT_ON_SQLITE, SESSION_ORDER, checked_page_size, with_limits
+from .cpu_profile import ProfileProcesses
 from .tables import InsertLoop, ReloadTables
 
 ENGINE_NAME = "sqlite"
@@ -102,7 +103,7 @@ class SqliteEngine(EngineBase):
     native_prefix: ClassVar[str] = "sqlite."
     summary: ClassVar[str] = "SQLite through apsw: a database file of blocklab's own, in this process"
     accepts_dsn: ClassVar[bool] = False
-    dialects: ClassVar[dict[str, type]] = {"row_insert": InsertLoop, "reload": ReloadTables}
+    dialects: ClassVar[dict[str, type]] = {"row_insert": InsertLoop, "reload": ReloadTables, "cpu_profile": ProfileProcesses}
     # a "restart" is a new connection, a reinit a new file: milliseconds
     install_bytes: ClassVar[float] = 0.0  # the one database file is all
     change_seconds: ClassVar[dict[ApplyClass, float]] = {ApplyClass.RESTART: 0.05, ApplyClass.REINIT: 0.2}
