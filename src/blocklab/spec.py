@@ -19,8 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .engines import DEFAULT_ENGINE, engine_class
 from .engines import available as available_engines
 from .engines.base import GENERIC_KNOBS
-from .probes.cpu_profile import DEFAULT_HZ, MAX_HZ
 from .errors import SpecError
+from .probes.cpu_profile import DEFAULT_HZ, MAX_HZ
 
 Scalar = bool | int | float | str
 WORKLOAD_AXIS = "workload."  # knobs named workload.X sweep the workload's option X

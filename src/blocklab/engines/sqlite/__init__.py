@@ -46,6 +46,7 @@ import apsw
 
 from ..base import ApplyClass, CounterWindow, EngineBase, EngineError, EngineInfo, KnobError, KnobInfo, SessionBase
 from ..host import DirectoryLock, drop_os_cache_files
+from .cpu_profile import ProfileProcesses
 from .files import (
     BUSY_TIMEOUT_MS,
     CACHE_STATUS,
@@ -66,7 +67,6 @@ from .files import (
     read_pragmas,
 )
 from .knobs import ALWAYS_RECORDED, GENERIC_TO_NATIVE, KNOBS, NOT_ON_SQLITE, SESSION_ORDER, checked_page_size, with_limits
-from .cpu_profile import ProfileProcesses
 from .tables import InsertLoop, ReloadTables
 
 ENGINE_NAME = "sqlite"
