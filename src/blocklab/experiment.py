@@ -50,6 +50,8 @@ class Experiment:
     _workloads: dict[tuple, Workload] = field(default_factory=dict)
     # called after every apply(): run() keeps what the engine now owes in restore.json
     on_changed: Callable[[], None] | None = None
+    # where each cell's CPU profile is kept (run_dir/profiles), set by the runner; None: not kept
+    profile_dir: Path | None = None
 
     def workload_for(self, settings: dict[str, Any]) -> Workload:
         """The workload with this cell's swept options (one instance per combination)."""

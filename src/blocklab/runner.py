@@ -10,6 +10,7 @@ runs was made and checked before by experiment.py (`prepare`).
 from __future__ import annotations
 
 import dataclasses
+import re
 import datetime as dt
 import signal
 import time
@@ -26,6 +27,7 @@ from .environment import collect as collect_environment
 from .experiment import Experiment, split_settings
 from .owed import keep_owed_restore, put_back_owed, restore_hint
 from .plan import Cell, Plan
+from .probes.cpu_profile import CALL_GRAPH_NAME, CellProfiler, observing
 from .report.writer import refresh_report
 from .results import (
     ENVIRONMENT_FILE,
@@ -36,10 +38,14 @@ from .results import (
     SUMMARY_FILE,
     ResultRow,
     RunDir,
+    write_atomic,
 )
 from .search import next_cells, sequential_looks
 from .spec import SpecError
 from .workloads.base import timed_series
+
+
+PROFILES_DIR = "profiles"  # each profiled cell's folded stacks (measure.cpu_profile)
 
 
 class Reporter(Protocol):
@@ -87,6 +93,7 @@ def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = 
     each setting's I/O with fio after the cells (device/twin.py), "off" records
     that it did not; None leaves it out."""
     plan = _load_or_write_plan(exp, run_dir, resume, reporter)
+    exp.profile_dir = run_dir.path / PROFILES_DIR
     previous_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         with _engine_stopped_at_exit(exp.engine, run_dir):
@@ -287,7 +294,11 @@ def run_cell(exp: Experiment, cell: Cell, reporter: Reporter, attempt: int = 1) 
             notes["evicted"] = engine.evict(relations)
             claims.check_cold_start(engine, relations, notes["evicted"], checks)
         direct = engine.direct_io_active()
-        metrics = workload.run(engine)
+        profiler = _profiler(exp)
+        with observing(profiler):
+            metrics = workload.run(engine)
+        if profiler is not None:
+            notes["cpu_profile"] = _keep_profile(exp, cell, attempt, profiler)
         if direct:
             claims.check_direct_io(engine, relations, cold, checks)
         claims.check_metrics(metrics, cold, checks)
@@ -315,6 +326,28 @@ def run_cell(exp: Experiment, cell: Cell, reporter: Reporter, attempt: int = 1) 
         notes={**notes, "fixed": {k: str(v) for k, v in exp.fixed.items()}},
         series=series,
     )
+
+
+def _profiler(exp: Experiment) -> CellProfiler | None:
+    """A cell's CPU profiler when the experiment asks for profiles (and the run keeps them)."""
+    m = exp.spec.measure
+    if not m.cpu_profile or exp.profile_dir is None:
+        return None
+    return CellProfiler(exp.engine, hz=m.cpu_profile_hz)
+
+
+def _keep_profile(exp: Experiment, cell: Cell, attempt: int, profiler: CellProfiler) -> dict[str, Any]:
+    """The cell's folded stacks in profiles/<cell-id>.folded (a re-measure: -<attempt>);
+    what the result row's notes say of it."""
+    assert exp.profile_dir is not None
+    slug = re.sub(r"[^A-Za-z0-9._=-]+", "_", cell.cell_id)  # 'b0:block_size=1024, checksum=on' -> a plain file name
+    name = f"{slug}.folded" if attempt == 1 else f"{slug}-{attempt}.folded"
+    exp.profile_dir.mkdir(exist_ok=True)
+    write_atomic(exp.profile_dir / name, profiler.profile.folded_text().encode())
+    targets = profiler.targets
+    return {"file": f"{exp.profile_dir.name}/{name}", **profiler.profile.summary(), "hz": profiler.hz,
+            "event": profiler.event, "call_graph": CALL_GRAPH_NAME, "windows": profiler.windows,
+            "processes": targets.what if targets else ""}
 
 
 def _load_or_write_plan(exp: Experiment, run_dir: RunDir, resume: bool, reporter: Reporter) -> Plan:

@@ -4,7 +4,7 @@ profiling").
 
     problem = perf_problem()              # None, or why perf cannot run here and the fix
     profiler = CellProfiler(engine, hz=DEFAULT_HZ)
-    with profiling(profiler):             # the runner, around one cell's workload.run
+    with observing(profiler):             # the runner, around one cell's workload.run
         ... every RunProbe window of the cell samples the engine's processes ...
     profiler.profile                       # FoldedProfile: folded stacks, samples, CPU seconds
 
@@ -33,10 +33,10 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from ..engines.base import CpuProfileDialect, Engine, ProfileTargets
 
@@ -362,26 +362,32 @@ class _CellWindow:
         self.owner.windows += 1
 
 
-_active: CellProfiler | None = None
+class CellObserver(Protocol):
+    """What watches a cell's probe windows (CellProfiler here, trace_function.CellTracer)."""
+
+    def window(self) -> AbstractContextManager[Any]: ...
+
+
+_active: tuple[CellObserver, ...] = ()
 _active_lock = threading.Lock()
 
 
 @contextmanager
-def profiling(profiler: CellProfiler | None) -> Iterator[CellProfiler | None]:
-    """Make `profiler` the one every probe window opened meanwhile reports to (one cell
-    at a time per process; None: no profile)."""
+def observing(*observers: CellObserver | None) -> Iterator[None]:
+    """Make these the observers every probe window opened meanwhile reports to (one
+    cell at a time per process; None entries are left out)."""
     global _active
     with _active_lock:
-        _active = profiler
+        _active = tuple(o for o in observers if o is not None)
     try:
-        yield profiler
+        yield
     finally:
         with _active_lock:
-            _active = None
+            _active = ()
 
 
-def active_window() -> _CellWindow | None:
-    """A sampling window for the probe opening now, when a cell is being profiled."""
+def active_windows() -> list[AbstractContextManager[Any]]:
+    """A window of each active observer for the probe opening now ([] outside a profiled cell)."""
     with _active_lock:
-        profiler = _active
-    return profiler.window() if profiler is not None else None
+        observers = _active
+    return [o.window() for o in observers]
