@@ -172,6 +172,11 @@ def check_profiling(spec: Spec, source: str) -> None:
                         "another host); profile blocklab's own engine (no --dsn)")
     if m.cpu_profile and (problem := cpu_profile.perf_problem()):
         raise SpecError(f"{source}: measure.cpu_profile (--cpu-profile): {problem}")
+    for knob, value in m.cpu_profile_where.items():
+        values = [str(v).lower() for v in spec.knobs.get(knob, [])]
+        if str(value).lower() not in values:
+            raise SpecError(f"{source}: measure.cpu_profile_where.{knob} = {value!r} is not accepted; accepted: a value the "
+                            f"run sweeps {knob} over ({', '.join(values) or f'it does not sweep {knob}'})")
     if m.trace_function:
         raise SpecError(f"{source}: measure.trace_function: not built yet")
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from . import claims
+from .analysis.cpu_profile import add_to_summary as add_cpu_profile
 from .analysis.efficiency import add_to_summary as add_efficiency
 from .analysis.summary import summarise
 from .device.twin import measure_run
@@ -396,6 +397,9 @@ def write_summary(exp: Experiment, run_dir: RunDir, plan: Plan) -> dict[str, Any
     summary.update(validity_counts(run_dir.rows()))
     summary["seed"] = exp.seed
     add_efficiency(summary, run_dir, exp.describe_setting)  # the engine against its device twin, when the rows allow
+    if exp.spec.measure.cpu_profile:  # where the CPU went: the functions that grow with each knob
+        add_cpu_profile(summary, run_dir.rows(), run_dir.path, list(exp.knobs), exp.workload.work,
+                        exp.spec.measure.cpu_profile_where)
     run_dir.write_json(SUMMARY_FILE, summary)
     return summary
 

@@ -82,6 +82,9 @@ class MeasureSpec(_Strict):
     # function's calls traced with uprobes (probes/trace_function.py)
     cpu_profile: bool = Field(default=False, description="sample the engine's stacks with perf in every cell")
     cpu_profile_hz: int = Field(default=DEFAULT_HZ, ge=1, le=MAX_HZ, description="samples per second per process")
+    cpu_profile_where: dict[str, Scalar] = Field(
+        default_factory=dict, description="hold these knobs at one value when ranking the functions along the others "
+        "(the checksum recipe: {checksum = 'on'}: how the checksum-on cells' functions change with block_size)")
     trace_function: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_.:]{0,200}$",
                                        description="a function of the engine's binary to trace with uprobes in every cell")
     trace_arg: int | None = Field(default=None, ge=1, le=6, description="with trace_function: the integer argument (1-6) to histogram")

@@ -23,14 +23,15 @@ what share of the CPU it cannot attribute.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
 import tempfile
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -259,6 +260,7 @@ class PerfWindow:
         self.profile = FoldedProfile()
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._proc: subprocess.Popen[bytes] | None = None
+        self._ctl = self._ack = -1  # perf's control pipe (ours to write) and its acks (ours to read)
 
     def __enter__(self) -> PerfWindow:
         pids = [p for p in self.targets.pids if p > 0]
@@ -266,33 +268,44 @@ class PerfWindow:
             return self  # nothing of the engine runs now (a db_bench not yet started): an empty window
         self._tmp = tempfile.TemporaryDirectory(prefix="blocklab-perf-")
         self._data = Path(self._tmp.name) / "perf.data"
-        self._proc = subprocess.Popen(
-            [self.perf, "record", "-q", "-e", self.event, "-F", str(self.hz), *CALL_GRAPH, "-o", str(self._data),
-             "-p", ",".join(map(str, pids))],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        self._wait_attached()
+        # Started with its events off (-D -1) and switched on through its control pipe, which
+        # answers "ack" once they are on: the window starts exactly then. (Waiting for perf's
+        # file to appear was not enough: on a loaded machine it enabled the events tens of
+        # milliseconds later, and a short cell lost its first samples.)
+        ctl_r, self._ctl = os.pipe()
+        self._ack, ack_w = os.pipe()
+        try:
+            self._proc = subprocess.Popen(
+                [self.perf, "record", "-q", "-e", self.event, "-F", str(self.hz), *CALL_GRAPH, "-o", str(self._data),
+                 "-D", "-1", "--control", f"fd:{ctl_r},{ack_w}", "-p", ",".join(map(str, pids))],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, pass_fds=(ctl_r, ack_w))
+        finally:
+            os.close(ctl_r)
+            os.close(ack_w)
+        if not self._command("enable", 30.0):
+            err = ""
+            if self._proc.poll() is not None and self._proc.stderr:
+                err = self._proc.stderr.read().decode(errors="replace").strip()
+            self._stop()
+            self._cleanup()
+            raise ProfileError(f"perf record did not start sampling: {err.splitlines()[-1] if err else 'no answer within 30 s'}")
         return self
 
-    def _wait_attached(self) -> None:
-        """perf writes its file's header once the events are open: the window starts then."""
-        assert self._proc is not None
-        deadline = time.monotonic() + 10.0
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                err = (self._proc.stderr.read() if self._proc.stderr else b"").decode(errors="replace").strip()
-                self._cleanup()
-                raise ProfileError(f"perf record stopped at once: {err.splitlines()[-1] if err else 'no message'}")
-            if self._data.exists() and self._data.stat().st_size > 0:
-                time.sleep(0.02)
-                return
-            time.sleep(0.01)
-        self._stop()
-        raise ProfileError("perf record did not start sampling within 10 s")
+    def _command(self, command: str, timeout_s: float) -> bool:
+        """Send perf a control command and wait for its ack (False: no ack, perf gone)."""
+        try:
+            os.write(self._ctl, f"{command}\n".encode())
+        except OSError:  # perf exited (its targets all did): nothing to switch
+            return False
+        ready, _, _ = select.select([self._ack], [], [], timeout_s)
+        return bool(ready) and os.read(self._ack, 64).startswith(b"ack")
 
     def __exit__(self, *exc: Any) -> None:
         if self._proc is None:
             return
         try:
+            if self._proc.poll() is None:
+                self._command("disable", 10.0)  # the window ends here, not when perf gets round to its signal
             self._stop()
             if exc[0] is None:
                 self.profile = self._fold()
@@ -321,6 +334,10 @@ class PerfWindow:
     def _cleanup(self) -> None:
         if self._proc is not None and self._proc.stderr:
             self._proc.stderr.close()
+        for fd in (self._ctl, self._ack):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._ctl = self._ack = -1
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None

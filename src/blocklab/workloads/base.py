@@ -28,6 +28,9 @@ class Options(BaseModel):
 class Workload(Protocol):
     name: ClassVar[str]
     default_metric: ClassVar[str]  # what the verdict is about unless measure.metric says otherwise
+    # the result row's metric that counts the run's work and its unit in words, ("rows",
+    # "row inserted"): CPU profiles are divided by it (analysis/cpu_profile.py)
+    work: ClassVar[tuple[str, str]]
     default_goal: ClassVar[str]  # "max" (throughput) or "min" (elapsed)
     Dialect: ClassVar[type]  # the Protocol an engine implements to run this workload
     needs: ClassVar[str]  # what the dialect provides, in words (for the refusal message)

@@ -42,6 +42,7 @@ class FullScanOptions(Options):
 class FullScan:
     name: ClassVar[str] = "full_scan"
     default_metric: ClassVar[str] = "rows_per_s"
+    work: ClassVar[tuple[str, str]] = ("rows", "row scanned")  # the metric counting its work, and its unit (CPU per unit)
     default_goal: ClassVar[str] = "max"
     Dialect: ClassVar[type] = ScanDialect
     needs: ClassVar[str] = "how to build the scan table and count its rows with one full scan"

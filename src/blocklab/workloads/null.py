@@ -40,6 +40,7 @@ class NullOptions(Options):
 class NullWorkload:
     name: ClassVar[str] = "null"
     default_metric: ClassVar[str] = "score"
+    work: ClassVar[tuple[str, str]] = ("rows", "row")  # the metric counting its work, and its unit (CPU per unit)
     default_goal: ClassVar[str] = "max"
     Dialect: ClassVar[type] = NullDialect
     needs: ClassVar[str] = "a table in memory and a level setting"

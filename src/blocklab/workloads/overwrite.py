@@ -58,6 +58,7 @@ class OverwriteOptions(Options):
 class Overwrite:
     name: ClassVar[str] = "overwrite"
     default_metric: ClassVar[str] = "elapsed_s"
+    work: ClassVar[tuple[str, str]] = ("writes_done", "write")  # the metric counting its work, and its unit (CPU per unit)
     default_goal: ClassVar[str] = "min"
     Dialect: ClassVar[type] = OverwriteDialect
     needs: ClassVar[str] = "a keyed data set put back before each cell and timed random overwrites by threads"

@@ -56,6 +56,7 @@ class PointReadOptions(Options):
 class PointRead:
     name: ClassVar[str] = "point_read"
     default_metric: ClassVar[str] = "elapsed_s"
+    work: ClassVar[tuple[str, str]] = ("reads_done", "read")  # the metric counting its work, and its unit (CPU per unit)
     default_goal: ClassVar[str] = "min"
     Dialect: ClassVar[type] = PointReadDialect
     needs: ClassVar[str] = "a keyed data set and timed random lookups by threads"

@@ -73,6 +73,7 @@ class ReloadOptions(Options):
 class Reload:
     name: ClassVar[str] = "reload"
     default_metric: ClassVar[str] = "elapsed_s"
+    work: ClassVar[tuple[str, str]] = ("rows", "row inserted")  # the metric counting its work, and its unit (CPU per unit)
     default_goal: ClassVar[str] = "min"
     Dialect: ClassVar[type] = ReloadDialect
     needs: ClassVar[str] = "the source and keyed target tables, the timed delete + insert, the flush"

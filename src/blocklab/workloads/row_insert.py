@@ -93,6 +93,7 @@ class RowInsertOptions(Options):
 class RowInsert:
     name: ClassVar[str] = "row_insert"
     default_metric: ClassVar[str] = "elapsed_s"
+    work: ClassVar[tuple[str, str]] = ("rows", "row inserted")  # the metric counting its work, and its unit (CPU per unit)
     default_goal: ClassVar[str] = "min"
     Dialect: ClassVar[type] = InsertDialect
     needs: ClassVar[str] = "a server-side loop of single-row INSERTs, the table's recreate and flush"

@@ -78,6 +78,7 @@ class SlobOptions(Options):
 class Slob:
     name: ClassVar[str] = "slob"
     default_metric: ClassVar[str] = "read_iops"
+    work: ClassVar[tuple[str, str]] = ("iterations", "operation")  # the metric counting its work, and its unit (CPU per unit)
     default_goal: ClassVar[str] = "max"
     steady_series: ClassVar[str] = "device_read_iops"  # judged second by second (workloads/base.py timed_series)
     Dialect: ClassVar[type] = SlobDialect

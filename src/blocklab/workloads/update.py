@@ -105,6 +105,7 @@ class UpdateOptions(Options):
 class Update:
     name: ClassVar[str] = "update"
     default_metric: ClassVar[str] = "elapsed_s"
+    work: ClassVar[tuple[str, str]] = ("rows", "row updated")  # the metric counting its work, and its unit (CPU per unit)
     default_goal: ClassVar[str] = "min"
     steady_series: ClassVar[str] = "device_mb_per_s"  # reads and writes, second by second (workloads/base.py timed_series)
     Dialect: ClassVar[type] = UpdateDialect
