@@ -10,8 +10,8 @@ runs was made and checked before by experiment.py (`prepare`).
 from __future__ import annotations
 
 import dataclasses
-import re
 import datetime as dt
+import re
 import signal
 import time
 from collections.abc import Callable
@@ -44,7 +44,6 @@ from .results import (
 from .search import next_cells, sequential_looks
 from .spec import SpecError
 from .workloads.base import timed_series
-
 
 PROFILES_DIR = "profiles"  # each profiled cell's folded stacks (measure.cpu_profile)
 
