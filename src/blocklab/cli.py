@@ -265,6 +265,7 @@ def _print_summary(console: Any, exp: Any, summary: dict[str, Any], run_dir: Run
             knob, value = next(iter(best.items()))
             console.print(f"Best {knob} is {exp.describe_setting(summary['best_label'])}")
         console.print(summary["verdict"])
+    _print_why(console, summary, exp.describe_setting)
     _print_workload_tables(console, run_dir, summary)
     _print_efficiency(console, run_dir, summary, exp.describe_setting)
     if summary.get("cells_failed"):
@@ -282,6 +283,17 @@ def _print_summary(console: Any, exp: Any, summary: dict[str, Any], run_dir: Run
         console.print(f"report:  {run_dir.file('report.html')}")
     for png in sorted((run_dir.path / "plots").glob("*.png")):
         console.print(f"plot:    {png}")
+
+
+def _print_why(console: Any, summary: dict[str, Any], describe: Any) -> None:
+    """A profiled run's answer to why (--cpu-profile), a traced one's calls (--trace-function)."""
+    from .report.trace_view import setting_text
+
+    if summary.get("profile_verdict"):
+        console.print(summary["profile_verdict"], markup=False, highlight=False)
+    trace = summary.get("trace")
+    for label, entry in (trace or {}).get("settings", {}).items():
+        console.print(setting_text(describe(label), entry, trace["function"], trace["unit"]), markup=False, highlight=False)
 
 
 def _print_workload_tables(console: Any, run_dir: RunDir, summary: dict[str, Any]) -> None:

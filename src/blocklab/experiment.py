@@ -22,7 +22,7 @@ from .analysis.summary import label_of
 from .engines import engine_class, make_engine
 from .engines.base import ApplyClass, Engine, EngineError, KnobError, KnobInfo
 from .plan import Plan, _fmt, grid, make_plan
-from .probes import cpu_profile
+from .probes import cpu_profile, trace_function
 from .search import check_refinable, coarse_values
 from .spec import WORKLOAD_AXIS, Spec, SpecError, spec_from_dict
 from .workloads import make_workload
@@ -140,6 +140,7 @@ def prepare(
     check_profiling(spec, source)  # before the engine starts: a refusal leaves nothing running
     if raw is not None:
         engine = _engine_for(spec, source, allow_server_changes, cache_dir)
+        check_trace_target(engine, spec, source)
         try:
             engine.start()
             spec = spec_from_dict(raw, source, dict(overrides or {}), engine_version=engine.version_tuple(), dsn=engine.mode == "dsn")
@@ -150,7 +151,9 @@ def prepare(
             engine.stop()
             raise
         return _prepare(spec, spec_text, source, engine)
-    return _prepare(spec, spec_text, source, _engine_for(spec, source, allow_server_changes, cache_dir))
+    engine = _engine_for(spec, source, allow_server_changes, cache_dir)
+    check_trace_target(engine, spec, source)
+    return _prepare(spec, spec_text, source, engine)
 
 
 def check_profiling(spec: Spec, source: str) -> None:
@@ -177,8 +180,18 @@ def check_profiling(spec: Spec, source: str) -> None:
         if str(value).lower() not in values:
             raise SpecError(f"{source}: measure.cpu_profile_where.{knob} = {value!r} is not accepted; accepted: a value the "
                             f"run sweeps {knob} over ({', '.join(values) or f'it does not sweep {knob}'})")
-    if m.trace_function:
-        raise SpecError(f"{source}: measure.trace_function: not built yet")
+    if m.trace_function and (problem := trace_function.bpftrace_problem()):
+        raise SpecError(f"{source}: measure.trace_function (--trace-function): {problem}")
+
+
+def check_trace_target(engine: Engine, spec: Spec, source: str) -> None:
+    """The traced function must be one the engine's binary has (before the engine starts)."""
+    name = spec.measure.trace_function
+    if not name:
+        return
+    binary = engine.dialect("cpu_profile").trace_binary()
+    if problem := trace_function.function_problem(binary, name):
+        raise SpecError(f"{source}: measure.trace_function = {name!r} (--trace-function): {problem}")
 
 
 class Problems:

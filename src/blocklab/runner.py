@@ -21,7 +21,8 @@ from typing import Any, Protocol
 from . import claims
 from .analysis.cpu_profile import add_to_summary as add_cpu_profile
 from .analysis.efficiency import add_to_summary as add_efficiency
-from .analysis.summary import summarise
+from .analysis.function_trace import add_to_summary as add_trace
+from .analysis.summary import label_of, summarise
 from .device.twin import measure_run
 from .engines.base import Engine, EngineError, KnobError
 from .environment import collect as collect_environment
@@ -29,6 +30,7 @@ from .experiment import Experiment, split_settings
 from .owed import keep_owed_restore, put_back_owed, restore_hint
 from .plan import Cell, Plan
 from .probes.cpu_profile import CALL_GRAPH_NAME, CellProfiler, observing
+from .probes.trace_function import CellTracer
 from .report.writer import refresh_report
 from .results import (
     ENVIRONMENT_FILE,
@@ -295,10 +297,13 @@ def run_cell(exp: Experiment, cell: Cell, reporter: Reporter, attempt: int = 1) 
             claims.check_cold_start(engine, relations, notes["evicted"], checks)
         direct = engine.direct_io_active()
         profiler = _profiler(exp)
-        with observing(profiler):
+        tracer = CellTracer(engine, m.trace_function, m.trace_arg) if (m := exp.spec.measure).trace_function else None
+        with observing(profiler, tracer):
             metrics = workload.run(engine)
         if profiler is not None:
             notes["cpu_profile"] = _keep_profile(exp, cell, attempt, profiler)
+        if tracer is not None:
+            notes["trace"] = tracer.result.to_dict()
         if direct:
             claims.check_direct_io(engine, relations, cold, checks)
         claims.check_metrics(metrics, cold, checks)
@@ -399,6 +404,9 @@ def write_summary(exp: Experiment, run_dir: RunDir, plan: Plan) -> dict[str, Any
     if exp.spec.measure.cpu_profile:  # where the CPU went: the functions that grow with each knob
         add_cpu_profile(summary, run_dir.rows(), run_dir.path, list(exp.knobs), exp.workload.work,
                         exp.spec.measure.cpu_profile_where)
+    if exp.spec.measure.trace_function:  # the seed's second step: one function's calls, per setting
+        add_trace(summary, run_dir.rows(), label_of, exp.spec.measure.trace_function, exp.spec.measure.trace_arg,
+                  exp.workload.work)
     run_dir.write_json(SUMMARY_FILE, summary)
     return summary
 

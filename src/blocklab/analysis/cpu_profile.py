@@ -42,7 +42,7 @@ from ..results import ResultRow
 from .paired import BlockCell, fit_blocks
 from .stats import CONFIDENCE
 
-MIN_SAMPLES = 5  # a function with fewer samples in the whole run is not ranked (it says nothing)
+MIN_SAMPLES = 10  # a function with fewer samples (inclusive) in the cells ranked is not ranked: it says nothing
 TOP = 12  # functions kept per ranking
 
 
@@ -237,28 +237,38 @@ def rank_along(costs: Sequence[CellCosts], knob: str, *, unit: str, work_metric:
 
     both = [cells for cells in grid.values() if cells.get(lo_key) and cells.get(hi_key)]
 
-    def extra(f: str | None) -> float:
-        """Mean over the blocks holding both ends of (cost at the largest value - at the smallest), self."""
+    def extra(f: str | None) -> tuple[float, float]:
+        """Over the blocks holding both ends: the mean of (cost at the largest value - at the
+        smallest), self, and its standard error (NaN with one block)."""
         if not both:
-            return math.nan
+            return math.nan, math.nan
+
         def raw(cells: list[CellCosts]) -> float:
             return statistics.fmean(c.total_per_unit if f is None else c.self_s.get(f, 0.0) / c.work for c in cells)
-        return statistics.fmean(raw(cells[hi_key]) - raw(cells[lo_key]) for cells in both)
+        d = [raw(cells[hi_key]) - raw(cells[lo_key]) for cells in both]
+        se = statistics.stdev(d) / math.sqrt(len(d)) if len(d) > 1 else math.nan
+        return statistics.fmean(d), se
 
-    total_extra = extra(None)
-    functions = []
+    total_ratio = ratio(None)
+    total_extra, _ = extra(None)
+    # a share of a change that is not there is noise: shares only where the total moved clearly
+    total_moved = (math.isfinite(total_ratio.low) and total_ratio.low > 1.0) or (
+        math.isfinite(total_ratio.high) and total_ratio.high < 1.0)
+    functions, keys = [], {}
     for f in candidates:
-        e = extra(f)
+        e, se = extra(f)
         functions.append(FunctionGrowth(
             function=f, self_per_unit=per_value(f), inclusive_per_unit=per_value(f, "inclusive"), ratio=ratio(f),
             inclusive_ratio=ratio(f, "inclusive"), extra_per_unit=e,
-            extra_share=e / total_extra if total_extra and math.isfinite(total_extra) else math.nan, samples=samples[f]))
-    # the functions that move the total most first; among the rest, the heaviest
-    functions.sort(key=lambda g: (-abs(g.extra_per_unit) if math.isfinite(g.extra_per_unit) else 0.0, -g.samples))
+            extra_share=e / total_extra if total_moved and total_extra else math.nan, samples=samples[f]))
+        # ranked by the change it surely made: its mean change less one standard error (a change
+        # seen in one block only, or swinging from block to block, ranks below a steady one)
+        keys[f] = max(0.0, abs(e) - (se if math.isfinite(se) else abs(e) / 2)) if math.isfinite(e) else 0.0
+    functions.sort(key=lambda g: (-keys[g.function], -g.samples))
     unnamed = {t: statistics.fmean(c.unnamed_share for cells in grid.values() for c in cells.get(t, [])) for t in texts
                if any(cells.get(t) for cells in grid.values())}
     return KnobRanking(knob=knob, values=texts, where=where, unit=unit, work_metric=work_metric,
-                       total_per_unit=per_value(None), total_ratio=ratio(None), unnamed_share=unnamed,
+                       total_per_unit=per_value(None), total_ratio=total_ratio, unnamed_share=unnamed,
                        functions=functions[:top], cells=len(chosen), blocks=len(grid))
 
 
@@ -321,9 +331,13 @@ def analyse_run(rows: Sequence[ResultRow], run_path: Path, knobs: Sequence[str],
 
 def growth_sentence(ranking: KnobRanking, top: int = 3) -> str:
     """'Along block_size (1024 -> 65536): cksmCompute ×3.9 [2.8, 5.4] per row inserted, 61% of the extra CPU; ...'"""
+    clear = [f for f in ranking.functions if f.direction != "no clear change"]
     parts = []
-    for f in ranking.functions[:top]:
-        parts.append(f"{f.function} {_ratio_text(f.ratio)} ({f.direction}; {_share_text(f.extra_share)} of the change)")
+    for f in (clear or ranking.functions)[:top]:
+        share = f"; {_share_text(f.extra_share)} of the change" if math.isfinite(f.extra_share) else ""
+        parts.append(f"{f.function} {_ratio_text(f.ratio)} ({f.direction}{share})")
+    if not clear and parts:
+        parts[0] = "no function changes clearly; the first: " + parts[0]
     where = ", ".join(f"{k}={value_text(v)}" for k, v in ranking.where.items())
     head = f"CPU per {ranking.unit} along {ranking.knob} ({ranking.values[0]} to {ranking.values[-1]}{'; ' + where if where else ''}): " \
            f"total {_ratio_text(ranking.total_ratio)}"
@@ -349,7 +363,7 @@ def rankings_for(costs: Sequence[CellCosts], knobs: Sequence[str], work: tuple[s
     """Along each knob held in `where`: every cell (where its cost goes when it changes);
     along every other knob: the cells at `where` only (how those functions scale)."""
     out = []
-    for knob in knobs:
+    for knob in sorted(knobs, key=lambda k: k not in where):  # the held knobs first: where the change goes
         held = {} if knob in where else where
         if (r := rank_along(costs, knob, unit=work[1], work_metric=work[0], where=held)) is not None:
             out.append(r)
