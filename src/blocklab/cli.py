@@ -291,8 +291,8 @@ def _print_why(console: Any, summary: dict[str, Any], describe: Any) -> None:
 
     if summary.get("profile_verdict"):
         console.print(summary["profile_verdict"], markup=False, highlight=False)
-    trace = summary.get("trace")
-    for label, entry in (trace or {}).get("settings", {}).items():
+    trace = summary.get("trace") or {}
+    for label, entry in trace.get("settings", {}).items():
         console.print(setting_text(describe(label), entry, trace["function"], trace["unit"]), markup=False, highlight=False)
 
 

@@ -92,9 +92,12 @@ class FunctionGrowth:
     extra_share: float  # of the total's change per unit (self)
     extra_per_unit: float  # its self cost's change per unit of work, seconds
     samples: int
+    end_samples: int = 0  # its inclusive samples at the end where it costs more (smallest or largest value)
 
     @property
     def direction(self) -> str:
+        if self.end_samples < MIN_SAMPLES:  # a few samples' ratio is the sampling's grain, not a change
+            return "too few samples"
         if math.isfinite(self.ratio.low) and self.ratio.low > 1.0:
             return "grows"
         if math.isfinite(self.ratio.high) and self.ratio.high < 1.0:
@@ -193,9 +196,10 @@ def _matches(c: CellCosts, where: dict[str, Any]) -> bool:
 
 # ---------------------------------------------------------------------- the ranking
 def rank_along(costs: Sequence[CellCosts], knob: str, *, unit: str, work_metric: str,
-               where: dict[str, Any] | None = None, top: int = TOP) -> KnobRanking | None:
+               where: dict[str, Any] | None = None, top: int = TOP, follow: Sequence[str] = ()) -> KnobRanking | None:
     """Rank the functions by the CPU per unit of work they add (or save) from the knob's
-    smallest value to its largest; None when the cells hold fewer than two values."""
+    smallest value to its largest; None when the cells hold fewer than two values.
+    `follow`: functions kept whatever their rank (another knob's answer, followed here)."""
     where = dict(where or {})
     chosen = [c for c in costs if _matches(c, where) and knob in c.row.settings]
     values = knob_values(chosen, knob)
@@ -216,7 +220,7 @@ def rank_along(costs: Sequence[CellCosts], knob: str, *, unit: str, work_metric:
     named = [f for f in samples if not f.startswith(UNNAMED)]
     incl_samples = Counter({f: sum(round(c.inclusive_s.get(f, 0.0) / c.seconds_per_sample) for c in chosen if c.seconds_per_sample)
                             for f in named})
-    candidates = [f for f in named if incl_samples[f] >= MIN_SAMPLES]
+    candidates = [f for f in named if incl_samples[f] >= MIN_SAMPLES or (f in follow and incl_samples[f] > 0)]
 
     def mean_cost(block_cells: list[CellCosts], f: str | None, kind: str = "self") -> float:
         return statistics.fmean(c.total_per_unit if f is None else c.per_unit(f, kind) for c in block_cells)
@@ -232,7 +236,22 @@ def rank_along(costs: Sequence[CellCosts], knob: str, *, unit: str, work_metric:
         cells = [BlockCell(b, t, mean_cost(v[t], f, kind)) for b, v in grid.items() for t in (lo_key, hi_key) if v.get(t)]
         if not {c.key for c in cells} >= {lo_key, hi_key}:
             return Interval(math.nan, math.nan, math.nan)
-        r, low, high = fit_blocks(cells, order=[lo_key, hi_key]).effect(hi_key, lo_key).interval(1.0 - CONFIDENCE)
+        effect = fit_blocks(cells, order=[lo_key, hi_key]).effect(hi_key, lo_key)
+        # A ratio of sample counts is no surer than the counts: a Poisson count n has a log
+        # variance of about 1/n, so the interval is never narrower than the counts allow (two
+        # blocks with the same 3 samples against 2 would otherwise give a ratio 'sure' to 0%)
+        shared = [v for v in grid.values() if v.get(lo_key) and v.get(hi_key)]
+        if f is not None and shared and effect.df > 0:
+            table = "self_s" if kind == "self" else "inclusive_s"
+
+            def count(cs: list[CellCosts]) -> float:
+                return max(0.5, sum(getattr(c, table).get(f, 0.0) / c.seconds_per_sample for c in cs if c.seconds_per_sample))
+            poisson = math.sqrt(statistics.fmean(1 / count(v[hi_key]) + 1 / count(v[lo_key]) for v in shared) / len(shared))
+            if not poisson <= effect.se:  # a known variance: the normal quantile, not Student's
+                z = float(_scipy_stats.norm.ppf(0.5 + CONFIDENCE / 2.0))
+                return Interval(math.exp(effect.estimate), math.exp(effect.estimate - z * poisson),
+                                math.exp(effect.estimate + z * poisson))
+        r, low, high = effect.interval(1.0 - CONFIDENCE)
         return Interval(r, low, high)
 
     both = [cells for cells in grid.values() if cells.get(lo_key) and cells.get(hi_key)]
@@ -249,6 +268,10 @@ def rank_along(costs: Sequence[CellCosts], knob: str, *, unit: str, work_metric:
         se = statistics.stdev(d) / math.sqrt(len(d)) if len(d) > 1 else math.nan
         return statistics.fmean(d), se
 
+    def end_count(f: str, key: str) -> int:
+        return sum(round(c.inclusive_s.get(f, 0.0) / c.seconds_per_sample) for cells in grid.values()
+                   for c in cells.get(key, []) if c.seconds_per_sample)
+
     total_ratio = ratio(None)
     total_extra, _ = extra(None)
     # a share of a change that is not there is noise: shares only where the total moved clearly
@@ -260,7 +283,8 @@ def rank_along(costs: Sequence[CellCosts], knob: str, *, unit: str, work_metric:
         functions.append(FunctionGrowth(
             function=f, self_per_unit=per_value(f), inclusive_per_unit=per_value(f, "inclusive"), ratio=ratio(f),
             inclusive_ratio=ratio(f, "inclusive"), extra_per_unit=e,
-            extra_share=e / total_extra if total_moved and total_extra else math.nan, samples=samples[f]))
+            extra_share=e / total_extra if total_moved and total_extra else math.nan, samples=samples[f],
+            end_samples=max(end_count(f, lo_key), end_count(f, hi_key))))
         # ranked by the change it surely made: its mean change less one standard error (a change
         # seen in one block only, or swinging from block to block, ranks below a steady one)
         keys[f] = max(0.0, abs(e) - (se if math.isfinite(se) else abs(e) / 2)) if math.isfinite(e) else 0.0
@@ -269,7 +293,8 @@ def rank_along(costs: Sequence[CellCosts], knob: str, *, unit: str, work_metric:
                if any(cells.get(t) for cells in grid.values())}
     return KnobRanking(knob=knob, values=texts, where=where, unit=unit, work_metric=work_metric,
                        total_per_unit=per_value(None), total_ratio=total_ratio, unnamed_share=unnamed,
-                       functions=functions[:top], cells=len(chosen), blocks=len(grid))
+                       functions=functions[:top] + [g for g in functions[top:] if g.function in follow],
+                       cells=len(chosen), blocks=len(grid))
 
 
 def _mean_interval(values: Sequence[float]) -> Interval:
@@ -331,7 +356,7 @@ def analyse_run(rows: Sequence[ResultRow], run_path: Path, knobs: Sequence[str],
 
 def growth_sentence(ranking: KnobRanking, top: int = 3) -> str:
     """'Along block_size (1024 -> 65536): cksmCompute ×3.9 [2.8, 5.4] per row inserted, 61% of the extra CPU; ...'"""
-    clear = [f for f in ranking.functions if f.direction != "no clear change"]
+    clear = [f for f in ranking.functions if f.direction in ("grows", "shrinks")]
     parts = []
     for f in (clear or ranking.functions)[:top]:
         share = f"; {_share_text(f.extra_share)} of the change" if math.isfinite(f.extra_share) else ""
@@ -362,12 +387,20 @@ def rankings_for(costs: Sequence[CellCosts], knobs: Sequence[str], work: tuple[s
                  where: dict[str, Any]) -> list[KnobRanking]:
     """Along each knob held in `where`: every cell (where its cost goes when it changes);
     along every other knob: the cells at `where` only (how those functions scale)."""
-    out = []
+    out: list[KnobRanking] = []
     for knob in sorted(knobs, key=lambda k: k not in where):  # the held knobs first: where the change goes
         held = {} if knob in where else where
-        if (r := rank_along(costs, knob, unit=work[1], work_metric=work[0], where=held)) is not None:
+        follow = [f.function for r in out for f in spent_in(r)]  # ... then how those functions scale
+        if (r := rank_along(costs, knob, unit=work[1], work_metric=work[0], where=held, follow=follow)) is not None:
             out.append(r)
     return out
+
+
+def spent_in(ranking: KnobRanking, top: int = 3) -> list[FunctionGrowth]:
+    """The functions the knob's extra CPU is spent in: those that add CPU per unit, the
+    clearly growing first (at most `top`)."""
+    adding = [f for f in ranking.functions if math.isfinite(f.extra_per_unit) and f.extra_per_unit > 0]
+    return ([f for f in adding if f.direction == "grows"] + [f for f in adding if f.direction != "grows"])[:top]
 
 
 def add_to_summary(summary: dict[str, Any], rows: Sequence[ResultRow], run_path: Path, knobs: Sequence[str],
@@ -385,13 +418,49 @@ def add_to_summary(summary: dict[str, Any], rows: Sequence[ResultRow], run_path:
         "processes": note.get("processes", ""), "unnamed_share": unnamed,
         "rankings": [r.to_dict() for r in rankings],
     }
-    summary["profile_verdict"] = profile_verdict(rankings, len(costs), unnamed, int(note.get("hz", 0)))
+    summary["profile_verdict"] = profile_verdict(rankings, len(costs), unnamed, int(note.get("hz", 0)), where)
 
 
-def profile_verdict(rankings: Sequence[KnobRanking], cells: int, unnamed: float, hz: int) -> str:
-    """Where the CPU went, one sentence per knob, the functions that move it first."""
+def profile_verdict(rankings: Sequence[KnobRanking], cells: int, unnamed: float, hz: int,
+                    where: dict[str, Any] | None = None) -> str:
+    """Where the CPU went. With knobs held (`where`, the checksum recipe's checksum = on):
+    which functions the held knob's extra CPU is spent in, then whether their CPU per unit
+    grows along each other knob. Without: one sentence per knob, the functions that move it."""
     head = f"Where the CPU went ({cells} profiled cells, perf at {hz} Hz"
     head += f"; {unnamed * 100:.0f}% of the samples fell in code without symbols and are not named)" if unnamed >= 0.005 else ")"
     if not rankings:
         return head + ": no knob with two values among the profiled cells."
-    return head + ": " + " ".join(growth_sentence(r) for r in rankings)
+    held = [r for r in rankings if r.knob in (where or {})]
+    if not held:
+        return head + ": " + " ".join(growth_sentence(r) for r in rankings)
+    parts = [spent_sentence(r) for r in held]
+    followed = {f.function for r in held for f in spent_in(r)}
+    parts += [follow_sentence(r, followed) for r in rankings if r.knob not in (where or {}) and followed]
+    return head + ": " + " ".join(parts)
+
+
+def spent_sentence(r: KnobRanking) -> str:
+    """'checksum off to on: CPU per row inserted ×1.13 [1.05, 1.21], the extra spent in cksmCompute (71%, ×25 [..]), ...'"""
+    funcs = spent_in(r)
+    text = f"{r.knob} {r.values[0]} to {r.values[-1]}: CPU per {r.unit} {_ratio_text(r.total_ratio)}"
+    if not funcs:
+        return text + "; no function adds CPU per " + r.unit + " clearly enough to name."
+    named = ", ".join(f"{f.function} ({_share_text(f.extra_share) + ' of the extra CPU, ' if math.isfinite(f.extra_share) else ''}"
+                      f"{_ratio_text(f.ratio)}, {f.direction})" for f in funcs)
+    return f"{text}; the extra is spent in {named}."
+
+
+def follow_sentence(r: KnobRanking, functions: set[str]) -> str:
+    """'Along block_size 1024 to 65536 (checksum=on), CPU per row of cksmCompute ×3.1 [2.0, 4.6]: grows; ...'"""
+    where = ", ".join(f"{k}={value_text(v)}" for k, v in r.where.items())
+    found = [f for f in r.functions if f.function in functions]
+    head = f"Along {r.knob} {r.values[0]} to {r.values[-1]}{' (' + where + ')' if where else ''}, CPU per {r.unit}"
+    if not found:
+        return f"{head}: too few samples of {', '.join(sorted(functions))} to tell."
+    return head + " " + "; ".join(f"of {f.function} {_ratio_text(f.ratio)}: {_growth_word(f)}" for f in found) + \
+        f" (total {_ratio_text(r.total_ratio)})."
+
+
+def _growth_word(f: FunctionGrowth) -> str:
+    return {"grows": "grows with it", "shrinks": "shrinks with it",
+            "too few samples": "too few samples to tell"}.get(f.direction, "does not clearly change")

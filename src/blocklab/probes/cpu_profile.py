@@ -34,7 +34,7 @@ import tempfile
 import threading
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, cast
@@ -261,6 +261,7 @@ class PerfWindow:
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._ctl = self._ack = -1  # perf's control pipe (ours to write) and its acks (ours to read)
+        self._paused = False
 
     def __enter__(self) -> PerfWindow:
         pids = [p for p in self.targets.pids if p > 0]
@@ -300,12 +301,17 @@ class PerfWindow:
         ready, _, _ = select.select([self._ack], [], [], timeout_s)
         return bool(ready) and os.read(self._ack, 64).startswith(b"ack")
 
+    def pause(self) -> None:
+        """Sampling off now (the window ends here, not when perf gets round to its signal)."""
+        if self._proc is not None and self._proc.poll() is None and not self._paused:
+            self._command("disable", 10.0)
+            self._paused = True
+
     def __exit__(self, *exc: Any) -> None:
         if self._proc is None:
             return
         try:
-            if self._proc.poll() is None:
-                self._command("disable", 10.0)  # the window ends here, not when perf gets round to its signal
+            self.pause()
             self._stop()
             if exc[0] is None:
                 self.profile = self._fold()
@@ -373,16 +379,30 @@ class _CellWindow:
         self.perf.__enter__()
         return self
 
+    def pause(self) -> None:
+        self.perf.pause()
+
     def __exit__(self, *exc: Any) -> None:
         self.perf.__exit__(*exc)
         self.owner.profile.merge(self.perf.profile)
         self.owner.windows += 1
 
 
+class ObserverWindow(Protocol):
+    """One probe window of an observer: entered last, paused (sampling or tracing stops)
+    first when the window closes, exited (its data read) after the probes' own windows."""
+
+    def __enter__(self) -> Any: ...
+
+    def pause(self) -> None: ...
+
+    def __exit__(self, *exc: Any) -> None: ...
+
+
 class CellObserver(Protocol):
     """What watches a cell's probe windows (CellProfiler here, trace_function.CellTracer)."""
 
-    def window(self) -> AbstractContextManager[Any]: ...
+    def window(self) -> ObserverWindow: ...
 
 
 _active: tuple[CellObserver, ...] = ()
@@ -403,7 +423,7 @@ def observing(*observers: CellObserver | None) -> Iterator[None]:
             _active = ()
 
 
-def active_windows() -> list[AbstractContextManager[Any]]:
+def active_windows() -> list[ObserverWindow]:
     """A window of each active observer for the probe opening now ([] outside a profiled cell)."""
     with _active_lock:
         observers = _active

@@ -191,10 +191,12 @@ class RunProbe:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        for observer in reversed(self.observers):  # first: the settle below is not the run's
-            observer.__exit__(*exc)
+        for observer in self.observers:  # stopped first: the settle below is not the run's ...
+            observer.pause()
         self.host.__exit__(*exc)
         self.io.__exit__(*exc)
+        for observer in reversed(self.observers):  # ... and read after: folding the stacks is not the engine's CPU
+            observer.__exit__(*exc)
         if exc[0] is None:
             self.deltas = {**self.io.deltas, **self.host.deltas()}
 

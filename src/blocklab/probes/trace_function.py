@@ -146,6 +146,7 @@ class TraceWindow:
         self.trace = FunctionTrace(function, arg)
         self._proc: subprocess.Popen[str] | None = None
         self._lines: list[str] = []
+        self._stopped: str | None = None  # bpftrace's last stderr line once stopped
 
     def __enter__(self) -> TraceWindow:
         if not self.pids:
@@ -187,10 +188,16 @@ class TraceWindow:
         lines = [ln for ln in (err or "").splitlines() if ln.strip() and "RLIMIT_MEMLOCK" not in ln]
         return lines[-1] if lines else ""
 
+    def pause(self) -> None:
+        """Tracing off now: bpftrace stops (and prints its maps, read at exit)."""
+        if self._proc is not None and self._stopped is None:
+            self._stopped = self._stop()
+
     def __exit__(self, *exc: Any) -> None:
         if self._proc is None:
             return
-        err = self._stop()
+        self.pause()
+        err = self._stopped or ""
         if exc[0] is None:
             if self._proc.returncode not in (0, None):
                 raise TraceError(f"bpftrace failed on {self.function}: {err or self._proc.returncode}")
@@ -219,6 +226,9 @@ class _TracerWindow:
     def __enter__(self) -> _TracerWindow:
         self.window.__enter__()
         return self
+
+    def pause(self) -> None:
+        self.window.pause()
 
     def __exit__(self, *exc: Any) -> None:
         self.window.__exit__(*exc)
