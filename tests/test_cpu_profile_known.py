@@ -164,3 +164,11 @@ def test_the_function_that_grows_with_the_knob_is_ranked_first_growing(native_en
     flat = next(f for f in ranking["functions"] if f["function"] == "same_every_row")
     assert 0.6 < flat["ratio"][0] < 1.6
     assert "grows_with_level" in summary["profile_verdict"]
+    # the report: the verdict links to the section; a flame graph per setting and a differential one
+    html = (tmp_path / "run" / "report.html").read_text()
+    assert 'href="#cpu-profile"' in html and 'id="cpu-profile"' in html and "<code>grows_with_level</code>" in html
+    plots = sorted(p.name for p in (tmp_path / "run" / "plots").glob("flame-*.svg"))
+    assert plots == ["flame-diff-native-level-1-vs-native-level-9.svg", "flame-native-level-1.svg", "flame-native-level-9.svg"]
+    diff = (tmp_path / "run" / "plots" / plots[0]).read_text()
+    assert diff.startswith("<svg") and "grows_with_level:" in diff and "rgb(255," in diff  # grew: drawn red
+    assert "0x" not in diff  # never an address

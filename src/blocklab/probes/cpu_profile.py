@@ -263,10 +263,12 @@ class PerfWindow:
         self._ctl = self._ack = -1  # perf's control pipe (ours to write) and its acks (ours to read)
         self._paused = False
 
-    def __enter__(self) -> PerfWindow:
+    def start(self) -> None:
+        """Spawn perf, its events off, before the probes' own windows open: for an engine that
+        runs in blocklab's process (SQLite), forking perf is blocklab's CPU, not the engine's."""
         pids = [p for p in self.targets.pids if p > 0]
-        if not pids:
-            return self  # nothing of the engine runs now (a db_bench not yet started): an empty window
+        if not pids or self._proc is not None:
+            return  # nothing of the engine runs now (a db_bench not yet started): an empty window
         self._tmp = tempfile.TemporaryDirectory(prefix="blocklab-perf-")
         self._data = Path(self._tmp.name) / "perf.data"
         # Started with its events off (-D -1) and switched on through its control pipe, which
@@ -283,6 +285,11 @@ class PerfWindow:
         finally:
             os.close(ctl_r)
             os.close(ack_w)
+
+    def __enter__(self) -> PerfWindow:
+        self.start()
+        if self._proc is None:
+            return self
         if not self._command("enable", 30.0):
             err = ""
             if self._proc.poll() is not None and self._proc.stderr:
@@ -375,6 +382,9 @@ class _CellWindow:
         owner.targets = dialect.profile_targets()
         self.perf = PerfWindow(owner.targets, owner.hz, owner.perf, owner.event)
 
+    def start(self) -> None:
+        self.perf.start()
+
     def __enter__(self) -> _CellWindow:
         self.perf.__enter__()
         return self
@@ -389,8 +399,11 @@ class _CellWindow:
 
 
 class ObserverWindow(Protocol):
-    """One probe window of an observer: entered last, paused (sampling or tracing stops)
-    first when the window closes, exited (its data read) after the probes' own windows."""
+    """One probe window of an observer: started (its tool spawned) before the probes' own
+    windows open, entered (sampling on) last, paused (sampling or tracing off) first when
+    the window closes, exited (its data read) after the probes' own windows."""
+
+    def start(self) -> None: ...
 
     def __enter__(self) -> Any: ...
 

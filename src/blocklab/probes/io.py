@@ -184,10 +184,18 @@ class RunProbe:
         self.observers = active_windows()
 
     def __enter__(self) -> RunProbe:
-        self.io.__enter__()
-        self.host.__enter__()
-        for observer in self.observers:  # last, so its start-up is outside what the probes count
-            observer.__enter__()
+        for observer in self.observers:  # spawned first: their start-up is outside what the probes count
+            observer.start()
+        try:
+            self.io.__enter__()
+            self.host.__enter__()
+            for observer in self.observers:  # and switched on last
+                observer.__enter__()
+        except BaseException as err:
+            for observer in self.observers:
+                observer.pause()
+                observer.__exit__(type(err), err, None)
+            raise
         return self
 
     def __exit__(self, *exc: Any) -> None:

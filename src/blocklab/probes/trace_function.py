@@ -148,9 +148,16 @@ class TraceWindow:
         self._lines: list[str] = []
         self._stopped: str | None = None  # bpftrace's last stderr line once stopped
 
+    def start(self) -> None:
+        """bpftrace spawned and attached (its probes fire from here: uprobes have no off switch)."""
+        if self.pids and self._proc is None:
+            self._launch()
+
     def __enter__(self) -> TraceWindow:
-        if not self.pids:
-            return self
+        self.start()
+        return self
+
+    def _launch(self) -> None:
         bpftrace = bpftrace_binary()
         if bpftrace is None:
             raise TraceError(f"bpftrace is gone since the run was checked; {INSTALL_BPFTRACE}")
@@ -172,7 +179,6 @@ class TraceWindow:
         if not attached.wait(120) or self._proc.poll() is not None:
             err = self._stop()
             raise TraceError(f"bpftrace did not attach to {self.function}: {err or 'no answer within 120 s'}")
-        return self
 
     def _stop(self) -> str:
         assert self._proc is not None
@@ -222,6 +228,9 @@ class _TracerWindow:
         targets = dialect.profile_targets()
         binary = targets.binary or dialect.trace_binary() or ""
         self.window = TraceWindow(binary, owner.function, tuple(p for p in targets.pids if p > 0), owner.arg)
+
+    def start(self) -> None:
+        self.window.start()
 
     def __enter__(self) -> _TracerWindow:
         self.window.__enter__()
