@@ -15,8 +15,10 @@ Along one knob (the others averaged within each block, or held at `where`), a
 function's growth is the ratio of its cost per unit at the knob's largest value
 to its cost at the smallest, from the randomised blocks: the per-block ratios
 and their paired t interval on the log scale (analysis/paired.py BlockModel). A
-function with no sample in a cell counts half a sample there (its cost is below
-the sampling's resolution, not zero), so ratios stay finite. The share of the
+function's cells of one value in one block are pooled (their CPU over their
+work); where none of them sampled it, it counts half a sample (its cost is below
+the sampling's resolution, not zero), so ratios stay finite, and no interval is
+narrower than its sample counts allow (a Poisson count's log variance). The share of the
 extra CPU a function explains is its self cost's change over the total's change
 (per unit of work, largest value minus smallest, averaged over blocks): the
 self costs add up to the total, so the shares add up to 1.
@@ -223,7 +225,13 @@ def rank_along(costs: Sequence[CellCosts], knob: str, *, unit: str, work_metric:
     candidates = [f for f in named if incl_samples[f] >= MIN_SAMPLES or (f in follow and incl_samples[f] > 0)]
 
     def mean_cost(block_cells: list[CellCosts], f: str | None, kind: str = "self") -> float:
-        return statistics.fmean(c.total_per_unit if f is None else c.per_unit(f, kind) for c in block_cells)
+        """The cells' CPU per unit pooled (their seconds over their work); a function none of
+        them sampled counts half a sample over them all (its cost is below the grain, not 0)."""
+        work = sum(c.work for c in block_cells)
+        if f is None:
+            return sum(c.total_s for c in block_cells) / work
+        seconds = sum((c.self_s if kind == "self" else c.inclusive_s).get(f, 0.0) for c in block_cells)
+        return (seconds or 0.5 * statistics.fmean(c.seconds_per_sample for c in block_cells)) / work
 
     def per_value(f: str | None, kind: str = "self") -> dict[str, Interval]:
         out = {}

@@ -17,6 +17,7 @@ from typing import Any
 from markupsafe import Markup
 
 from ..analysis.cpu_profile import CellCosts, load_costs
+from ..probes.cpu_profile import OBSERVER_EFFECT
 from .data import RunData, label_of
 from .flame import flame_svg, vanished
 
@@ -168,7 +169,7 @@ def html_context(data: RunData, graphs: list[FlameGraph]) -> dict[str, Any] | No
     diff = [g for g in graphs if g.id.startswith("flame-diff-")]
     compared = {g.id for g in graphs for d in diff if d.id.startswith("flame-diff-") and _pair_member(g.id, d.id)}
     per_setting = [g for g in graphs if not g.id.startswith("flame-diff-")]
-    overhead = data.summary.get("cpu_profile_overhead")
+    overhead = OBSERVER_EFFECT
     return {
         "verdict": data.summary.get("profile_verdict", ""),
         "processes": profile.get("processes", ""),
