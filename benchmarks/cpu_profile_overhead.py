@@ -15,6 +15,11 @@ reported apart (seconds per cell).
 
     python benchmarks/cpu_profile_overhead.py --engine sqlite --hz 99,499 --pairs 10
     python benchmarks/cpu_profile_overhead.py --engine postgres --rows 300000 --hz 99,499,999
+    python benchmarks/cpu_profile_overhead.py --native --hz 99,999 --pairs 12
+
+`--native` measures the sampling alone, where a loaded machine's noise is
+smallest: a compiled CPU loop (no I/O, no locks) profiled through the same
+PerfWindow, its CPU seconds from wait4() against an unprofiled run.
 """
 
 from __future__ import annotations
@@ -42,14 +47,70 @@ def paired_ratio(pairs: list[tuple[float, float]]) -> tuple[float, float, float]
     return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
 
 
+NATIVE = r"""
+#include <stdio.h>
+#include <stdlib.h>
+volatile unsigned long sink;
+int main(int argc, char **argv) {
+    long n = atol(argv[1]);
+    char go[8];
+    if (!fgets(go, sizeof go, stdin)) return 1;
+    for (long i = 0; i < n; i++) sink += i ^ (sink >> 3);
+    return 0;
+}
+"""
+
+
+def native(hzs: list[int], pairs: int) -> None:
+    """CPU seconds of a compiled loop profiled / not, through PerfWindow."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    from blocklab.engines.base import ProfileTargets
+    from blocklab.probes.cpu_profile import PerfWindow, event, perf_binary, privileged, read_paranoid
+
+    gcc, perf = shutil.which("gcc"), perf_binary()
+    assert gcc and perf, "needs gcc and perf"
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([gcc, "-O1", "-o", f"{tmp}/loop", "-x", "c", "-"], input=NATIVE, text=True, check=True)
+
+        def one(hz: int | None) -> float:
+            proc = subprocess.Popen([f"{tmp}/loop", "150000000"], stdin=subprocess.PIPE)
+            window = PerfWindow(ProfileTargets((proc.pid,), "loop"), hz or 1, perf, event(privileged(), read_paranoid() or 0))
+            if hz:
+                window.__enter__()
+            assert proc.stdin is not None
+            proc.stdin.write(b"go\n")
+            proc.stdin.close()
+            _, _, usage = os.wait4(proc.pid, 0)
+            proc.returncode = 0
+            if hz:
+                window.__exit__(None, None, None)
+            return usage.ru_utime + usage.ru_stime
+
+        for hz in hzs:
+            ratios = []
+            for i in range(pairs):
+                on, off = (one(hz), one(None)) if i % 2 == 0 else tuple(reversed((one(None), one(hz))))
+                ratios.append((on, off))
+            r, lo, hi = paired_ratio(ratios)
+            print(f"native loop {hz:4d} Hz: CPU seconds profiled / not = {r:.4f} [{lo:.4f}, {hi:.4f}] ({(r - 1) * 100:+.2f}%), "
+                  f"median {statistics.median(p[1] for p in ratios):.2f} s a run; load {os.getloadavg()[0]:.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--engine", default="sqlite", help="sqlite | postgres | mariadb")
     parser.add_argument("--hz", default="99,499", help="sampling rates to measure, comma-separated")
     parser.add_argument("--pairs", type=int, default=10)
     parser.add_argument("--rows", type=int, default=None, help="rows per cell (default: the recipe's --quick)")
+    parser.add_argument("--native", action="store_true", help="the sampling alone, on a compiled CPU loop")
     parser.add_argument("--cache", type=Path, default=Path(os.environ.get("BLOCKLAB_CACHE", "/var/tmp/blocklab-cpuprof-bench")))
     args = parser.parse_args()
+    if args.native:
+        native([int(h) for h in args.hz.split(",")], args.pairs)
+        return
 
     sets = ["checksum=on", "workload.index=false"]
     if args.engine in ("sqlite", "mariadb"):
