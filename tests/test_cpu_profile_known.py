@@ -19,6 +19,7 @@ from test_engine_plugin import MemoryEngine
 
 from blocklab import engines
 from blocklab.engines.base import ApplyClass, KnobInfo, ProfileTargets, SessionBase
+from blocklab.engines.capabilities import DialectBase
 from blocklab.experiment import prepare
 from blocklab.results import RunDir
 from blocklab.runner import SilentReporter, run
@@ -76,7 +77,7 @@ class NativeSession(SessionBase):
         self.proc.wait()
 
 
-class NativeDialect:
+class NativeDialect(DialectBase):
     """The null workload's needs: its 'count' is the program's run."""
 
     def __init__(self, engine: NativeEngine):
@@ -92,7 +93,7 @@ class NativeDialect:
         return int(self.engine.current.get("native.level", 1))
 
 
-class NativeProfile:
+class NativeProfile(DialectBase):
     def __init__(self, engine: NativeEngine):
         self.engine = engine
 

@@ -182,8 +182,8 @@ def check_profiling(spec: Spec, source: str) -> None:
     what = "measure.cpu_profile (--cpu-profile)" if m.cpu_profile else "measure.trace_function (--trace-function)"
     cls = engine_class(spec.engine.kind)
     if "cpu_profile" not in cls.dialects:
-        raise SpecError(f"{source}: {what}: the {cls.display} engine does not say which processes are its own (no "
-                        "cpu_profile dialect), so it cannot be profiled")
+        why = cls.capabilities.why_not("cpu_profile") or "it does not say which processes are its own (no cpu_profile dialect)"
+        raise SpecError(f"{source}: {what}: the {cls.display} engine cannot be profiled: {why}")
     if spec.engine.dsn:
         raise SpecError(f"{source}: {what}: a server given by --dsn runs processes blocklab does not own (perhaps on "
                         "another host); profile blocklab's own engine (no --dsn)")

@@ -407,7 +407,8 @@ def rankings_for(costs: Sequence[CellCosts], knobs: Sequence[str], work: tuple[s
 def spent_in(ranking: KnobRanking, top: int = 3) -> list[FunctionGrowth]:
     """The functions the knob's extra CPU is spent in: those that add CPU per unit, the
     clearly growing first (at most `top`)."""
-    adding = [f for f in ranking.functions if math.isfinite(f.extra_per_unit) and f.extra_per_unit > 0]
+    adding = [f for f in ranking.functions if math.isfinite(f.extra_per_unit) and f.extra_per_unit > 0
+              and f.direction != "too few samples"]
     return ([f for f in adding if f.direction == "grows"] + [f for f in adding if f.direction != "grows"])[:top]
 
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 from typing import Any
 
 from ..base import EngineError, ProfileTargets
+from ..capabilities import DialectBase
 from .instance import pg_bin
 
 
-class ProfileProcesses:
+class ProfileProcesses(DialectBase):
     def __init__(self, engine: Any):
         self.engine = engine
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 from ..base import ProfileTargets
+from ..capabilities import DialectBase
 from .flags import binary_path
 
 
-class ProfileProcesses:
+class ProfileProcesses(DialectBase):
     def __init__(self, engine: Any):
         self.engine = engine
 

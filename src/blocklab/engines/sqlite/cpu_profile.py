@@ -12,9 +12,10 @@ from typing import Any
 import apsw
 
 from ..base import ProfileTargets
+from ..capabilities import DialectBase
 
 
-class ProfileProcesses:
+class ProfileProcesses(DialectBase):
     def __init__(self, engine: Any):
         self.engine = engine
 
