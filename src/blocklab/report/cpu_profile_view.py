@@ -101,9 +101,10 @@ def _differential(data: RunData, profile: dict[str, Any], by_label: dict[str, li
     gone = vanished(before, after)
     unit = f"per {profile['unit']}"
     title = f"Differential: {data.describe_label(b)} against {data.describe_label(a)}"
-    sub = (f"width: CPU {unit} in the second; red: more {unit} than in the first, blue: less"
-           + (f"; paths only the first had: {gone * 1e6:,.3f} µs {unit}" if gone > 0 else ""))
-    return FlameGraph(f"flame-diff-{_slug(a)}-vs-{_slug(b)}", title, flame_svg(after, title, sub, unit=unit, before=before))
+    svg_title = f"Differential: {data.describe_label(b)}"  # the SVG's own lines are narrower than the page
+    sub = (f"against {data.describe_label(a)}\nwidth: CPU {unit} in the first; red: more {unit} than in the second, blue: less"
+           + (f"; paths only the second had: {gone * 1e6:,.3f} µs {unit}" if gone > 0 else ""))
+    return FlameGraph(f"flame-diff-{_slug(a)}-vs-{_slug(b)}", title, flame_svg(after, svg_title, sub, unit=unit, before=before))
 
 
 def _pair_member(flame_id: str, diff_id: str) -> bool:

@@ -99,7 +99,9 @@ def flame_svg(stacks: Mapping[str, float], title: str, subtitle: str = "", unit:
     root = build_tree(stacks)
     total = root.value
     depth = _depth(root)
-    height = PAD_TOP + (depth + 1) * FRAME_H + PAD_BOTTOM
+    lines = [line for line in subtitle.split("\n") if line]
+    top = PAD_TOP + 14 * max(0, len(lines) - 1)
+    height = top + (depth + 1) * FRAME_H + PAD_BOTTOM
     before_paths = _paths(build_tree(before)) if before is not None else None
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" '
@@ -108,11 +110,11 @@ def flame_svg(stacks: Mapping[str, float], title: str, subtitle: str = "", unit:
         f'<text x="{WIDTH / 2}" y="17" text-anchor="middle" font-size="15" font-family="DejaVu Sans, sans-serif" '
         f'font-weight="bold">{escape(title)}</text>',
     ]
-    if subtitle:
-        out.append(f'<text x="{WIDTH / 2}" y="34" text-anchor="middle" font-size="11.5" fill="#555" '
-                   f'font-family="DejaVu Sans, sans-serif">{escape(subtitle)}</text>')
+    for i, line in enumerate(lines):
+        out.append(f'<text x="{WIDTH / 2}" y="{34 + 14 * i}" text-anchor="middle" font-size="11.5" fill="#555" '
+                   f'font-family="DejaVu Sans, sans-serif">{escape(line)}</text>')
     if total <= 0:
-        out.append(f'<text x="{WIDTH / 2}" y="{PAD_TOP + 20}" text-anchor="middle">no samples</text></svg>')
+        out.append(f'<text x="{WIDTH / 2}" y="{top + 20}" text-anchor="middle">no samples</text></svg>')
         return "\n".join(out).encode()
     base_y = height - PAD_BOTTOM - FRAME_H
     _draw(root, 0.0, 0, total, base_y, (), before_paths, unit, out)
