@@ -21,6 +21,12 @@ from .fleet import fleet_context
 from .plots import Plot
 from .trace_view import trace_context
 
+# what an imported run's cells were checked for, instead of a second source in the same run
+IMPORT_CLAIMS = ("Imported, not measured by blocklab: each file was checked for its own consistency (every number read "
+                 "from the column its heading names, figures the file gives twice agreeing; where they do not, a mark "
+                 "below). Nothing was read back from the database: the settings, the cache state and the I/O path are "
+                 "as the files and whoever ran them state them.")
+
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("blocklab.report", "templates"),
     autoescape=jinja2.select_autoescape(default=True, default_for_string=True),
@@ -79,7 +85,8 @@ def context(data: RunData, plots: list[Plot], *, generated: str | None = None,
         "source": data.source,
         "overrides": [(k, _plain(v)) for k, v in data.options.items()],
         "seed": data.seed,
-        "imported": data.plan.get("kind") == "import",
+        "imported": data.plan.get("kind") == "import" or data.environment.get("engine_mode") == "import",
+        "import_claims": IMPORT_CLAIMS,
         "raw_rows": _raw_rows(data),
         "raw_columns": _raw_columns(data),
         "csv_href": "data:text/csv;charset=utf-8;base64," + base64.b64encode(export_csv(data)).decode("ascii"),
