@@ -8,6 +8,7 @@ cli_server.py (doctor, clean, restore), cli_import.py, cli_fleet.py, cli_analyse
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import sys
 from pathlib import Path
@@ -29,6 +30,7 @@ from .engines import available as available_engines
 from .engines.base import EngineError, KnobError
 from .lab import Overrides, load_experiment, load_saved_experiment, plan_text
 from .paths import results_root
+from .probes import cpu_profile
 from .results import ResultsError, ResultsWriteError, RunDir
 from .runner import Interrupted, new_run_dir, run
 from .spec import SpecError
@@ -121,10 +123,20 @@ def main() -> None:
               help="after the cells, fio replays each setting's I/O on the same file system and the engine's share of "
                    "it is printed (on: required; off: not; only: just that, for the run given by --resume). "
                    "Default: on where fio is installed and the data directory is on this host")
+@click.option("--cpu-profile", "cpu_profile", is_flag=True,
+              help="sample the engine's own processes' stacks with perf in every cell: flame graphs per setting and the "
+                   "functions whose CPU per unit of work grows with the knob (measure.cpu_profile)")
+@click.option("--cpu-profile-hz", "cpu_profile_hz", type=int, default=None, metavar="HZ",
+              help=f"samples per second per process with --cpu-profile (1-{cpu_profile.MAX_HZ}, default {cpu_profile.DEFAULT_HZ})")
+@click.option("--trace-function", "trace_function", metavar="NAME",
+              help="count and time every call of one function of the engine's binary with uprobes (bpftrace), per setting")
+@click.option("--trace-arg", "trace_arg", type=int, default=None, metavar="N",
+              help="with --trace-function: a histogram of the function's integer argument N (1-6) too")
 @script_options  # --script, --setup, --load, --sessions, --duration, --transactions, --define, --allow-writes
 @fleet_run_options  # --fleet, --hosts, --certs, --insecure, --share-disk (cli_fleet.py)
 def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_server_changes, out, resume, no_retry, wait_s,
-                device_twin, scripts, setup, load, sessions, duration, transactions, defines, allow_writes, **fleet) -> None:
+                device_twin, cpu_profile, cpu_profile_hz, trace_function, trace_arg, scripts, setup, load, sessions, duration,
+                transactions, defines, allow_writes, **fleet) -> None:
     """Run an experiment FILE or built-in RECIPE and print the verdict.
 
     \b
@@ -147,7 +159,17 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_ser
       blocklab run --script report.sql --dsn "host=db1 dbname=shop user=me" --set pg.effective_io_concurrency=1,64
       blocklab run --script orders.sql --dsn "host=db1 dbname=shop user=me" --allow-writes   # on copies of its tables
       blocklab run mine.toml --sessions 8 --duration 30s
+      blocklab run checksum --engine sqlite --quick --cpu-profile          # why it costs: stacks per setting
+      blocklab run checksum --quick --trace-function pg_checksum_page     # calls and time per call, per setting
     """
+    profiling = Overrides(cpu_profile=cpu_profile, cpu_profile_hz=cpu_profile_hz, trace_function=trace_function,
+                          trace_arg=trace_arg).as_dotted()
+    if profiling and wants_fleet(resume, fleet):
+        fail(make_console(), "--cpu-profile / --trace-function: not on a fleet run yet (the profiles are kept on the host "
+             "that measured them); run it on one host", EXIT_BAD_INPUT)
+    if profiling and resume is not None:
+        fail(make_console(), "--cpu-profile / --trace-function: --resume continues a run as it started (its experiment "
+             "file says whether it profiles)", EXIT_BAD_INPUT)
     script_text = None
     if scripts or setup or load:
         try:
@@ -198,7 +220,10 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_ser
             if not target:
                 raise SpecError("give an experiment FILE or RECIPE (see `blocklab recipes`), or --resume DIR")
             overrides = _overrides(sets, repeats, rows, engine, dsn, seed, quick)
+            overrides = _overrides(sets, repeats, rows, engine, dsn, seed, quick)
             overrides.sessions, overrides.duration_s, overrides.allow_writes = sessions, duration_s, allow_writes
+            overrides = dataclasses.replace(overrides, cpu_profile=cpu_profile, cpu_profile_hz=cpu_profile_hz,
+                                            trace_function=trace_function, trace_arg=trace_arg)
             exp = load_experiment(target, overrides, allow_server_changes=allow_server_changes, text=script_text)
             run_dir = RunDir(out) if out else new_run_dir(results_root(), exp.spec.name)
     except (SpecError, ResultsError) as err:
@@ -315,6 +340,7 @@ def _print_summary(console: Any, exp: Any, summary: dict[str, Any], run_dir: Run
             knob, value = next(iter(best.items()))
             console.print(f"Best {knob} is {exp.describe_setting(summary['best_label'])}")
         console.print(summary["verdict"])
+    _print_why(console, summary, exp.describe_setting)
     _print_workload_tables(console, run_dir, summary)
     _print_efficiency(console, run_dir, summary, exp.describe_setting)
     if summary.get("cells_failed"):
@@ -332,6 +358,17 @@ def _print_summary(console: Any, exp: Any, summary: dict[str, Any], run_dir: Run
         console.print(f"report:  {run_dir.file('report.html')}")
     for png in sorted((run_dir.path / "plots").glob("*.png")):
         console.print(f"plot:    {png}")
+
+
+def _print_why(console: Any, summary: dict[str, Any], describe: Any) -> None:
+    """A profiled run's answer to why (--cpu-profile), a traced one's calls (--trace-function)."""
+    from .report.trace_view import setting_text
+
+    if summary.get("profile_verdict"):
+        console.print(summary["profile_verdict"], markup=False, highlight=False)
+    trace = summary.get("trace") or {}
+    for label, entry in trace.get("settings", {}).items():
+        console.print(setting_text(describe(label), entry, trace["function"], trace["unit"]), markup=False, highlight=False)
 
 
 def _print_workload_tables(console: Any, run_dir: RunDir, summary: dict[str, Any]) -> None:

@@ -34,9 +34,21 @@ class Overrides:
     sessions: int | None = None  # --sessions: workload.sessions
     duration_s: float | None = None  # --duration: workload.duration_s
     allow_writes: bool = False  # --allow-writes: workload.allow_writes (workload sql on a DSN)
+    cpu_profile: bool = False  # --cpu-profile: the engine's stacks sampled in every cell
+    cpu_profile_hz: int | None = None
+    trace_function: str | None = None  # --trace-function NAME (--trace-arg N)
+    trace_arg: int | None = None
 
     def as_dotted(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
+        if self.cpu_profile:
+            out["measure.cpu_profile"] = True
+        if self.cpu_profile_hz is not None:
+            out["measure.cpu_profile_hz"] = self.cpu_profile_hz
+        if self.trace_function is not None:
+            out["measure.trace_function"] = self.trace_function
+        if self.trace_arg is not None:
+            out["measure.trace_arg"] = self.trace_arg
         if self.quick:
             out["quick"] = True
         if self.engine:

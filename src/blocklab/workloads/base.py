@@ -41,6 +41,9 @@ class Options(BaseModel):
 class Workload(Protocol):
     name: ClassVar[str]
     default_metric: ClassVar[str]  # what the verdict is about unless measure.metric says otherwise
+    # the result row's metric that counts the run's work and its unit in words, ("rows",
+    # "row inserted"): CPU profiles are divided by it (analysis/cpu_profile.py)
+    work: ClassVar[tuple[str, str]]
     default_goal: ClassVar[str]  # "max" (throughput) or "min" (elapsed)
     metrics: ClassVar[tuple[str, ...]]  # the figures every run reports: what measure.metric may name
     rows_option: ClassVar[str | None]  # the option --rows sets when the workload builds no data set (else dataset.rows)

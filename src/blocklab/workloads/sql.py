@@ -189,6 +189,7 @@ class Sql:
         "tps", "statements_per_s", "transactions", "statements", "rows", "rows_per_s", "elapsed_s", "latency.mean_ms",
         "latency.p50_ms", "latency.p95_ms", "latency.p99_ms", "latency.max_ms")
     rows_option: ClassVar[str | None] = None  # --rows sizes dataset.rows: :rows of the setup and load
+    work: ClassVar[tuple[str, str]] = ("transactions", "transaction")  # the metric counting its work, and its unit (CPU per unit)
     Dialect: ClassVar[type] = SqlDialect
     needs: ClassVar[str] = "the engine's placeholders and sessions, a check run of the scripts, the data set's build"
     Options = SqlOptions

@@ -29,6 +29,7 @@ from ..host import ReadAhead, drop_os_cache_files, stop_at_exit, stopped
 from . import knobs
 from .capabilities import CAPABILITIES
 from .counters import StatIoWindow, read_counters, relation_totals
+from .cpu_profile import ProfileProcesses
 from .instance import EmbeddedCluster
 from .scan import ScanTables
 from .server import DsnServerMixin
@@ -70,6 +71,7 @@ class PostgresEngine(DsnServerMixin, EngineBase):
         "update": UpdateTables,
         "sql": SqlScripts,
         "sysstats": SysstatsReads,
+        "cpu_profile": ProfileProcesses,
     }
     # a restart ~2 s here; a pg_checksums pass or a new cluster ~10 s (2-core VM)
     install_bytes: ClassVar[float] = 100e6  # initdb's cluster and WAL: ~60 MB here

@@ -47,6 +47,7 @@ import apsw
 from ..base import ApplyClass, Capabilities, CounterWindow, EngineBase, EngineError, EngineInfo, KnobError, KnobInfo, SessionBase
 from ..host import DirectoryLock, drop_os_cache_files
 from .capabilities import CAPABILITIES
+from .cpu_profile import ProfileProcesses
 from .files import (
     BUSY_TIMEOUT_MS,
     CACHE_STATUS,
@@ -104,7 +105,8 @@ class SqliteEngine(EngineBase):
     native_prefix: ClassVar[str] = "sqlite."
     summary: ClassVar[str] = "SQLite through apsw: a database file of blocklab's own, in this process"
     accepts_dsn: ClassVar[bool] = False
-    dialects: ClassVar[dict[str, type]] = {"row_insert": InsertLoop, "reload": ReloadTables, "sql": SqlScripts}
+    dialects: ClassVar[dict[str, type]] = {"row_insert": InsertLoop, "reload": ReloadTables, "sql": SqlScripts,
+                                           "cpu_profile": ProfileProcesses}
     # a "restart" is a new connection, a reinit a new file: milliseconds
     install_bytes: ClassVar[float] = 0.0  # the one database file is all
     capabilities: ClassVar[Capabilities] = CAPABILITIES
