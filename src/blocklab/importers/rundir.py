@@ -83,6 +83,7 @@ def unranked(summary: dict[str, Any]) -> dict[str, Any]:
     each a value by itself, and 'best' or 'ratio to best' between them means nothing."""
     summary["best_label"] = None
     summary["indistinguishable"], summary["as_good"], summary["undecided"] = [], [], []
+    summary["explain"] = []  # how settings were ranked against a best: nothing here was
     for entry in (summary.get("settings") or {}).values():
         for key in [k for k in entry if k.startswith("ratio_to_best") or k in ("standing", "blocks_needed")]:
             entry[key] = None

@@ -180,6 +180,9 @@ def _paired(data: RunData) -> bool:
 def _settings_caption(data: RunData) -> str:
     """What the table's columns mean, for the statistics the summary was made with."""
     outliers = "Outliers (more than 3.5 robust standard deviations out) are flagged and kept in the statistics."
+    if data.summary.get("unranked"):  # device limits, system statistics: each a value by itself, never compared
+        return ("Each row is a value by itself, not a setting of one knob: no best and no ratio between them. "
+                "The figure is the median of its runs with its 95% bootstrap interval. " + outliers)
     if not _paired(data):
         return (
             "Median of the runs at each setting with its 95% bootstrap interval. Ratio to best is this setting's "
