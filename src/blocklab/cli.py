@@ -8,6 +8,7 @@ cli_server.py (doctor, clean, restore), cli_import.py, cli_fleet.py, cli_analyse
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import sys
 from pathlib import Path
@@ -23,16 +24,18 @@ from .cli_fleet import fleet_group, fleet_run_options, run_on_fleet, wants_fleet
 from .cli_import import import_group
 from .cli_server import clean_command, doctor_command, restore_command
 from .cli_system import calibrate_command, sysstats_command
-from .console import ConsoleReporter, make_console, settings_table
+from .console import ConsoleReporter, explain_text, make_console, settings_table
 from .device.twin import ENV_VAR as TWIN_ENV_VAR
 from .device.twin import MODES as TWIN_MODES
 from .engines import available as available_engines
 from .engines.base import EngineError, KnobError
 from .lab import Overrides, load_experiment, load_saved_experiment, plan_text
 from .paths import results_root
+from .probes import cpu_profile
 from .results import ResultsError, ResultsWriteError, RunDir
 from .runner import Interrupted, new_run_dir, run
 from .spec import SpecError
+from .sql_shortcut import ScriptRun, parse_duration
 
 
 def experiment_options(func: Any) -> Any:
@@ -57,8 +60,28 @@ def experiment_options(func: Any) -> Any:
     return func
 
 
+def script_options(func: Any) -> Any:
+    """`run`'s options for the user's own SQL (workload sql), and the workload sizes any file may override."""
+    options = [
+        click.option("--script", "scripts", multiple=True, metavar="FILE[@WEIGHT]",
+                     help="run this pgbench-style script (repeat for several; @WEIGHT as pgbench -f FILE@WEIGHT)"),
+        click.option("--setup", type=str, metavar="FILE", help="DDL of the script's data set, run once per machine (cached by content)"),
+        click.option("--load", type=str, metavar="FILE", help="load of the data set after --setup; :rows is --rows"),
+        click.option("--sessions", type=click.IntRange(1, 256), help="concurrent sessions (workload.sessions)"),
+        click.option("--duration", type=str, metavar="TIME", help="each cell's time, e.g. 10s, 500ms, 2m (workload.duration_s)"),
+        click.option("--transactions", type=click.IntRange(min=1), help="with --script: transactions per session instead of --duration"),
+        click.option("-D", "--define", "defines", multiple=True, metavar="NAME=VALUE", help="with --script: a script variable (pgbench -D)"),
+        click.option("--allow-writes", is_flag=True, help="on a --dsn server, let a writing script run on copies of the tables it writes"),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
 def _overrides(sets, repeats, rows, engine, dsn, seed, quick, budget=None) -> Overrides:
-    return Overrides(list(sets), repeats, rows, engine, dsn, seed, quick, budget)
+    overrides = Overrides(list(sets), repeats, rows, engine, dsn, seed, quick)
+    overrides.budget = budget
+    return overrides
 
 
 BAD_PATH_ERRNOS = {errno.ENAMETOOLONG, errno.ELOOP, errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM}
@@ -108,9 +131,21 @@ def main() -> None:
               help="right after each cell, fio replays the cell's I/O on the same file system and the engine's share of "
                    "it is printed (on: required; off: not; only: just that, for the run given by --resume). "
                    "Default: on where fio is installed and the data directory is on this host")
+@click.option("--explain", is_flag=True, help="after the verdict, print how it was judged (the report's 'How to read this')")
+@click.option("--cpu-profile", "cpu_profile", is_flag=True,
+              help="sample the engine's own processes' stacks with perf in every cell: flame graphs per setting and the "
+                   "functions whose CPU per unit of work grows with the knob (measure.cpu_profile)")
+@click.option("--cpu-profile-hz", "cpu_profile_hz", type=int, default=None, metavar="HZ",
+              help=f"samples per second per process with --cpu-profile (1-{cpu_profile.MAX_HZ}, default {cpu_profile.DEFAULT_HZ})")
+@click.option("--trace-function", "trace_function", metavar="NAME",
+              help="count and time every call of one function of the engine's binary with uprobes (bpftrace), per setting")
+@click.option("--trace-arg", "trace_arg", type=int, default=None, metavar="N",
+              help="with --trace-function: a histogram of the function's integer argument N (1-6) too")
+@script_options  # --script, --setup, --load, --sessions, --duration, --transactions, --define, --allow-writes
 @fleet_run_options  # --fleet, --hosts, --certs, --insecure, --share-disk (cli_fleet.py)
 def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, budget, allow_server_changes, out, resume, no_retry, wait_s,
-                device_twin, **fleet) -> None:
+                device_twin, cpu_profile, cpu_profile_hz, trace_function, trace_arg, scripts, setup, load, sessions, duration,
+                transactions, defines, allow_writes, explain, **fleet) -> None:
     """Run an experiment FILE or built-in RECIPE and print the verdict.
 
     \b
@@ -124,16 +159,57 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, budget, a
       blocklab run --resume results/mbrc-20261122-101500 --no-retry
       blocklab run slob --wait 3600          # queue behind another run on the same cache
       blocklab run mbrc --quick --device-twin off       # no fio replay after the cells
+      blocklab run mbrc --quick --explain               # the verdict, then how it was judged
       blocklab run --resume results/mbrc-20261122-101500 --device-twin only   # add the device twin to a run
       blocklab run mbrc --fleet tls://sched:8786 --certs ~/fleet-certs    # every host of a fleet
+
+    \b
+    Your own SQL (pgbench's script language; workload "sql"):
+      blocklab run --script q.sql --set pg.io_combine_limit=1,8,16,32 --engine postgres
+      blocklab run --script tpcb.sql@9 --script select.sql@1 --setup schema.sql --load load.sql --rows 100000 \\
+                   --sessions 4 --duration 10s --set pg.synchronous_commit=on,off
+      blocklab run --script report.sql --dsn "host=db1 dbname=shop user=me" --set pg.effective_io_concurrency=1,64
+      blocklab run --script orders.sql --dsn "host=db1 dbname=shop user=me" --allow-writes   # on copies of its tables
+      blocklab run mine.toml --sessions 8 --duration 30s
+      blocklab run checksum --engine sqlite --quick --cpu-profile          # why it costs: stacks per setting
+      blocklab run checksum --quick --trace-function pg_checksum_page     # calls and time per call, per setting
     """
     if resume is not None and _from_environment("budget"):
         budget = None  # BLOCKLAB_BUDGET is a default for new runs; a resumed run keeps the budget it started with
     budget = _budget_from(budget)
+    profiling = Overrides(cpu_profile=cpu_profile, cpu_profile_hz=cpu_profile_hz, trace_function=trace_function,
+                          trace_arg=trace_arg).as_dotted()
+    if profiling and wants_fleet(resume, fleet):
+        fail(make_console(), "--cpu-profile / --trace-function: not on a fleet run yet (the profiles are kept on the host "
+             "that measured them); run it on one host", EXIT_BAD_INPUT)
+    if profiling and resume is not None:
+        fail(make_console(), "--cpu-profile / --trace-function: --resume continues a run as it started (its experiment "
+             "file says whether it profiles)", EXIT_BAD_INPUT)
+    script_text = None
+    if scripts or setup or load:
+        try:
+            if target or resume:
+                raise SpecError("--script runs your own SQL instead of an experiment FILE or RECIPE: give one or the other")
+            if not scripts:
+                raise SpecError("--setup/--load build the data set of --script: give the script(s) with --script FILE")
+            script_text = ScriptRun(list(scripts), setup, load, transactions=transactions, variables=list(defines)).toml()
+        except SpecError as err:
+            fail(make_console(), str(err), EXIT_BAD_INPUT)
+        target = "--script " + " ".join(scripts)
+    elif transactions is not None or defines:
+        fail(make_console(), "--transactions and --define go with --script (in an experiment file: workload.transactions, "
+             "workload.variables)", EXIT_BAD_INPUT)
+    try:
+        duration_s = parse_duration(duration) if duration is not None else None
+    except SpecError as err:
+        fail(make_console(), str(err), EXIT_BAD_INPUT)
     if wants_fleet(resume, fleet):  # the same run on many hosts: cli_fleet.py
         if device_twin in ("on", "only"):
             fail(make_console(), f"--device-twin {device_twin}: not on a fleet run (each host's disk would need its own "
                   "twin); run it on one host, or leave --device-twin out", EXIT_BAD_INPUT)
+        if script_text is not None or sessions or duration or allow_writes:
+            fail(make_console(), "--script, --sessions, --duration and --allow-writes are not taken by a fleet run yet: "
+                 "write them into an experiment file ([workload]) and run that on the fleet", EXIT_BAD_INPUT)
         return run_on_fleet(target, _overrides(sets, repeats, rows, engine, dsn, seed, quick, budget), out, resume, no_retry, wait_s,
                             allow_server_changes, **fleet)
     from .engines.host import wait_for_locks
@@ -151,20 +227,27 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, budget, a
         if out is not None:
             check_out_dir(out)
         if resume is not None:
-            if target or sets or repeats or rows or engine or dsn or seed is not None or quick or budget:
+            if target or sets or repeats or rows or engine or dsn or seed is not None or quick or sessions or duration or allow_writes or budget:
                 raise SpecError("--resume continues a run exactly as it started: give no FILE/RECIPE or other experiment options")
             exp = load_saved_experiment(resume, allow_server_changes=allow_server_changes)
             run_dir = RunDir(resume)
         else:
             if not target:
                 raise SpecError("give an experiment FILE or RECIPE (see `blocklab recipes`), or --resume DIR")
-            exp = load_experiment(target, _overrides(sets, repeats, rows, engine, dsn, seed, quick, budget), allow_server_changes=allow_server_changes)
+            overrides = _overrides(sets, repeats, rows, engine, dsn, seed, quick, budget)
+            overrides = _overrides(sets, repeats, rows, engine, dsn, seed, quick, budget)
+            overrides.sessions, overrides.duration_s, overrides.allow_writes = sessions, duration_s, allow_writes
+            overrides = dataclasses.replace(overrides, cpu_profile=cpu_profile, cpu_profile_hz=cpu_profile_hz,
+                                            trace_function=trace_function, trace_arg=trace_arg)
+            exp = load_experiment(target, overrides, allow_server_changes=allow_server_changes, text=script_text)
             run_dir = RunDir(out) if out else new_run_dir(results_root(), exp.spec.name)
     except (SpecError, ResultsError) as err:
         fail(console, str(err), EXIT_BAD_INPUT)
     except EngineError as err:
         fail(console, str(err), EXIT_FAILED)
     device_twin = _device_twin_mode(console, exp, device_twin)
+    for warning in exp.warnings():  # said before any cell, so the run can be stopped and given more rows
+        console.print(f"warning: {warning}", style="yellow", markup=False, highlight=False)
     console.print(f"results: {run_dir.path}")
     reporter = ConsoleReporter(console, lambda cell: _cell_text(exp, cell))
     try:
@@ -182,6 +265,8 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, budget, a
         _owed_hint(console, run_dir)
         fail(console, f"{err}\nwhat was measured is kept: continue with blocklab run --resume {run_dir.path}", EXIT_FAILED)
     _print_summary(console, exp, summary, run_dir)
+    if explain:
+        console.print(explain_text(summary), markup=False, highlight=False)
 
 
 def _budget_from(budget: str | None) -> str | None:
@@ -286,13 +371,10 @@ def _cell_text(exp: Any, cell: Any) -> str:
 
 
 def _print_summary(console: Any, exp: Any, summary: dict[str, Any], run_dir: RunDir) -> None:
-    if summary.get("settings") and summary.get("best_label"):
+    if summary.get("settings") and summary.get("analysis"):
         console.print(settings_table(summary, "", exp.describe_setting))
-        best = summary["best"]
-        if len(best) == 1:
-            knob, value = next(iter(best.items()))
-            console.print(f"Best {knob} is {exp.describe_setting(summary['best_label'])}")
-        console.print(summary["verdict"])
+        console.print(summary["verdict"], markup=False, highlight=False)
+    _print_why(console, summary, exp.describe_setting)
     _print_workload_tables(console, run_dir, summary)
     _print_efficiency(console, run_dir, summary, exp.describe_setting)
     if summary.get("cells_failed"):
@@ -310,6 +392,17 @@ def _print_summary(console: Any, exp: Any, summary: dict[str, Any], run_dir: Run
         console.print(f"report:  {run_dir.file('report.html')}")
     for png in sorted((run_dir.path / "plots").glob("*.png")):
         console.print(f"plot:    {png}")
+
+
+def _print_why(console: Any, summary: dict[str, Any], describe: Any) -> None:
+    """A profiled run's answer to why (--cpu-profile), a traced one's calls (--trace-function)."""
+    from .report.trace_view import setting_text
+
+    if summary.get("profile_verdict"):
+        console.print(summary["profile_verdict"], markup=False, highlight=False)
+    trace = summary.get("trace") or {}
+    for label, entry in trace.get("settings", {}).items():
+        console.print(setting_text(describe(label), entry, trace["function"], trace["unit"]), markup=False, highlight=False)
 
 
 def _print_workload_tables(console: Any, run_dir: RunDir, summary: dict[str, Any]) -> None:
@@ -382,7 +475,8 @@ def recipes_command(show: str | None) -> None:
 
 @main.command("report")
 @click.argument("run_dir", metavar="RUN_DIR", type=click.Path(path_type=Path))
-def report_command(run_dir: Path) -> None:
+@click.option("--explain", is_flag=True, help="also print the verdict and how it was judged (the report's 'How to read this')")
+def report_command(run_dir: Path, explain: bool) -> None:
     """Write the HTML report and the plots of a results directory (again).
 
     Works on finished runs, interrupted ones and runs with failed cells; prints
@@ -392,7 +486,9 @@ def report_command(run_dir: Path) -> None:
     Examples:
       blocklab report results/mbrc-20261122-101500
       blocklab report results/mbrc-20261122-101500 | grep report.html
+      blocklab report results/mbrc-20261122-101500 --explain
     """
+    from .report.data import load_run
     from .report.writer import write_report
 
     console = make_console()
@@ -403,6 +499,10 @@ def report_command(run_dir: Path) -> None:
     for path in paths:
         if path.suffix in (".html", ".png"):
             click.echo(str(path))
+    if explain:
+        summary = load_run(run_dir).summary
+        click.echo(str(summary.get("verdict") or "No measurement yet."))
+        click.echo(explain_text(summary))
 
 
 @main.command("export")
@@ -516,6 +616,8 @@ def _print_comparison(console: Any, result: Any) -> None:
     if result.only_in_b:
         console.print(f"only in B (not compared): {'; '.join(result.only_in_b)}", markup=False, highlight=False)
     console.print(result.summary_line(), markup=False, highlight=False)
+    if note := result.resolution_note():
+        console.print(note, markup=False, highlight=False)
 
 
 main.add_command(sysstats_command)  # `blocklab sysstats`: the system statistics (cli_system.py)

@@ -11,6 +11,7 @@ workload for a cell, how a setting reads. Nothing here changes a server.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import random
 from collections.abc import Callable
@@ -19,14 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from .analysis.summary import label_of
-from .engines import make_engine
-from .engines.base import ApplyClass, Engine, EngineError, KnobError, KnobInfo
+from .engines import engine_class, make_engine
+from .engines.base import ApplyClass, Engine, EngineError, KnobError, KnobInfo, fmt_bytes
 from .errors import nearest
 from .plan import Plan, _fmt, grid, make_plan
+from .probes import cpu_profile, trace_function
 from .search import check_refinable, coarse_values
 from .spec import WORKLOAD_AXIS, Spec, SpecError, spec_from_dict
 from .workloads import make_workload
-from .workloads.base import COMMON_METRICS, Workload, metric_accepted
+from .workloads.base import COMMON_METRICS, Workload, metric_accepted, workload_check, workload_cold_problem
 
 __all__ = ["Experiment", "prepare", "split_settings", "ApplyClass"]
 
@@ -50,6 +52,8 @@ class Experiment:
     _workloads: dict[tuple, Workload] = field(default_factory=dict)
     # called after every apply(): run() keeps what the engine now owes in restore.json
     on_changed: Callable[[], None] | None = None
+    # where each cell's CPU profile is kept (run_dir/profiles), set by the runner; None: not kept
+    profile_dir: Path | None = None
 
     def workload_for(self, settings: dict[str, Any]) -> Workload:
         """The workload with this cell's swept options (one instance per combination)."""
@@ -66,6 +70,7 @@ class Experiment:
         apply = {k: info.apply for k, info in self.knob_infos.items() if k in self.knobs}
         plan = make_plan(self.knobs, self.spec.measure.repeats, self.seed, apply)
         plan.value_bytes = self.value_bytes()
+        plan.value_text = self.value_text()
         return plan
 
     def describe_setting(self, label: str) -> str:
@@ -108,6 +113,51 @@ class Experiment:
                 out[knob] = sizes
         return out
 
+    def warnings(self) -> list[str]:
+        """What the plan and the run say before any cell: a data set smaller than the
+        largest read swept (--rows 10: one page, every read the same 8 kB, and a
+        verdict about nothing)."""
+        out = []
+        data = max((self.workload_for(s.as_dict()).disk_bytes() for s in grid(self.knobs)), default=0.0) if self.knobs else 0.0
+        for knob, values in self.knobs.items():
+            info = self.knob_infos.get(knob)
+            if info is None or (info.generic or knob) not in READ_SIZE_KNOBS or data <= 0:
+                continue
+            sizes = {v: size for v in values if (size := info.size_bytes(v)) is not None}
+            if not sizes or max(sizes.values()) <= data:
+                continue
+            largest = max(sizes, key=lambda v: sizes[v])
+            per_row = data / max(self.spec.dataset.rows, 1)
+            rows = _round_up(10 * sizes[largest] / per_row) if per_row > 0 else 0
+            same = [info.describe_value(v) for v in values if v in sizes and sizes[v] >= data]
+            out.append(
+                f"the data set ({self.spec.dataset.rows:,} rows, about {fmt_bytes(data)}) is smaller than the largest read "
+                f"swept ({knob} = {info.describe_value(largest)}): a read is never larger than the table, so "
+                f"{', '.join(same)} cannot differ from each other and the verdict would rank noise"
+                + (f"; give --rows {rows:,} or more (ten times the largest read)" if rows else "")
+            )
+        return out
+
+    def load_axes(self) -> list[str]:
+        """The swept knobs that are the workload's load (slob's sessions and update share):
+        ranked never, the real knobs within each of their levels (analysis/load.py)."""
+        from .analysis.load import load_axes_of
+
+        return load_axes_of(self.spec.workload.kind, self.knobs)
+
+    def value_text(self) -> dict[str, dict[str, str]]:
+        """For knobs whose values the engine reads out ('64' -> '64 (read-ahead off)'):
+        each swept value's text, kept in plan.json for a report drawn later."""
+        out: dict[str, dict[str, str]] = {}
+        for knob, values in self.knobs.items():
+            info = self.knob_infos.get(knob)
+            if info is None or info.kind == "workload":
+                continue
+            texts = {_fmt(v): info.describe_value(v) for v in values if info.meaning(v)}
+            if texts:
+                out[knob] = texts
+        return out
+
     def knob_label(self) -> str:
         return ", ".join(self.knobs) if self.knobs else "setting"
 
@@ -135,8 +185,10 @@ def prepare(
     left stopped on failure. Nothing is changed on a DSN server here. With the
     experiment file's `raw` dict (and the command line's `overrides`), the spec is
     derived again once the engine answers, adapted to its version and mode."""
+    check_profiling(spec, source)  # before the engine starts: a refusal leaves nothing running
     if raw is not None:
         engine = _engine_for(spec, source, allow_server_changes, cache_dir, "engine.dsn" in (overrides or {}))
+        check_trace_target(engine, spec, source)
         try:
             engine.start()
             spec = spec_from_dict(raw, source, dict(overrides or {}), engine_version=engine.version_tuple(), dsn=engine.mode == "dsn")
@@ -147,7 +199,9 @@ def prepare(
             engine.stop()
             raise
         return _prepare(spec, spec_text, source, engine, _set_knobs(overrides))
-    return _prepare(spec, spec_text, source, _engine_for(spec, source, allow_server_changes, cache_dir), _set_knobs(overrides))
+    engine = _engine_for(spec, source, allow_server_changes, cache_dir)
+    check_trace_target(engine, spec, source)
+    return _prepare(spec, spec_text, source, engine, _set_knobs(overrides))
 
 
 def _set_knobs(overrides: dict[str, Any] | None) -> frozenset[str]:
@@ -161,6 +215,44 @@ def _blamed(message: str, source: str, set_knobs: frozenset[str]) -> str:
     if len(named) == 1 and "problems:" not in message:
         return f"--set {named[0]}"
     return source
+
+
+def check_profiling(spec: Spec, source: str) -> None:
+    """`measure.cpu_profile` / `trace_function` need perf (or bpftrace) allowed here and
+    an engine that names its processes (its `cpu_profile` dialect): SpecError with the
+    reason, the setting and the fix, before anything starts."""
+    m = spec.measure
+    if not (m.cpu_profile or m.trace_function):
+        if m.trace_arg is not None:
+            raise SpecError(f"{source}: measure.trace_arg = {m.trace_arg} needs measure.trace_function (--trace-function NAME)")
+        return
+    what = "measure.cpu_profile (--cpu-profile)" if m.cpu_profile else "measure.trace_function (--trace-function)"
+    cls = engine_class(spec.engine.kind)
+    if "cpu_profile" not in cls.dialects:
+        why = cls.capabilities.why_not("cpu_profile") or "it does not say which processes are its own (no cpu_profile dialect)"
+        raise SpecError(f"{source}: {what}: the {cls.display} engine cannot be profiled: {why}")
+    if spec.engine.dsn:
+        raise SpecError(f"{source}: {what}: a server given by --dsn runs processes blocklab does not own (perhaps on "
+                        "another host); profile blocklab's own engine (no --dsn)")
+    if m.cpu_profile and (problem := cpu_profile.perf_problem()):
+        raise SpecError(f"{source}: measure.cpu_profile (--cpu-profile): {problem}")
+    for knob, value in m.cpu_profile_where.items():
+        values = [str(v).lower() for v in spec.knobs.get(knob, [])]
+        if str(value).lower() not in values:
+            raise SpecError(f"{source}: measure.cpu_profile_where.{knob} = {value!r} is not accepted; accepted: a value the "
+                            f"run sweeps {knob} over ({', '.join(values) or f'it does not sweep {knob}'})")
+    if m.trace_function and (problem := trace_function.bpftrace_problem()):
+        raise SpecError(f"{source}: measure.trace_function (--trace-function): {problem}")
+
+
+def check_trace_target(engine: Engine, spec: Spec, source: str) -> None:
+    """The traced function must be one the engine's binary has (before the engine starts)."""
+    name = spec.measure.trace_function
+    if not name:
+        return
+    binary = engine.dialect("cpu_profile").trace_binary()
+    if problem := trace_function.function_problem(binary, name):
+        raise SpecError(f"{source}: measure.trace_function = {name!r} (--trace-function): {problem}")
 
 
 class Problems:
@@ -224,10 +316,12 @@ def _prepare(spec: Spec, spec_text: str, source: str, engine: Engine, set_knobs:
             for value in values:
                 swept.append(make_workload(spec.workload, spec.dataset, spec.engine.kind, source, {name[len(WORKLOAD_AXIS):]: value}))
         engine.start()
+        spec = resolve_cache(spec, engine, workload)
         problems = Problems()
-        if spec.measure.cache == "cold" and (problem := engine.cold_cache_problem()):
+        if spec.measure.cache == "cold" and (problem := engine.cold_cache_problem() or workload_cold_problem(workload, engine)):
             problems.add(f"measure.cache = 'cold' is not possible here: {problem}")
         problems.attempt(lambda: check_disk_space(engine, swept))
+        workload_check(workload, engine)  # e.g. the user's scripts, run once and rolled back
         engine_knobs = {n: v for n, v in spec.knobs.items() if n not in axes}
         infos: dict[str, KnobInfo] = {}
         for name in [*spec.engine.settings, *engine_knobs]:
@@ -262,6 +356,17 @@ def _prepare(spec: Spec, spec_text: str, source: str, engine: Engine, set_knobs:
     goal = spec.measure.goal or workload.default_goal
     seed = spec.measure.seed if spec.measure.seed is not None else random.SystemRandom().randrange(2**31)
     return Experiment(spec, spec_text, source, engine, workload, infos, knobs, fixed, metric, goal, seed)
+
+
+def resolve_cache(spec: Spec, engine: Engine, workload: Workload) -> Spec:
+    """measure.cache = 'auto': cold where a cold cache can be made and proven for this workload
+    on this engine, else warm, with why among the spec's adaptations (said before the run)."""
+    if spec.measure.cache != "auto":
+        return spec
+    problem = engine.cold_cache_problem() or workload_cold_problem(workload, engine)
+    measure = spec.measure.model_copy(update={"cache": "warm" if problem else "cold"})
+    adapted = [*spec.adapted, f"measure.cache = 'auto' measures warm here: {problem}"] if problem else spec.adapted
+    return spec.model_copy(update={"measure": measure, "adapted": adapted})
 
 
 def check_disk_space(engine: Engine, workloads: list[Workload]) -> None:
@@ -300,6 +405,18 @@ def free_bytes(path: Path) -> float:
         path = path.parent
     st = os.statvfs(path)
     return float(st.f_bavail * st.f_frsize)
+
+
+# knobs whose values are the size of a read (by the project's generic vocabulary, not an engine's names)
+READ_SIZE_KNOBS = frozenset({"multiblock_read", "read_ahead", "block_size"})
+
+
+def _round_up(x: float) -> int:
+    """10,000 -> 10,000; 123,456 -> 200,000: a number of rows a person would type."""
+    if x <= 0:
+        return 0
+    step = 10 ** max(int(math.log10(x)), 0)
+    return int(math.ceil(x / step) * step)
 
 
 def _grid_points(knobs: dict[str, list[Any]]) -> list[dict[str, Any]]:

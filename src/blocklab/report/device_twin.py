@@ -96,8 +96,7 @@ def html_context(data: RunData) -> dict[str, Any]:
             # an interval wholly above 100% is a twin that did not match: its reason, never a figure
             "efficiency": f"twin mismatch: {e.mismatch}" if e.mismatch else e.percent(),
             "busy": f"{e.util_pct:.0f}%" if math.isfinite(e.util_pct) else "–",
-            "cpu": (f"{e.server_cores:.2f} of {e.cores_available:.0f}" if math.isfinite(e.server_cores)
-                    and math.isfinite(e.cores_available) else "–"),
+            "cpu": e.cpu_text(),
             "bottleneck": e.bottleneck or "–",
             "best": e.label == data.summary.get("best_label"),
         })

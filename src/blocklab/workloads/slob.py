@@ -78,11 +78,14 @@ class SlobOptions(Options):
 class Slob:
     name: ClassVar[str] = "slob"
     default_metric: ClassVar[str] = "read_iops"
+    work: ClassVar[tuple[str, str]] = ("iterations", "operation")  # the metric counting its work, and its unit (CPU per unit)
     # the figures every run reports: what measure.metric may name (checked before anything runs)
     metrics: ClassVar[tuple[str, ...]] = ('read_iops', 'write_iops', 'mb_per_s', 'read_mb_per_s', 'read_latency_ms', 'ops_per_s', 'iterations', 'updates', 'update_share', 'elapsed_s', 'wall_s', 'reads', 'writes', 'reads_per_iteration')
     rows_option: ClassVar[str | None] = None  # --rows sizes dataset.rows
     default_goal: ClassVar[str] = "max"
     steady_series: ClassVar[str] = "device_read_iops"  # judged second by second (workloads/base.py timed_series)
+    # the load, not settings to choose: the x axis of the saturation curve and its series (analysis/load.py)
+    LOAD_AXES: ClassVar[tuple[str, ...]] = ("sessions", "update_pct")
     Dialect: ClassVar[type] = SlobDialect
     needs: ClassVar[str] = "SLOB's tables (one random page per key) and its server-side loop"
     Options = SlobOptions

@@ -105,10 +105,12 @@ class UpdateOptions(Options):
 class Update:
     name: ClassVar[str] = "update"
     default_metric: ClassVar[str] = "elapsed_s"
+    work: ClassVar[tuple[str, str]] = ("rows", "row updated")  # the metric counting its work, and its unit (CPU per unit)
     # the figures every run reports: what measure.metric may name (checked before anything runs)
     metrics: ClassVar[tuple[str, ...]] = ('elapsed_s', 'wall_s', 'fastest_s', 'mean_session_s', 'rows', 'rows_per_s')
     rows_option: ClassVar[str | None] = None  # --rows sizes dataset.rows
     default_goal: ClassVar[str] = "min"
+    LOAD_AXES: ClassVar[tuple[str, ...]] = ("sessions",)  # the load, never ranked (analysis/load.py)
     steady_series: ClassVar[str] = "device_mb_per_s"  # reads and writes, second by second (workloads/base.py timed_series)
     Dialect: ClassVar[type] = UpdateDialect
     needs: ClassVar[str] = "the keyed update table, a range update, a session profiler"
