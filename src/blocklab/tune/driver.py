@@ -1,0 +1,351 @@
+"""The tune loop: the optimiser proposes, the race measures and judges, the budget counts.
+
+Round after round: ask the optimiser for `candidates` new configurations, race
+them in blocks beside the incumbent and the default (race.py), tell the
+optimiser each one's within-block ratio to the default, and make the round's
+best the incumbent. Configurations the optimiser proposes again are told what
+was measured for them, not measured again. When the budget (less what the
+confirmation needs) cannot pay for another round, the incumbent is the winner;
+the confirmation (confirm.py) measures it afresh.
+
+Every cell is a row of results.jsonl with a cell id that says where it belongs
+(`r3b12:...`: round 3, block 12); the loop is deterministic given the seed and
+the rows, so a resumed tune replays it: a cell whose row exists is read, not
+measured, and the optimiser is asked and told exactly as before.
+
+Restarts: within a block the configurations are grouped by their restart-class
+knobs (plan._order_block, which starts with the group the server runs now), and
+each restart is paid from the budget: its seconds (what the engine's apply took
+on a cell that changed a restart knob, beyond an ordinary apply; before any was
+measured, what the engine declares) converted to cells at the median cell's
+duration.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..analysis.paired import BlockCell, fit_blocks
+from ..engines.base import ApplyClass
+from ..plan import Cell, Setting, _costly_key, _order_block
+from ..results import ResultRow
+from .optimiser import Optimiser
+from .race import levels_to, log_ratio, look
+from .space import Dimension, TuneSpec
+
+# How often a slot may draw a configuration already measured before the
+# loop takes an unmeasured one at random (small spaces: TPE repeats itself).
+_REDRAWS = 12
+MIN_BLOCKS = 2  # blocks before a round's first look (one block gives no interval)
+
+Measure = Callable[[Cell, dict[str, Any]], list[ResultRow]]
+
+
+@dataclass
+class Trial:
+    """One configuration the search measured: when, how it fared, why it stopped."""
+
+    label: str
+    config: dict[str, Any]
+    round: int
+    number: int | None  # the optimiser's trial number (None: the default)
+    blocks: int = 0
+    dropped_at: int | None = None  # the global block after which the race dropped it
+    dropped_ratio: tuple[float, float, float] | None = None  # its ratio to the best then, with the interval
+    value: float | None = None  # told to the optimiser: log ratio to the default, larger is better
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"label": self.label, "config": self.config, "round": self.round, "number": self.number, "blocks": self.blocks,
+                "dropped_at": self.dropped_at, "dropped_ratio": self.dropped_ratio, "value": self.value}
+
+
+@dataclass
+class SearchResult:
+    winner: str
+    runner_up: str | None
+    default: str
+    trials: dict[str, Trial]
+    events: list[dict[str, Any]]
+    trace: list[dict[str, Any]]
+    spent_cells: float
+    spent_seconds: float
+    rounds: int
+    stop_reason: str
+    levels: dict[Hashable, float] = field(default_factory=dict)
+
+
+class Accounts:
+    """What the tune has spent: cells, seconds, and restarts priced in cells."""
+
+    def __init__(self, declared_restart_s: float, estimate_cell_s: float):
+        self.cells = 0
+        self.seconds = 0.0
+        self.restart_cells = 0.0
+        self.declared_restart_s = declared_restart_s
+        self.estimate_cell_s = estimate_cell_s
+        self._cell_s: list[float] = []
+        self._apply_s: list[float] = []
+        self._restart_apply_s: list[float] = []
+
+    def add(self, row: ResultRow, restarted: bool) -> None:
+        self.cells += 1
+        seconds = float(row.notes.get("tune_s", 0.0))
+        apply_s = float(row.notes.get("apply_s", 0.0))
+        self.seconds += seconds
+        if restarted:
+            self._restart_apply_s.append(apply_s)
+            self.restart_cells += self.restart_seconds() / self.cell_seconds()
+        else:
+            self._cell_s.append(seconds)
+            self._apply_s.append(apply_s)
+
+    def cell_seconds(self) -> float:
+        """A cell's usual duration: the median measured, else the workload's estimate."""
+        if self._cell_s:
+            return max(statistics.median(self._cell_s), 1e-3)
+        return max(self.estimate_cell_s, 1e-3)
+
+    def restart_seconds(self) -> float:
+        """What a restart adds to a cell: measured (beyond an ordinary apply), else declared."""
+        if self._restart_apply_s:
+            usual = statistics.median(self._apply_s) if self._apply_s else 0.0
+            return max(0.0, statistics.median(self._restart_apply_s) - usual)
+        return self.declared_restart_s
+
+    def restart_in_cells(self) -> float:
+        return self.restart_seconds() / self.cell_seconds()
+
+    @property
+    def spent_cells(self) -> float:
+        return self.cells + self.restart_cells
+
+
+class Search:
+    """One tune's search; `run()` returns the winner and everything the report shows."""
+
+    def __init__(self, *, spec: TuneSpec, dimensions: list[Dimension], default: dict[str, Any], goal: str, metric: str,
+                 seed: int, restart_knobs: list[str], measure: Measure, accounts: Accounts,
+                 say: Callable[[str], None] = lambda _: None):
+        self.spec = spec
+        self.dimensions = dimensions
+        self.names = [d.name for d in dimensions]
+        self.goal = goal
+        self.metric = metric
+        self.seed = seed
+        self.restart_knobs = restart_knobs
+        self.measure = measure
+        self.accounts = accounts
+        self.say = say
+        self.rng = random.Random(seed * 7919 + 17)
+        expected = max(4, int(self._search_budget_cells() / max(1, 2 * (spec.candidates + 2))) * spec.candidates)
+        self.optimiser = Optimiser(dimensions, seed, startup=max(3, min(10, expected // 3)))
+        self.default_label = self.label(default)
+        self.trials: dict[str, Trial] = {self.default_label: Trial(self.default_label, dict(default), 0, None, value=0.0)}
+        self.optimiser.add_known(default, 0.0)
+        self.incumbent = self.default_label
+        self.cells: list[BlockCell] = []
+        self.events: list[dict[str, Any]] = []
+        self.trace: list[dict[str, Any]] = []
+        self.next_block = 0
+        self.last_restart_key: tuple | None = None
+        self.on_round: Callable[[], None] = lambda: None  # after every round (the caller saves tune.json)
+
+    # ------------------------------------------------------------ labels and budget
+    def label(self, config: dict[str, Any]) -> str:
+        return Setting(tuple((k, config[k]) for k in self.names)).label
+
+    def setting(self, label: str) -> Setting:
+        config = self.trials[label].config
+        return Setting(tuple((k, config[k]) for k in self.names))
+
+    def confirmation_cells(self) -> float:
+        """What the confirmation will cost: its blocks of three, a restart each when restart knobs differ."""
+        restarts = 3 if self.restart_knobs else 0
+        return self.spec.confirm_blocks * (3 + restarts * self.accounts.restart_in_cells() / 3)
+
+    def _search_budget_cells(self) -> float:
+        budget = self.spec.budget
+        if budget.cells is not None:
+            return budget.cells - self.confirmation_cells()
+        return (budget.seconds or 0.0) / self.accounts.cell_seconds() - self.confirmation_cells()
+
+    def left_cells(self) -> float:
+        """Cells the search may still spend (a duration budget converted at the median cell)."""
+        budget = self.spec.budget
+        if budget.cells is not None:
+            return budget.cells - self.confirmation_cells() - self.accounts.spent_cells
+        left_s = (budget.seconds or 0.0) - self.accounts.seconds
+        return left_s / self.accounts.cell_seconds() - self.confirmation_cells()
+
+    def block_cost(self, labels: list[str]) -> float:
+        groups = {_costly_key(self.setting(lb), self.restart_knobs) for lb in labels} if self.restart_knobs else set()
+        restarts = max(0, len(groups) - (1 if self.last_restart_key in groups else 0))
+        return len(labels) + restarts * self.accounts.restart_in_cells()
+
+    # ------------------------------------------------------------ the loop
+    def run(self) -> SearchResult:
+        rounds = 0
+        stop = ""
+        while True:
+            entrants_min = 2 + self.spec.candidates if self.incumbent != self.default_label else 1 + self.spec.candidates
+            if self.left_cells() < MIN_BLOCKS * entrants_min:
+                stop = f"budget: {self.left_cells():.0f} cells left before the confirmation, a round needs {MIN_BLOCKS * entrants_min}"
+                break
+            candidates = self.propose(rounds)
+            if not candidates:
+                stop = "every configuration of the space was measured"
+                break
+            self.race(rounds, candidates)
+            rounds += 1
+        self.say(f"search done after {rounds} round(s): {stop}")
+        levels = levels_to(self.cells, self.default_label, self.goal)
+        return SearchResult(
+            winner=self.incumbent,
+            runner_up=self.runner_up(levels),
+            default=self.default_label,
+            trials=self.trials,
+            events=self.events,
+            trace=self.trace,
+            spent_cells=self.accounts.spent_cells,
+            spent_seconds=self.accounts.seconds,
+            rounds=rounds,
+            stop_reason=stop,
+            levels=levels,
+        )
+
+    def propose(self, round_no: int) -> list[str]:
+        """Up to `candidates` configurations not measured before."""
+        out: list[str] = []
+        for _ in range(self.spec.candidates):
+            label = self._draw(round_no, out)
+            if label is None:
+                break
+            out.append(label)
+        return out
+
+    def _draw(self, round_no: int, taken: list[str]) -> str | None:
+        for _ in range(_REDRAWS):
+            number, config = self.optimiser.ask()
+            label = self.label(config)
+            if label not in self.trials:
+                self.trials[label] = Trial(label, config, round_no, number)
+                return label
+            self.optimiser.tell(number, self.trials[label].value)  # what was measured (None: not yet, or failed)
+        config = self._unmeasured_at_random()
+        if config is None:
+            return None
+        label = self.label(config)
+        self.trials[label] = Trial(label, config, round_no, None)
+        return label
+
+    def _unmeasured_at_random(self) -> dict[str, Any] | None:
+        """A configuration not measured yet, uniformly from the space (ranges by draws)."""
+        if all(not d.is_range for d in self.dimensions) and len(self.trials) >= math.prod(d.size() for d in self.dimensions):
+            return None
+        for _ in range(1000):
+            config = {d.name: (self.rng.randint(d.low, d.high) if d.is_range and d.low is not None and d.high is not None
+                               else self.rng.choice(d.values)) for d in self.dimensions}
+            if self.label(config) not in self.trials:
+                return config
+        return None
+
+    # ------------------------------------------------------------ one round
+    def race(self, round_no: int, candidates: list[str]) -> None:
+        entrants = list(dict.fromkeys([self.incumbent, self.default_label, *candidates]))
+        alive = list(entrants)
+        names = ", ".join(candidates)
+        self.say(f"round {round_no + 1}: racing {names} against the incumbent {self.incumbent}" +
+                 ("" if self.incumbent == self.default_label else f" and the default {self.default_label}"))
+        round_cells: list[BlockCell] = []
+        looks = self.spec.max_blocks - MIN_BLOCKS + 1
+        blocks = 0
+        while blocks < self.spec.max_blocks:
+            if self.block_cost(alive) > self.left_cells() and blocks >= MIN_BLOCKS:
+                self.say(f"round {round_no + 1}: budget reached after {blocks} blocks")
+                break
+            block = self.next_block
+            self.next_block += 1
+            round_cells += self.measure_block(round_no, block, alive)
+            blocks += 1
+            for label in alive:
+                self.trials[label].blocks += 1
+            if blocks < MIN_BLOCKS:
+                continue
+            seen = look(round_cells, alive, goal=self.goal, looks=looks, keep=[self.default_label])
+            if seen is None:
+                continue
+            for label, ratio in seen.worse.items():
+                alive.remove(label)
+                self.trials[label].dropped_at = block
+                self.trials[label].dropped_ratio = ratio
+                self.events.append({"round": round_no + 1, "block": block, "label": label, "best": seen.best, "ratio": ratio,
+                                    "spent": round(self.accounts.spent_cells, 1)})
+                self.say(f"  dropped {label}: {ratio[0]:.3f}x the best [{ratio[1]:.3f}, {ratio[2]:.3f}] after {blocks} blocks")
+            if len([a for a in alive if a != self.default_label]) <= 1:
+                break
+        self._finish_round(round_no, candidates, alive, round_cells)
+
+    def measure_block(self, round_no: int, block: int, labels: list[str]) -> list[BlockCell]:
+        settings = [self.setting(lb) for lb in labels]
+        rng = random.Random(self.seed * 1_000_003 + block)
+        ordered = _order_block(settings, self.restart_knobs, rng, self.last_restart_key)
+        out = []
+        for setting in ordered:
+            rows = self.measure(Cell(index=0, block=block, setting=setting), {"phase": "race", "round": round_no + 1})
+            key = _costly_key(setting, self.restart_knobs) if self.restart_knobs else None
+            for i, row in enumerate(rows):
+                self.accounts.add(row, restarted=i == 0 and key is not None and self.last_restart_key is not None and key != self.last_restart_key)
+            self.last_restart_key = key
+            ok = [r for r in rows if r.ok and self.metric in r.metrics and r.metrics[self.metric] > 0]
+            if ok:
+                cell = BlockCell(block, setting.label, float(ok[-1].metrics[self.metric]))
+                out.append(cell)
+                self.cells.append(cell)
+        return out
+
+    def _finish_round(self, round_no: int, candidates: list[str], alive: list[str], round_cells: list[BlockCell]) -> None:
+        model = fit_blocks(round_cells) if round_cells else None
+        for label in candidates:
+            trial = self.trials[label]
+            has = model is not None and label in model.levels and self.default_label in model.levels
+            value = log_ratio(model, label, self.default_label, self.goal) if has and model is not None else None
+            trial.value = value
+            if trial.number is not None:
+                self.optimiser.tell(trial.number, value)
+            else:
+                if value is not None:
+                    self.optimiser.add_known(trial.config, value)
+        measured_alive = [a for a in alive if model is not None and a in model.levels]
+        if model is not None and measured_alive:
+            sign = 1.0 if self.goal == "max" else -1.0
+            best = max(measured_alive, key=lambda k: sign * model.levels[k])
+            if best != self.incumbent:
+                self.say(f"round {round_no + 1}: new incumbent {best}")
+                self.events.append({"round": round_no + 1, "block": self.next_block - 1, "label": best, "incumbent": True,
+                                    "spent": round(self.accounts.spent_cells, 1)})
+            self.incumbent = best
+        levels = levels_to(self.cells, self.default_label, self.goal)
+        self.trace.append({"round": round_no + 1, "spent": round(self.accounts.spent_cells, 2), "seconds": round(self.accounts.seconds, 1),
+                           "incumbent": self.incumbent, "ratio_to_default": math.exp(levels.get(self.incumbent, 0.0))})
+        self.on_round()
+
+    def runner_up(self, levels: dict[Hashable, float]) -> str | None:
+        """The best of the others measured in at least MIN_BLOCKS blocks (the default aside)."""
+        others = [k for k in levels if k not in (self.incumbent, self.default_label) and self.trials[str(k)].blocks >= MIN_BLOCKS]
+        if not others:
+            others = [k for k in levels if k not in (self.incumbent, self.default_label)]
+        return str(max(others, key=lambda k: levels[k])) if others else None
+
+
+def timed(started: float) -> float:
+    return round(time.perf_counter() - started, 3)
+
+
+def restart_knobs_of(infos: dict[str, Any], names: list[str]) -> list[str]:
+    return [n for n in names if infos[n].apply >= ApplyClass.RESTART]
