@@ -3,7 +3,7 @@
 Here: the group and the commands about an experiment and its results (run, plan,
 recipes, report, export, compare). The other commands live in modules of their
 own, added to the group at the end: cli_system.py (sysstats, calibrate),
-cli_server.py (doctor, clean, restore), cli_import.py, cli_fleet.py, cli_analyse.py.
+cli_server.py (doctor, clean, restore), cli_import.py, cli_fleet.py, cli_analyse.py, cli_tune.py.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from .cli_fleet import fleet_group, fleet_run_options, run_on_fleet, wants_fleet
 from .cli_import import import_group
 from .cli_server import clean_command, doctor_command, restore_command
 from .cli_system import calibrate_command, sysstats_command
+from .cli_tune import tune_command
 from .console import ConsoleReporter, make_console, settings_table
 from .device.twin import ENV_VAR as TWIN_ENV_VAR
 from .device.twin import MODES as TWIN_MODES
@@ -469,6 +470,7 @@ main.add_command(doctor_command)  # `blocklab doctor`: what runs on a server and
 main.add_command(clean_command)  # `blocklab clean`: remove what blocklab made on a --dsn server (cli_server.py)
 main.add_command(restore_command)  # `blocklab restore`: settings a run still owes a --dsn server (cli_server.py)
 main.add_command(analyse_command)
+main.add_command(tune_command)  # `blocklab tune`: several knobs at once, raced and confirmed (cli_tune.py)
 
 if __name__ == "__main__":
     main()

@@ -237,11 +237,11 @@ class Search:
                 self.trials[label] = Trial(label, config, round_no, number)
                 return label
             self.optimiser.tell(number, self.trials[label].value)  # what was measured (None: not yet, or failed)
-        config = self._unmeasured_at_random()
-        if config is None:
+        drawn = self._unmeasured_at_random()
+        if drawn is None:
             return None
-        label = self.label(config)
-        self.trials[label] = Trial(label, config, round_no, None)
+        label = self.label(drawn)
+        self.trials[label] = Trial(label, drawn, round_no, None)
         return label
 
     def _unmeasured_at_random(self) -> dict[str, Any] | None:
@@ -280,13 +280,14 @@ class Search:
             seen = look(round_cells, alive, goal=self.goal, looks=looks, keep=[self.default_label])
             if seen is None:
                 continue
-            for label, ratio in seen.worse.items():
-                alive.remove(label)
-                self.trials[label].dropped_at = block
-                self.trials[label].dropped_ratio = ratio
-                self.events.append({"round": round_no + 1, "block": block, "label": label, "best": seen.best, "ratio": ratio,
+            for key, ratio in seen.worse.items():
+                gone = str(key)
+                alive.remove(gone)
+                self.trials[gone].dropped_at = block
+                self.trials[gone].dropped_ratio = ratio
+                self.events.append({"round": round_no + 1, "block": block, "label": gone, "best": seen.best, "ratio": ratio,
                                     "spent": round(self.accounts.spent_cells, 1)})
-                self.say(f"  dropped {label}: {ratio[0]:.3f}x the best [{ratio[1]:.3f}, {ratio[2]:.3f}] after {blocks} blocks")
+                self.say(f"  dropped {gone}: {ratio[0]:.3f}x the best [{ratio[1]:.3f}, {ratio[2]:.3f}] after {blocks} blocks")
             if len([a for a in alive if a != self.default_label]) <= 1:
                 break
         self._finish_round(round_no, candidates, alive, round_cells)

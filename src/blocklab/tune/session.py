@@ -201,7 +201,11 @@ def run_tune(setup: TuneSetup, run_dir: RunDir, *, say: Callable[[str], None] = 
             if not resume or not run_dir.file(ENVIRONMENT_FILE).exists():
                 run_dir.write_json(ENVIRONMENT_FILE, collect_environment(exp.engine.info(), exp.engine.data_dir(),
                                                                          {"dataset_rows": exp.spec.dataset.rows}))
-            search.on_round = lambda: _write_state(setup, run_dir, search, None)
+
+            def save_round() -> None:  # tune.json after every round: the report of an interrupted tune shows it
+                _write_state(setup, run_dir, search, None)
+
+            search.on_round = save_round
             found = search.run()
             _write_state(setup, run_dir, search, found)
             confirmation = _confirm(setup, found, search, cells, say)

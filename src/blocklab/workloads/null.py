@@ -73,8 +73,8 @@ class NullWorkload:
         with engine.connect() as session, RunProbe(engine, session):
             rows = dialect.count_rows(session, self.dataset.table)
             time.sleep(self.options.sleep_s)
-        base = 10_000 - (level - self.options.peak) ** 2 if self.options.peak is not None else level + 1
-        base *= self.options.mode_gain.get(dialect.mode(), 1.0)
+        shape = 10_000 - (level - self.options.peak) ** 2 if self.options.peak is not None else level + 1
+        base = shape * self.options.mode_gain.get(dialect.mode(), 1.0)
         return {"score": base * (1 + self.rng.gauss(0, self.options.noise)), "elapsed_s": self.options.sleep_s, "rows": float(rows)}
 
     def describe(self, m: dict[str, float]) -> str:
