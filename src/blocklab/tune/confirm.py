@@ -13,10 +13,15 @@ default (its advantage) and the runner-up against the winner.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable
-from typing import Any
+import random
+from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING, Any
 
 from ..analysis.paired import BlockCell, fit_blocks
+from ..plan import Cell, _costly_key, _order_block
+
+if TYPE_CHECKING:
+    from .driver import Measure, Search, SearchResult
 
 CONFIDENCE = 0.95
 
@@ -42,10 +47,15 @@ def advantage(cells: list[BlockCell], a: Hashable, b: Hashable, goal: str, claim
     return out
 
 
-def verdict(winner: str, default: str, adv: dict[str, Any] | None, describe: str) -> str:
+def verdict(winner: str, default: str, adv: dict[str, Any] | None, runner_up: str | None = None,
+            runner_adv: dict[str, Any] | None = None) -> str:
     """The sentence the console and the report lead with."""
     if winner == default:
-        return f"No configuration measured beat the default ({describe})."
+        text = f"No configuration measured beat the default ({default}): keep it."
+        if runner_up and runner_adv and runner_adv["low"] is not None:
+            text += (f" The runner-up {runner_up} is {runner_adv['ratio'] - 1:+.1%} [{runner_adv['low'] - 1:+.1%}, "
+                     f"{runner_adv['high'] - 1:+.1%}] against it on fresh blocks.")
+        return text
     if adv is None or adv["low"] is None:
         return f"The winner is {winner}; the confirmation has too few blocks for an interval on its advantage over the default."
     gain = adv["ratio"] - 1.0
@@ -56,3 +66,37 @@ def verdict(winner: str, default: str, adv: dict[str, Any] | None, describe: str
     if adv["high"] < 1.0:
         return f"The winner {winner} is {gain:+.1%} {band} against the default on fresh blocks: worse; keep the default."
     return f"The winner {winner} is {gain:+.1%} {band} against the default on fresh blocks: not told apart from it."
+
+
+def confirm_winner(search: Search, found: SearchResult, *, blocks: int, measure: Measure, missing: Callable[[list[Cell]], bool],
+                   new_instance: Callable[[], str], say: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """`blocks` fresh blocks of the winner, the runner-up and the default, numbered
+    after the search's, restart knobs grouped; `new_instance()` (called only when a
+    cell of them is still to measure: a resumed tune may have them all) starts the
+    engine afresh and says how. Returns the confirmation as tune.json keeps it."""
+    entrants = list(dict.fromkeys([found.winner, *([found.runner_up] if found.runner_up else []), found.default]))
+    first = search.next_block
+    plan: list[Cell] = []
+    last: tuple | None = None
+    for block in range(first, first + blocks):
+        rng = random.Random(search.seed * 1_000_003 + block)
+        ordered = _order_block([search.setting(lb) for lb in entrants], search.restart_knobs, rng, last)
+        last = _costly_key(ordered[-1], search.restart_knobs)
+        plan += [Cell(0, block, s) for s in ordered]
+    fresh = new_instance() if missing(plan) else "the same engine instance (every cell measured before the resume)"
+    say(f"confirmation: {blocks} fresh blocks of {', '.join(entrants)} on {fresh}")
+    measured: list[BlockCell] = []
+    for cell in plan:
+        rows = measure(cell, {"phase": "confirm"})
+        ok = [r for r in rows if r.ok and r.metrics.get(search.metric, 0) > 0]
+        if ok:
+            measured.append(BlockCell(cell.block, cell.setting.label, float(ok[-1].metrics[search.metric])))
+    claims = len(entrants) - 1
+    goal = search.goal
+    adv = advantage(measured, found.winner, found.default, goal, claims) if found.winner != found.default else None
+    runner = advantage(measured, found.runner_up, found.winner, goal, claims) if found.runner_up else None
+    runner_vs_default = advantage(measured, found.runner_up, found.default, goal, claims) if found.runner_up else None
+    return {"entrants": entrants, "blocks": blocks, "first_block": first, "instance": fresh,
+            "winner_vs_default": adv, "runner_up_vs_winner": runner, "runner_up_vs_default": runner_vs_default,
+            "cells": [{"block": c.block, "label": c.key, "value": c.value} for c in measured],
+            "verdict": verdict(found.winner, found.default, adv, found.runner_up, runner_vs_default)}

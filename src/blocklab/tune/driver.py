@@ -31,18 +31,18 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..analysis.paired import BlockCell, fit_blocks
+from ..analysis.paired import BlockCell
 from ..engines.base import ApplyClass
 from ..plan import Cell, Setting, _costly_key, _order_block
 from ..results import ResultRow
 from .optimiser import Optimiser
-from .race import levels_to, log_ratio, look
+from .race import levels_to, look
 from .space import Dimension, TuneSpec
 
 # How often a slot may draw a configuration already measured before the
 # loop takes an unmeasured one at random (small spaces: TPE repeats itself).
 _REDRAWS = 12
-MIN_BLOCKS = 2  # blocks before a round's first look (one block gives no interval)
+MIN_BLOCKS = 2  # blocks before the first round's first look (one block of distinct configurations gives no interval)
 
 Measure = Callable[[Cell, dict[str, Any]], list[ResultRow]]
 
@@ -194,8 +194,9 @@ class Search:
         stop = ""
         while True:
             entrants_min = 2 + self.spec.candidates if self.incumbent != self.default_label else 1 + self.spec.candidates
-            if self.left_cells() < MIN_BLOCKS * entrants_min:
-                stop = f"budget: {self.left_cells():.0f} cells left before the confirmation, a round needs {MIN_BLOCKS * entrants_min}"
+            need = self.first_look() * entrants_min
+            if self.left_cells() < need:
+                stop = f"budget: {self.left_cells():.0f} cells left before the confirmation, a round needs {need}"
                 break
             candidates = self.propose(rounds)
             if not candidates:
@@ -257,27 +258,29 @@ class Search:
 
     # ------------------------------------------------------------ one round
     def race(self, round_no: int, candidates: list[str]) -> None:
+        """Blocks of the candidates, the incumbent and the default until one candidate
+        (or none) is left beside the default, or `max_blocks`. Each look judges the
+        configurations still in the race on every race cell they have (the incumbent's
+        and the default's from earlier rounds too: the block model's pooled noise then
+        has degrees of freedom from the first block of a round on, so a clearly worse
+        candidate costs one cell, not two)."""
         entrants = list(dict.fromkeys([self.incumbent, self.default_label, *candidates]))
         alive = list(entrants)
-        names = ", ".join(candidates)
-        self.say(f"round {round_no + 1}: racing {names} against the incumbent {self.incumbent}" +
+        self.say(f"round {round_no + 1}: racing {', '.join(candidates)} against the incumbent {self.incumbent}" +
                  ("" if self.incumbent == self.default_label else f" and the default {self.default_label}"))
-        round_cells: list[BlockCell] = []
-        looks = self.spec.max_blocks - MIN_BLOCKS + 1
+        need = self.first_look()
         blocks = 0
         while blocks < self.spec.max_blocks:
-            if self.block_cost(alive) > self.left_cells() and blocks >= MIN_BLOCKS:
+            if self.block_cost(alive) > self.left_cells() and blocks >= need:
                 self.say(f"round {round_no + 1}: budget reached after {blocks} blocks")
                 break
             block = self.next_block
             self.next_block += 1
-            round_cells += self.measure_block(round_no, block, alive)
+            self.measure_block(round_no, block, alive)
             blocks += 1
             for label in alive:
                 self.trials[label].blocks += 1
-            if blocks < MIN_BLOCKS:
-                continue
-            seen = look(round_cells, alive, goal=self.goal, looks=looks, keep=[self.default_label])
+            seen = look(self.cells, alive, goal=self.goal, looks=self.spec.max_blocks, keep=[self.default_label])
             if seen is None:
                 continue
             for key, ratio in seen.worse.items():
@@ -287,16 +290,20 @@ class Search:
                 self.trials[gone].dropped_ratio = ratio
                 self.events.append({"round": round_no + 1, "block": block, "label": gone, "best": seen.best, "ratio": ratio,
                                     "spent": round(self.accounts.spent_cells, 1)})
-                self.say(f"  dropped {gone}: {ratio[0]:.3f}x the best [{ratio[1]:.3f}, {ratio[2]:.3f}] after {blocks} blocks")
+                self.say(f"  dropped {gone}: {ratio[0]:.3f}x the best [{ratio[1]:.3f}, {ratio[2]:.3f}] after {blocks} block(s)")
             if len([a for a in alive if a != self.default_label]) <= 1:
                 break
-        self._finish_round(round_no, candidates, alive, round_cells)
+        self._finish_round(round_no, candidates, alive)
 
-    def measure_block(self, round_no: int, block: int, labels: list[str]) -> list[BlockCell]:
+    def first_look(self) -> int:
+        """Blocks a round needs before its first judgement: two in the first round
+        (one block of distinct configurations has no noise estimate), one after."""
+        return MIN_BLOCKS if not self.cells else 1
+
+    def measure_block(self, round_no: int, block: int, labels: list[str]) -> None:
         settings = [self.setting(lb) for lb in labels]
         rng = random.Random(self.seed * 1_000_003 + block)
         ordered = _order_block(settings, self.restart_knobs, rng, self.last_restart_key)
-        out = []
         for setting in ordered:
             rows = self.measure(Cell(index=0, block=block, setting=setting), {"phase": "race", "round": round_no + 1})
             key = _costly_key(setting, self.restart_knobs) if self.restart_knobs else None
@@ -305,33 +312,28 @@ class Search:
             self.last_restart_key = key
             ok = [r for r in rows if r.ok and self.metric in r.metrics and r.metrics[self.metric] > 0]
             if ok:
-                cell = BlockCell(block, setting.label, float(ok[-1].metrics[self.metric]))
-                out.append(cell)
-                self.cells.append(cell)
-        return out
+                self.cells.append(BlockCell(block, setting.label, float(ok[-1].metrics[self.metric])))
 
-    def _finish_round(self, round_no: int, candidates: list[str], alive: list[str], round_cells: list[BlockCell]) -> None:
-        model = fit_blocks(round_cells) if round_cells else None
+    def _finish_round(self, round_no: int, candidates: list[str], alive: list[str]) -> None:
+        """Tell the optimiser each candidate's level against the default (from every
+        race cell: one scale for all rounds), and make the best still in the race the
+        incumbent."""
+        levels = levels_to(self.cells, self.default_label, self.goal)
         for label in candidates:
             trial = self.trials[label]
-            has = model is not None and label in model.levels and self.default_label in model.levels
-            value = log_ratio(model, label, self.default_label, self.goal) if has and model is not None else None
-            trial.value = value
+            trial.value = levels.get(label)
             if trial.number is not None:
-                self.optimiser.tell(trial.number, value)
-            else:
-                if value is not None:
-                    self.optimiser.add_known(trial.config, value)
-        measured_alive = [a for a in alive if model is not None and a in model.levels]
-        if model is not None and measured_alive:
-            sign = 1.0 if self.goal == "max" else -1.0
-            best = max(measured_alive, key=lambda k: sign * model.levels[k])
+                self.optimiser.tell(trial.number, trial.value)
+            elif trial.value is not None:
+                self.optimiser.add_known(trial.config, trial.value)
+        measured_alive = [a for a in alive if a in levels]
+        if measured_alive:
+            best = max(measured_alive, key=lambda k: levels[k])
             if best != self.incumbent:
                 self.say(f"round {round_no + 1}: new incumbent {best}")
                 self.events.append({"round": round_no + 1, "block": self.next_block - 1, "label": best, "incumbent": True,
                                     "spent": round(self.accounts.spent_cells, 1)})
             self.incumbent = best
-        levels = levels_to(self.cells, self.default_label, self.goal)
         self.trace.append({"round": round_no + 1, "spent": round(self.accounts.spent_cells, 2), "seconds": round(self.accounts.seconds, 1),
                            "incumbent": self.incumbent, "ratio_to_default": math.exp(levels.get(self.incumbent, 0.0))})
         self.on_round()

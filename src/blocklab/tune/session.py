@@ -14,7 +14,6 @@ round) and the report (report/tune.py).
 from __future__ import annotations
 
 import dataclasses
-import random
 import signal
 import time
 import tomllib
@@ -24,16 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from .. import recipes
-from ..analysis.paired import BlockCell
 from ..engines.base import ApplyClass, EngineError, KnobError
 from ..environment import collect as collect_environment
 from ..experiment import Experiment, prepare
 from ..owed import keep_owed_restore
-from ..plan import Cell, _costly_key, _order_block
+from ..plan import Cell
 from ..results import ENVIRONMENT_FILE, EXPERIMENT_FILE, RESULTS_FILE, SPEC_FILE, ResultRow, RunDir
 from ..runner import Interrupted, _engine_stopped_at_exit, _raise_interrupt, measure_cell, text_digest
 from ..spec import SpecError, spec_from_dict
-from .confirm import advantage, verdict
+from .confirm import confirm_winner
 from .driver import MIN_BLOCKS, Accounts, Search, SearchResult, restart_knobs_of
 from .space import Dimension, TuneSpec, check_default, split_raw
 
@@ -233,37 +231,15 @@ def _start_dir(setup: TuneSetup, run_dir: RunDir) -> None:
 def _confirm(setup: TuneSetup, found: SearchResult, search: Search, cells: _Cells, say: Callable[[str], None]) -> dict[str, Any]:
     """Fresh blocks of the winner, the runner-up and the default on a restarted engine."""
     exp = setup.exp
-    entrants = list(dict.fromkeys([found.winner, *([found.runner_up] if found.runner_up else []), found.default]))
-    first = search.next_block
-    plan: list[Cell] = []
-    last: tuple | None = None
-    for block in range(first, first + setup.spec.confirm_blocks):
-        rng = random.Random(exp.seed * 1_000_003 + block)
-        settings = [search.setting(lb) for lb in entrants]
-        ordered = _order_block(settings, search.restart_knobs, rng, last)
-        last = _costly_key(ordered[-1], search.restart_knobs)
-        plan += [Cell(0, block, s) for s in ordered]
-    fresh = "the same engine instance"
-    if cells.missing(plan):
+
+    def new_instance() -> str:
         exp.engine.stop()  # a new instance: the embedded server restarted, its caches empty
         exp.engine.start()
         exp.engine.apply(exp.fixed)
-        fresh = "a restarted engine instance"
-    say(f"confirmation: {setup.spec.confirm_blocks} fresh blocks of {', '.join(entrants)} on {fresh}")
-    measured: list[BlockCell] = []
-    for cell in plan:
-        rows = cells.measure(cell, {"phase": "confirm"})
-        ok = [r for r in rows if r.ok and r.metrics.get(exp.metric, 0) > 0]
-        if ok:
-            measured.append(BlockCell(cell.block, cell.setting.label, float(ok[-1].metrics[exp.metric])))
-    claims = len(entrants) - 1
-    adv = advantage(measured, found.winner, found.default, exp.goal, claims) if found.winner != found.default else None
-    runner = advantage(measured, found.runner_up, found.winner, exp.goal, claims) if found.runner_up else None
-    runner_vs_default = advantage(measured, found.runner_up, found.default, exp.goal, claims) if found.runner_up else None
-    return {"entrants": entrants, "blocks": setup.spec.confirm_blocks, "first_block": first, "instance": fresh,
-            "winner_vs_default": adv, "runner_up_vs_winner": runner, "runner_up_vs_default": runner_vs_default,
-            "cells": [{"block": c.block, "label": c.key, "value": c.value} for c in measured],
-            "verdict": verdict(found.winner, found.default, adv, found.default)}
+        return "a restarted engine instance"
+
+    return confirm_winner(search, found, blocks=setup.spec.confirm_blocks, measure=cells.measure, missing=cells.missing,
+                          new_instance=new_instance, say=say)
 
 
 def _write_state(setup: TuneSetup, run_dir: RunDir, search: Search, found: SearchResult | None,

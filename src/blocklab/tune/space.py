@@ -12,8 +12,8 @@ the engine refuses is refused like any knob value.
     [tune]
     budget = 60                    # cells (an integer) or a duration: "90s", "20m", "1h30m"
     default = {"pg.io_method" = "worker"}   # the configuration to beat (the engine's defaults otherwise)
-    candidates = 4                 # new configurations raced per round
-    max_blocks = 5                 # blocks a round races at most before it picks on the estimates
+    candidates = 6                 # new configurations raced per round
+    max_blocks = 3                 # blocks a round races at most before it picks on the estimates
     confirm_blocks = 4             # fresh blocks of winner, runner-up and default at the end
 """
 
@@ -89,8 +89,8 @@ class TuneSpec:
     dimensions: list[Dimension]
     budget: Budget
     default: dict[str, Any] = field(default_factory=dict)  # as given in [tune] default (may be partial)
-    candidates: int = 4
-    max_blocks: int = 5
+    candidates: int = 6
+    max_blocks: int = 3
     confirm_blocks: int = 4
 
     def size(self) -> int:
@@ -159,8 +159,8 @@ def split_raw(raw: dict[str, Any], source: str, budget_option: str | None) -> tu
         if name not in names:
             raise SpecError(f"{source}: tune.default.{name}: not a knob of [knobs]; the knobs are {', '.join(names)}")
     spec = TuneSpec(dimensions, budget, dict(default),
-                    candidates=_count(table, "candidates", 4, 1, 8, source),
-                    max_blocks=_count(table, "max_blocks", 5, 3, 30, source),
+                    candidates=_count(table, "candidates", 6, 1, 12, source),
+                    max_blocks=_count(table, "max_blocks", 3, 2, 30, source),
                     confirm_blocks=_count(table, "confirm_blocks", 4, 3, 30, source))
     if spec.size() < 2:
         raise SpecError(f"{source}: knobs: the space holds one configuration; give at least two values to choose from")
