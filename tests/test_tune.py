@@ -104,7 +104,7 @@ def synthetic_tune(seed: int, budget: int = 150) -> tuple[Search, Any, dict[str,
     search = Search(spec=spec, dimensions=DIMS, default=DEFAULT, goal="max", metric="score", seed=seed, restart_knobs=["mode"],
                     measure=measure, accounts=Accounts(declared_restart_s=2.0, estimate_cell_s=1.0))
     found = search.run()
-    confirmation = confirm_winner(search, found, blocks=spec.confirm_blocks, measure=measure, missing=lambda _: True,
+    confirmation = confirm_winner(search, found, blocks=spec.confirm_blocks, missing=lambda _: True,
                                   new_instance=lambda: "a new instance")
     return search, found, confirmation
 
@@ -118,12 +118,13 @@ def test_the_search_finds_the_optimum_and_its_stated_interval_holds():
         adv = confirmation["winner_vs_default"]
         true_ratio = truth(winner) / truth(DEFAULT)
         holds += adv is not None and adv["low"] <= true_ratio <= adv["high"]
-        spent.append(found.spent_cells)
-    # 126 configurations, 5 of them within 3% of the optimum; 150 cells (restarts priced in) are
-    # 40% of an exhaustive sweep of three blocks. On 20 seeds 14 tunes land within 3% and every
-    # one within 3.5% (the misses are the neighbours of the optimum: io 8 with depth 10 or 30)
-    assert sum(r >= 0.97 for r in ratios) >= 7, f"within 3% of the optimum: {ratios}"
-    assert min(ratios) >= 0.95, f"a tune far from the optimum: {ratios}"
+        spent.append(search.accounts.spent_cells)
+    # 126 configurations, 5 of them within 3% of the optimum, the default at 70% of it; 150 cells
+    # with every restart priced at 2 cells (the confirmation's included) are 40% of an exhaustive
+    # sweep of three blocks. Here 6 of 10 tunes land within 3%, all within 3.6% (the misses are
+    # the optimum's neighbours: io 8 or 32 with depth 10 or 30)
+    assert sum(r >= 0.97 for r in ratios) >= 6, f"within 3% of the optimum: {ratios}"
+    assert min(ratios) >= 0.96, f"a tune far from the optimum: {ratios}"
     assert holds >= 9, f"the stated interval held in {holds} of 10"
     assert max(spent) <= 150, spent
 
@@ -138,7 +139,8 @@ def test_the_race_drops_the_clearly_worse_and_restarts_are_paid_from_the_budget(
     assert found.default in found.trials and found.trials[found.default].dropped_at is None, "the default is never dropped"
     # each restart priced at what it measured over an ordinary apply (2 s), in cells of 1.01 s
     assert search.accounts.restart_in_cells() == pytest.approx(2.0 / 1.01)
-    assert search.accounts.restart_cells > 0 and found.spent_cells == pytest.approx(search.accounts.cells + search.accounts.restart_cells)
+    assert search.accounts.restart_cells > 0
+    assert search.accounts.spent_cells == pytest.approx(search.accounts.cells + search.accounts.restart_cells)
     assert [e for e in found.events if e.get("incumbent")], "the incumbent changed at least once"
 
 

@@ -122,6 +122,10 @@ def render(state: dict[str, Any], images: dict[str, str]) -> str:
     parts.append("<h2>The configuration to paste</h2>")
     parts.append(f"<p>Winner: <b>{_e(state.get('winner'))}</b> (default: {_e(state.get('default'))})</p>")
     parts.append("<pre>" + _e("\n".join(state.get("config_lines") or [])) + "</pre>")
+    adv = conf.get("winner_vs_default") if conf else None
+    if adv and (adv.get("low") is None or adv["low"] <= 1.0):
+        parts.append("<p><b>The confirmation did not show the winner better than the default:</b> these lines are what the "
+                     "search chose; the evidence says to keep the default until a longer tune (a larger budget) tells them apart.</p>")
     if state.get("fixed_lines"):
         parts.append("<p>Held fixed while tuning (part of what was measured):</p><pre>" + _e("\n".join(state["fixed_lines"])) + "</pre>")
     parts.append("<h2>Confirmation on fresh blocks</h2>")
@@ -162,7 +166,7 @@ def render(state: dict[str, Any], images: dict[str, str]) -> str:
         est = levels.get(t["label"])
         est_text = f"{_exp(est):.3f}x" if est is not None else "–"
         mark = " (winner)" if t["label"] == state.get("winner") else " (default)" if t["label"] == state.get("default") else ""
-        parts.append(f"<tr><td>{_e(t['label'])}{mark}</td><td>{t['round']}</td><td>{t['blocks']}</td><td>{est_text}</td><td>{_e(dropped)}</td></tr>")
+        parts.append(f"<tr><td>{_e(t['label'])}{mark}</td><td>{t['round'] or '–'}</td><td>{t['blocks']}</td><td>{est_text}</td><td>{_e(dropped)}</td></tr>")
     parts.append("</table>")
     style = ("body{font-family:DejaVu Sans,sans-serif;max-width:1100px;margin:2em auto;color:#222} table{border-collapse:collapse}"
              "td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;font-size:13px} .verdict{font-size:18px;font-weight:bold}"

@@ -21,7 +21,7 @@ from ..analysis.paired import BlockCell, fit_blocks
 from ..plan import Cell, _costly_key, _order_block
 
 if TYPE_CHECKING:
-    from .driver import Measure, Search, SearchResult
+    from .driver import Search, SearchResult
 
 CONFIDENCE = 0.95
 
@@ -68,10 +68,11 @@ def verdict(winner: str, default: str, adv: dict[str, Any] | None, runner_up: st
     return f"The winner {winner} is {gain:+.1%} {band} against the default on fresh blocks: not told apart from it."
 
 
-def confirm_winner(search: Search, found: SearchResult, *, blocks: int, measure: Measure, missing: Callable[[list[Cell]], bool],
+def confirm_winner(search: Search, found: SearchResult, *, blocks: int, missing: Callable[[list[Cell]], bool],
                    new_instance: Callable[[], str], say: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
     """`blocks` fresh blocks of the winner, the runner-up and the default, numbered
-    after the search's, restart knobs grouped; `new_instance()` (called only when a
+    after the search's, restart knobs grouped, measured through the search (its
+    accounts pay for them); `new_instance()` (called only when a
     cell of them is still to measure: a resumed tune may have them all) starts the
     engine afresh and says how. Returns the confirmation as tune.json keeps it."""
     entrants = list(dict.fromkeys([found.winner, *([found.runner_up] if found.runner_up else []), found.default]))
@@ -87,10 +88,9 @@ def confirm_winner(search: Search, found: SearchResult, *, blocks: int, measure:
     say(f"confirmation: {blocks} fresh blocks of {', '.join(entrants)} on {fresh}")
     measured: list[BlockCell] = []
     for cell in plan:
-        rows = measure(cell, {"phase": "confirm"})
-        ok = [r for r in rows if r.ok and r.metrics.get(search.metric, 0) > 0]
-        if ok:
-            measured.append(BlockCell(cell.block, cell.setting.label, float(ok[-1].metrics[search.metric])))
+        value = search.measure_one(cell, {"phase": "confirm"})  # paid from the budget like the race's cells
+        if value is not None:
+            measured.append(BlockCell(cell.block, cell.setting.label, value))
     claims = len(entrants) - 1
     goal = search.goal
     adv = advantage(measured, found.winner, found.default, goal, claims) if found.winner != found.default else None

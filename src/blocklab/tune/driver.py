@@ -53,8 +53,8 @@ class Trial:
 
     label: str
     config: dict[str, Any]
-    round: int
-    number: int | None  # the optimiser's trial number (None: the default)
+    round: int  # the round that proposed it, from 1 (0: the default)
+    number: int | None  # the optimiser's trial number (None: the default, or drawn at random)
     blocks: int = 0
     dropped_at: int | None = None  # the global block after which the race dropped it
     dropped_ratio: tuple[float, float, float] | None = None  # its ratio to the best then, with the interval
@@ -165,9 +165,11 @@ class Search:
         return Setting(tuple((k, config[k]) for k in self.names))
 
     def confirmation_cells(self) -> float:
-        """What the confirmation will cost: its blocks of three, a restart each when restart knobs differ."""
-        restarts = 3 if self.restart_knobs else 0
-        return self.spec.confirm_blocks * (3 + restarts * self.accounts.restart_in_cells() / 3)
+        """What the confirmation will cost: its blocks of three and, with restart knobs,
+        the worst case of restarts: two a block (three configurations, grouped, the
+        block starting with the group the previous one ended on) and the new instance."""
+        restarts = (2 * self.spec.confirm_blocks + 1) if self.restart_knobs else 0
+        return 3 * self.spec.confirm_blocks + restarts * self.accounts.restart_in_cells()
 
     def _search_budget_cells(self) -> float:
         budget = self.spec.budget
@@ -194,9 +196,12 @@ class Search:
         stop = ""
         while True:
             entrants_min = 2 + self.spec.candidates if self.incumbent != self.default_label else 1 + self.spec.candidates
-            need = self.first_look() * entrants_min
+            # a block's switches between restart groups, priced once a cell has been measured (before
+            # that the price is the engine's declared restart over the workload's own guess of a cell)
+            restarts = min(entrants_min, 3) - 1 if self.restart_knobs and self.accounts.cells else 0
+            need = self.first_look() * (entrants_min + restarts * self.accounts.restart_in_cells())
             if self.left_cells() < need:
-                stop = f"budget: {self.left_cells():.0f} cells left before the confirmation, a round needs {need}"
+                stop = f"budget: {self.left_cells():.0f} cells left before the confirmation, a round needs {need:.0f}"
                 break
             candidates = self.propose(rounds)
             if not candidates:
@@ -235,14 +240,14 @@ class Search:
             number, config = self.optimiser.ask()
             label = self.label(config)
             if label not in self.trials:
-                self.trials[label] = Trial(label, config, round_no, number)
+                self.trials[label] = Trial(label, config, round_no + 1, number)
                 return label
             self.optimiser.tell(number, self.trials[label].value)  # what was measured (None: not yet, or failed)
         drawn = self._unmeasured_at_random()
         if drawn is None:
             return None
         label = self.label(drawn)
-        self.trials[label] = Trial(label, drawn, round_no, None)
+        self.trials[label] = Trial(label, drawn, round_no + 1, None)
         return label
 
     def _unmeasured_at_random(self) -> dict[str, Any] | None:
@@ -303,16 +308,21 @@ class Search:
     def measure_block(self, round_no: int, block: int, labels: list[str]) -> None:
         settings = [self.setting(lb) for lb in labels]
         rng = random.Random(self.seed * 1_000_003 + block)
-        ordered = _order_block(settings, self.restart_knobs, rng, self.last_restart_key)
-        for setting in ordered:
-            rows = self.measure(Cell(index=0, block=block, setting=setting), {"phase": "race", "round": round_no + 1})
-            key = _costly_key(setting, self.restart_knobs) if self.restart_knobs else None
-            for i, row in enumerate(rows):
-                self.accounts.add(row, restarted=i == 0 and key is not None and self.last_restart_key is not None and key != self.last_restart_key)
-            self.last_restart_key = key
-            ok = [r for r in rows if r.ok and self.metric in r.metrics and r.metrics[self.metric] > 0]
-            if ok:
-                self.cells.append(BlockCell(block, setting.label, float(ok[-1].metrics[self.metric])))
+        for setting in _order_block(settings, self.restart_knobs, rng, self.last_restart_key):
+            value = self.measure_one(Cell(index=0, block=block, setting=setting), {"phase": "race", "round": round_no + 1})
+            if value is not None:
+                self.cells.append(BlockCell(block, setting.label, value))
+
+    def measure_one(self, cell: Cell, tag: dict[str, Any]) -> float | None:
+        """Measure a cell (or read it back), pay for it and for the restart it needed;
+        the metric's value of its valid row, None when it has none."""
+        rows = self.measure(cell, tag)
+        key = _costly_key(cell.setting, self.restart_knobs) if self.restart_knobs else None
+        for i, row in enumerate(rows):
+            self.accounts.add(row, restarted=i == 0 and key is not None and self.last_restart_key is not None and key != self.last_restart_key)
+        self.last_restart_key = key
+        ok = [r for r in rows if r.ok and r.metrics.get(self.metric, 0) > 0]
+        return float(ok[-1].metrics[self.metric]) if ok else None
 
     def _finish_round(self, round_no: int, candidates: list[str], alive: list[str]) -> None:
         """Tell the optimiser each candidate's level against the default (from every

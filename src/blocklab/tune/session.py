@@ -188,7 +188,9 @@ def run_tune(setup: TuneSetup, run_dir: RunDir, *, say: Callable[[str], None] = 
     infos = exp.knob_infos
     restart_knobs = restart_knobs_of(infos, [d.name for d in setup.dimensions])
     declared = exp.engine.change_cost(ApplyClass.RESTART, restart_knobs) if restart_knobs else 0.0
-    estimate = max(0.05, exp.workload.estimate_seconds())
+    # a cell is its workload and what surrounds it (apply, read-back, the claims' checks): until one
+    # is measured, the workload's own guess plus half a second
+    estimate = exp.workload.estimate_seconds() + 0.5
     search = Search(spec=setup.spec, dimensions=setup.dimensions, default=setup.default, goal=exp.goal, metric=exp.metric,
                     seed=exp.seed, restart_knobs=restart_knobs, measure=cells.measure, accounts=Accounts(declared, estimate), say=say)
     previous_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)  # a kill stops the engine like Ctrl-C
@@ -238,7 +240,7 @@ def _confirm(setup: TuneSetup, found: SearchResult, search: Search, cells: _Cell
         exp.engine.apply(exp.fixed)
         return "a restarted engine instance"
 
-    return confirm_winner(search, found, blocks=setup.spec.confirm_blocks, measure=cells.measure, missing=cells.missing,
+    return confirm_winner(search, found, blocks=setup.spec.confirm_blocks, missing=cells.missing,
                           new_instance=new_instance, say=say)
 
 
