@@ -103,7 +103,7 @@ def test_options_refused_before_anything_starts(tmp_path):
 def test_cli_refuses_apply_on_dsn_without_permission(cli_env):
     result = blocklab(["sysstats", "--dsn", "host=/nonexistent dbname=x", "--apply"], cli_env)
     assert result.returncode == 2, result.stdout + result.stderr
-    assert "add --allow-server-changes" in result.stdout
+    assert "add --allow-server-changes" in result.stderr
     assert not Path(cli_env["BLOCKLAB_RESULTS"]).exists()
 
 

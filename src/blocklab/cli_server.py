@@ -126,5 +126,8 @@ def restore_command(run_dir: Path) -> None:
         fail(console, str(err), EXIT_BAD_INPUT)
     except EngineError as err:
         fail(console, f"{err}; the settings are still kept in {run_dir}", EXIT_FAILED)
+    if done is None:
+        console.print(f"nothing to restore: {run_dir} owes no server any setting (no restore.json)", markup=False, highlight=False)
+        return
     for line in done:
         console.print(f"restored {line}", markup=False, highlight=False)

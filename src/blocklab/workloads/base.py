@@ -18,6 +18,20 @@ from pydantic import BaseModel, ConfigDict
 
 from ..engines.base import Engine
 
+# Figures the probes add to any workload's run where the engine or host reports them
+# (its I/O counters, CPU, the device's): measure.metric may name these too, and any
+# of the I/O pattern's `pattern.*` figures
+COMMON_METRICS = (
+    "reads", "read_bytes", "writes", "write_bytes", "fsyncs", "hits", "evictions", "read_time_ms", "write_time_ms",
+    "server_cpu_s", "cpu_busy_pct", "device_reads", "device_read_bytes", "device_writes", "device_write_bytes",
+    "proc_read_bytes",
+)
+
+
+def metric_accepted(workload: Any, metric: str) -> bool:
+    """Whether `metric` is a figure a run of this workload can report."""
+    return metric in workload.metrics or metric in COMMON_METRICS or metric.startswith("pattern.")
+
 
 class Options(BaseModel):
     """Base of each workload's options (the extra fields of [workload])."""
@@ -29,6 +43,8 @@ class Workload(Protocol):
     name: ClassVar[str]
     default_metric: ClassVar[str]  # what the verdict is about unless measure.metric says otherwise
     default_goal: ClassVar[str]  # "max" (throughput) or "min" (elapsed)
+    metrics: ClassVar[tuple[str, ...]]  # the figures every run reports: what measure.metric may name
+    rows_option: ClassVar[str | None]  # the option --rows sets when the workload builds no data set (else dataset.rows)
     Dialect: ClassVar[type]  # the Protocol an engine implements to run this workload
     needs: ClassVar[str]  # what the dialect provides, in words (for the refusal message)
     dialect_class: type  # the chosen engine's dialect class (set by make_workload; estimates use it)

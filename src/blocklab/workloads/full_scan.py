@@ -42,6 +42,9 @@ class FullScanOptions(Options):
 class FullScan:
     name: ClassVar[str] = "full_scan"
     default_metric: ClassVar[str] = "rows_per_s"
+    # the figures every run reports: what measure.metric may name (checked before anything runs)
+    metrics: ClassVar[tuple[str, ...]] = ('rows_per_s', 'mb_per_s', 'scan_mb_per_s', 'elapsed_s', 'rows', 'reads', 'read_bytes', 'read_time_ms', 'hits', 'server_cpu_s')
+    rows_option: ClassVar[str | None] = None  # --rows sizes dataset.rows
     default_goal: ClassVar[str] = "max"
     Dialect: ClassVar[type] = ScanDialect
     needs: ClassVar[str] = "how to build the scan table and count its rows with one full scan"

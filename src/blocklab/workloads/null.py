@@ -44,6 +44,9 @@ class NullOptions(Options):
 class NullWorkload:
     name: ClassVar[str] = "null"
     default_metric: ClassVar[str] = "score"
+    # the figures every run reports: what measure.metric may name (checked before anything runs)
+    metrics: ClassVar[tuple[str, ...]] = ('score', 'elapsed_s', 'rows')
+    rows_option: ClassVar[str | None] = None  # --rows sizes dataset.rows
     default_goal: ClassVar[str] = "max"
     Dialect: ClassVar[type] = NullDialect
     needs: ClassVar[str] = "a table in memory and a level setting"

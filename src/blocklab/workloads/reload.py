@@ -73,6 +73,9 @@ class ReloadOptions(Options):
 class Reload:
     name: ClassVar[str] = "reload"
     default_metric: ClassVar[str] = "elapsed_s"
+    # the figures every run reports: what measure.metric may name (checked before anything runs)
+    metrics: ClassVar[tuple[str, ...]] = ('elapsed_s', 'rows_per_s', 'rows', 'table_bytes')
+    rows_option: ClassVar[str | None] = None  # --rows sizes dataset.rows
     default_goal: ClassVar[str] = "min"
     Dialect: ClassVar[type] = ReloadDialect
     needs: ClassVar[str] = "the source and keyed target tables, the timed delete + insert, the flush"

@@ -93,7 +93,11 @@ class RowInsertOptions(Options):
 class RowInsert:
     name: ClassVar[str] = "row_insert"
     default_metric: ClassVar[str] = "elapsed_s"
+    # the figures every run reports: what measure.metric may name (checked before anything runs)
+    metrics: ClassVar[tuple[str, ...]] = ('elapsed_s', 'rows_per_s', 'rows', 'table_bytes')
     default_goal: ClassVar[str] = "min"
+    # it builds no data set: --rows means its own [workload] rows (the INSERTs per run)
+    rows_option: ClassVar[str | None] = "rows"
     Dialect: ClassVar[type] = InsertDialect
     needs: ClassVar[str] = "a server-side loop of single-row INSERTs, the table's recreate and flush"
     Options = RowInsertOptions

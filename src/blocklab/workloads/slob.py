@@ -78,6 +78,9 @@ class SlobOptions(Options):
 class Slob:
     name: ClassVar[str] = "slob"
     default_metric: ClassVar[str] = "read_iops"
+    # the figures every run reports: what measure.metric may name (checked before anything runs)
+    metrics: ClassVar[tuple[str, ...]] = ('read_iops', 'write_iops', 'mb_per_s', 'read_mb_per_s', 'read_latency_ms', 'ops_per_s', 'iterations', 'updates', 'update_share', 'elapsed_s', 'wall_s', 'reads', 'writes', 'reads_per_iteration')
+    rows_option: ClassVar[str | None] = None  # --rows sizes dataset.rows
     default_goal: ClassVar[str] = "max"
     steady_series: ClassVar[str] = "device_read_iops"  # judged second by second (workloads/base.py timed_series)
     Dialect: ClassVar[type] = SlobDialect

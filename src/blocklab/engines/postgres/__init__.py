@@ -40,6 +40,20 @@ from .update import UpdateTables
 ENGINE_NAME = "postgres"
 
 
+def check_dsn_syntax(dsn: str) -> None:
+    """A DSN libpq cannot parse is bad input, told before anything connects (a server
+    that does not answer is found later, by start())."""
+    import psycopg.conninfo
+
+    if not dsn.strip() or "\x00" in dsn:  # libpq would read '' (or what precedes a NUL) as "the local default server"
+        raise KnobError(f"--dsn {dsn!r}: empty or holds a NUL byte; expected 'host=HOST dbname=DB user=USER' or postgresql://USER@HOST/DB")
+    try:
+        psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError as err:
+        raise KnobError(f"--dsn: not a PostgreSQL connection string ({str(err).strip()}); expected "
+                        "'host=HOST dbname=DB user=USER' or postgresql://USER@HOST/DB") from None
+
+
 class PostgresEngine(DsnServerMixin, EngineBase):
     name: ClassVar[str] = ENGINE_NAME
     display: ClassVar[str] = "PostgreSQL"  # as people write it
@@ -59,6 +73,8 @@ class PostgresEngine(DsnServerMixin, EngineBase):
     change_seconds: ClassVar[dict[ApplyClass, float]] = {ApplyClass.RESTART: 2.0, ApplyClass.REINIT: 10.0}
 
     def __init__(self, dsn: str | None = None, cache_dir: Path | None = None, allow_server_changes: bool = False):
+        if dsn is not None:
+            check_dsn_syntax(dsn)
         self.dsn = dsn
         self.allow_server_changes = allow_server_changes
         self.mode = "dsn" if dsn else "embedded"
