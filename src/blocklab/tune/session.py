@@ -30,7 +30,7 @@ from ..owed import keep_owed_restore
 from ..plan import Cell
 from ..results import ENVIRONMENT_FILE, EXPERIMENT_FILE, RESULTS_FILE, SPEC_FILE, ResultRow, RunDir
 from ..runner import Interrupted, _engine_stopped_at_exit, _raise_interrupt, measure_cell, text_digest
-from ..spec import SpecError, spec_from_dict
+from ..spec import SpecError, read_experiment_text, spec_from_dict
 from .confirm import confirm_winner
 from .driver import MIN_BLOCKS, Accounts, Search, SearchResult, restart_knobs_of
 from .space import Dimension, TuneSpec, check_default, split_raw
@@ -59,16 +59,15 @@ def load_tune(target: str, *, budget: str | None = None, seed: int | None = None
     one line naming what is wrong, before anything is measured."""
     if text is None:
         path = recipes.resolve(target)
-        try:
-            text = Path(path).read_text()
-        except FileNotFoundError:
-            raise SpecError(f"{target}: no such experiment file") from None
+        text = read_experiment_text(Path(path))
         source = str(path)
     source = source or target
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise SpecError(f"{source}: malformed TOML: {err}") from None
+    if not raw:
+        raise SpecError(f"{source}: the experiment file is empty; tune needs [workload], [knobs] and a budget")
     raw, spec = split_raw(raw, source, budget)
     overrides: dict[str, Any] = {"measure.seed": seed} if seed is not None else {}
     exp_spec = spec_from_dict(raw, source, dict(overrides))
