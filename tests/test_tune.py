@@ -250,3 +250,25 @@ def test_the_engine_default_must_lie_in_the_space(tmp_path):
     text = NULL_TOML.replace('default = {"null.level" = 10}', "").replace("{min = 0, max = 100}", "{min = 5, max = 100}")
     output = refused([write(tmp_path, text)])
     assert "the engine's default of null.level = 0 lies outside the space 5..100; add it to the knob's values or name another" in output
+
+
+def test_engines_render_their_own_configuration_lines(tmp_path):
+    """The winner as each engine takes it: PRAGMAs for SQLite, db_bench flags for RocksDB
+    (PostgreSQL's ALTER SYSTEM lines: tests/test_tune_postgres.py)."""
+    from blocklab.engines.rocksdb import RocksDbEngine
+    from blocklab.engines.sqlite import SqliteEngine
+
+    sqlite = SqliteEngine(tmp_path / "sqlite")
+    sqlite.start()
+    try:
+        lines = sqlite.config_lines(sqlite.check_settings({"block_size": 8192, "sqlite.journal_mode": "wal", "buffer_cache": 100}))
+    finally:
+        sqlite.stop()
+    assert lines == ["PRAGMA page_size = 8192;  -- then VACUUM to rewrite the file", "PRAGMA journal_mode = wal;", "PRAGMA cache_size = 100;"]
+    rocksdb = RocksDbEngine(cache_dir=tmp_path / "rocksdb")
+    rocksdb.start()
+    try:
+        flags = rocksdb.config_lines(rocksdb.check_settings({"block_size": 8192, "multiblock_read": 4, "direct_io": True}))
+    finally:
+        rocksdb.stop()
+    assert "--block_size=8192" in flags and "--readahead_size=32768" in flags and "--use_direct_reads=true" in flags
