@@ -191,6 +191,9 @@ def test_a_tune_on_the_null_engine_finds_the_optimum_and_writes_its_report(tmp_p
     for section in ("The configuration to paste", "Confirmation on fresh blocks", "Search trace", "Which knobs matter", "The race"):
         assert section in html
     assert (tmp_path / "run" / "plots" / "tune-trace.png").stat().st_size > 1000
+    (tmp_path / "run" / "report.html").unlink()
+    again = CliRunner().invoke(main, ["report", str(tmp_path / "run")])
+    assert again.exit_code == 0 and "report.html" in again.output and (tmp_path / "run" / "report.html").exists()
 
 
 class CutAfter:

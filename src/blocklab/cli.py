@@ -355,12 +355,15 @@ def report_command(run_dir: Path) -> None:
     Examples:
       blocklab report results/mbrc-20261122-101500
       blocklab report results/mbrc-20261122-101500 | grep report.html
+      blocklab report results/tune-space-20261126-130000     # a tune's (also while it runs)
     """
+    from .report.tune import write_tune_report
     from .report.writer import write_report
 
     console = make_console()
     try:
-        paths = write_report(run_dir)
+        # a tune's directory has its own report (report/tune.py): the search, the race, the confirmation
+        paths = write_tune_report(run_dir) if (run_dir / "tune.json").is_file() else write_report(run_dir)
     except ResultsError as err:
         fail(console, f"RUN_DIR {err}; give a directory written by `blocklab run`", EXIT_BAD_INPUT)
     for path in paths:
