@@ -182,7 +182,11 @@ def run_tune(setup: TuneSetup, run_dir: RunDir, *, say: Callable[[str], None] = 
     Ctrl-C raises runner.Interrupted with every finished cell kept."""
     exp = setup.exp
     if not resume:
-        _start_dir(setup, run_dir)
+        try:
+            _start_dir(setup, run_dir)
+        except BaseException:
+            exp.engine.stop()  # started by the checks: nothing of it may outlive a refusal
+            raise
     cells = _Cells(setup, run_dir, say)
     infos = exp.knob_infos
     restart_knobs = restart_knobs_of(infos, [d.name for d in setup.dimensions])
