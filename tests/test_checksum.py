@@ -21,6 +21,7 @@ from blocklab.analysis.overhead import (
     overheads,
     reference_label,
 )
+from blocklab.engines.base import DialectBase
 from blocklab.experiment import prepare
 from blocklab.results import ResultRow, RunDir
 from blocklab.runner import SilentReporter, run
@@ -113,7 +114,7 @@ class NoNeeds(Protocol):
     """The test workload asks nothing of the engine's dialect."""
 
 
-class ScanAllDialect:
+class ScanAllDialect(DialectBase):
     def __init__(self, engine):
         self.engine = engine
 

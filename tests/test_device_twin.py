@@ -34,14 +34,7 @@ KiB, MiB = 1024, 1024**2
 HAS_FIO = shutil.which("fio") is not None
 
 
-@pytest.fixture
-def fio_installed():
-    """make test installs fio: a machine without it fails these tests with what to do, never skips them."""
-    if not HAS_FIO:
-        pytest.fail("fio is not installed: run `make test` (it installs it as root) or `sudo apt-get install fio`")
-
-
-needs_fio = pytest.mark.usefixtures("fio_installed")
+needs_fio = pytest.mark.usefixtures("fio_installed")  # conftest.py: fails with what to install, never skips
 
 
 # ====================================================================== quantising
@@ -634,7 +627,7 @@ def test_plan_says_what_the_twin_may_cost(cli_env):
 def test_sysstats_twins_read_what_sreadtim_and_mreadtim_read():
     from types import SimpleNamespace
 
-    from blocklab.analysis.sysstats_twin import patterns
+    from blocklab.features.sysstats_twin import patterns
 
     stats = SimpleNamespace(relation_bytes=150e6, direct_io=True, block_size=8192, mbrc=15.6)
     got = patterns(stats)  # type: ignore[arg-type]

@@ -63,6 +63,14 @@ def recompute_summary(data: RunData) -> dict[str, Any]:
     for key in ("experiment", "cells_planned", "seed"):
         if key in old:
             summary[key] = old[key]
+    if old.get("words_from") == "import":  # an importer's own headline and verdict (device limits, system statistics,
+        for key in ("headline", "verdict", "limits", "words_from"):  # SLOB series): the rows do not change on import
+            if key in old:
+                summary[key] = old[key]
+        if old.get("unranked"):  # values that are each a limit or a statistic by itself: no 'best' among them
+            from ..importers.rundir import unranked
+
+            unranked(summary)
     summary.setdefault("experiment", data.name)
     summary.setdefault("cells_planned", data.cells_planned)
     summary.setdefault("seed", data.seed)

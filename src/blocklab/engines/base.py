@@ -15,6 +15,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
+from .capabilities import (  # noqa: F401  (what an engine declares: imported from here too)
+    Capabilities,
+    Counter,
+    DialectBase,
+    ServerKind,
+    TimeProfile,
+    missing_methods,
+    protocol_attributes,
+    protocol_methods,
+)
+
 
 class ApplyClass(enum.IntEnum):
     """How a knob change takes effect, cheapest first (the plan orders by it)."""
@@ -216,6 +227,21 @@ IO_KEYS: tuple[str, ...] = (
 )
 
 
+@dataclass(frozen=True)
+class Reading:
+    """What an engine's dialect measured around one timed phase (a feature's
+    cold reads, features/sysstats.py): its I/O counters (IO_KEYS) before and
+    after, the client's clock, the data device's read bytes before and after
+    (None: not on this host), and each session's own wall time."""
+
+    before: dict[str, float]
+    after: dict[str, float]
+    wall_s: float
+    disk0: float | None
+    disk1: float | None
+    session_wall_s: tuple[float, ...] = ()
+
+
 def io_deltas(after: dict[str, float], before: dict[str, float]) -> dict[str, float]:
     """after - before for every key of `after` (a key missing before counts from 0)."""
     return {k: after[k] - before.get(k, 0.0) for k in after}
@@ -339,6 +365,7 @@ class Engine(Protocol):
     install_bytes: ClassVar[float]  # disk its data directory needs besides the data set
     # seconds a restart / reinit costs, for the plan's estimate
     change_seconds: ClassVar[Mapping[ApplyClass, float]]
+    capabilities: ClassVar[Capabilities]  # what it can measure and how to caption it
     mode: str  # embedded | dsn | file
 
     # lifecycle ------------------------------------------------------------
@@ -359,6 +386,11 @@ class Engine(Protocol):
 
     def change_cost(self, apply_class: ApplyClass, knobs: list[str]) -> float:
         """Seconds a change of these knobs costs (for the plan's estimate)."""
+
+    @classmethod
+    def installed_version(cls) -> str | None:
+        """The version installed on this host, without starting anything (None:
+        not installed, or the engine cannot tell): a fleet worker's facts."""
 
     def dialect(self, workload: str) -> Any:
         """The engine's implementation of what `workload` needs (see the workload's
@@ -526,15 +558,22 @@ class EngineBase:
     name: ClassVar[str] = ""
     dialects: ClassVar[Mapping[str, type]] = {}
     change_seconds: ClassVar[Mapping[ApplyClass, float]] = {}
+    capabilities: ClassVar[Capabilities] = Capabilities()
+    listed: ClassVar[bool] = True  # False: an engine only tests use, left out of `available()`
+
+    @classmethod
+    def installed_version(cls) -> str | None:
+        return None  # an engine that cannot tell without starting
 
     def dialect(self, workload: str) -> Any:
         made: dict[str, Any] = self.__dict__.setdefault("_dialects_made", {})
         if workload not in made:
             cls = self.dialects.get(workload)
             if cls is None:
+                why = self.capabilities.why_not(workload)
                 raise KnobError(
-                    f"engine {self.name} cannot run {workload!r}: it has no dialect for it; "
-                    f"it has: {', '.join(sorted(self.dialects)) or 'none'}"
+                    f"engine {self.name} cannot run {workload!r}: "
+                    + (why if why else f"it has no dialect for it; it has: {', '.join(sorted(self.dialects)) or 'none'}")
                 )
             made[workload] = cls(self)
         return made[workload]
@@ -572,3 +611,31 @@ class EngineBase:
     def native_name(cls, knob: str) -> str:
         prefix = str(getattr(cls, "native_prefix", ""))
         return knob[len(prefix):] if prefix and knob.startswith(prefix) else knob
+
+
+# ---------------------------------------------------------------------- CPU profiles
+@dataclass(frozen=True)
+class ProfileTargets:
+    """The processes whose stacks a CPU profile samples (probes/cpu_profile.py) and
+    the binary whose functions `--trace-function` probes, as the engine declares them.
+
+    `pids` are attached with `perf record -p` (every thread of each; children they
+    fork during the window are followed). `what` says in words whose they are, for
+    the report. `binary` is the file holding the engine's own code (an executable
+    or a shared library), None where the engine has nothing to trace."""
+
+    pids: tuple[int, ...]
+    what: str
+    binary: str | None = None
+
+
+class CpuProfileDialect(Protocol):
+    """What an engine declares to be profiled (its `cpu_profile` dialect): a
+    capability, like a workload's dialect. An engine without one is refused
+    `--cpu-profile` and `--trace-function` before anything runs."""
+
+    def profile_targets(self) -> ProfileTargets:
+        """The engine's own processes now (the engine started)."""
+
+    def trace_binary(self) -> str | None:
+        """The binary whose functions can be traced with uprobes (known before start)."""

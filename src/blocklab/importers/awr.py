@@ -37,9 +37,11 @@ from .common import (
     end_error,
     is_dash_line,
     labels,
+    looks_html,
     number,
-    read_lines,
+    read_text,
     spans,
+    text_lines,
 )
 
 # Load Profile row names (both generations) -> one key
@@ -56,6 +58,21 @@ LOAD_NAMES = {
     "user calls": "user_calls", "transactions": "transactions",
 }
 CPU_EVENT = "DB CPU"
+
+
+@dataclass(frozen=True)
+class NotRead:
+    """An optional field the importer left out: what, where, why."""
+
+    field: str
+    line: int
+    reason: str
+
+    def text(self, file: str) -> str:
+        return f"{file}:{self.line}: {self.field}: {self.reason}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"field": self.field, "line": self.line, "reason": self.reason}
 
 
 @dataclass(frozen=True)
@@ -118,8 +135,7 @@ class AwrReport:
     release_loc: Loc
     begin_snap: str
     end_snap: str
-    elapsed_s: Value
-    db_time_header_s: Value | None
+    elapsed_s: Value | None  # None: the file has no 'Elapsed:' line (an excerpt), named in not_read
     load: LoadProfile
     top_title: str
     top_events: list[Event]
@@ -130,7 +146,17 @@ class AwrReport:
     host_idle_pct: Value | None
     std_block_size: Value | None
     slob_vars: dict[str, tuple[str, Loc]]
+    db_time_header_s: Value | None = None
     notes: list[str] = field(default_factory=list)
+    not_read: list[NotRead] = field(default_factory=list)  # optional fields left out, each with where and why
+    form: str = "text"  # "text" or "html"
+
+    def elapsed(self) -> Value:
+        """The snapshot interval; an excerpt without one cannot give per-second or total figures."""
+        if self.elapsed_s is None:
+            raise ImportInputError(self.path, self.lines, "Elapsed", "the file has no 'Elapsed: N (mins)' line (an excerpt, "
+                                   "not a whole report): export the whole report with @?/rdbms/admin/awrrpt.sql", end_of_file=True)
+        return self.elapsed_s
 
     def event(self, name: str) -> Event | None:
         """The event from the Top table, else from Foreground Wait Events (None if in neither)."""
@@ -170,44 +196,93 @@ class AwrReport:
             return model
         if self.db_time_header_s is not None:
             return self.db_time_header_s
-        if "db_time" in self.load:
+        if "db_time" in self.load and self.elapsed_s is not None:
             v = self.load["db_time"]
             return Value(v.value * self.elapsed_s.value, v.loc, f"Load Profile DB Time(s) per second x Elapsed ({self.elapsed_s.loc})")
-        raise ImportInputError(self.path, self.lines, "DB Time", "the report gives DB time nowhere (Time Model, header, Load Profile)",
+        raise ImportInputError(self.path, self.lines, "DB Time", "the report gives DB time nowhere (Time Model, the header's "
+                               "DB Time, Load Profile x Elapsed): export the whole report with @?/rdbms/admin/awrrpt.sql",
                                end_of_file=True)
 
 
+_TITLE = re.compile(r"WORKLOAD REPOSITORY (PDB )?report", re.IGNORECASE)
+_RAC_GLOBAL = re.compile(r"WORKLOAD REPOSITORY REPORT \(RAC\)|WORKLOAD REPOSITORY RAC report|AWR RAC Report", re.IGNORECASE)
+RAC_GLOBAL_HELP = ("a RAC global report (awrgrpt.sql: every instance of the cluster in one report, in per-instance tables); "
+                   "blocklab reads one instance's report: export one per instance with @?/rdbms/admin/awrrpti.sql "
+                   "(text or HTML) and import those")
+
+
 def parse_awr(path: Path, shown: str | None = None) -> AwrReport:
-    """Read an AWR text report; ImportInputError (file, line, field) on what cannot be read."""
+    """Read an AWR report, text or HTML (gzipped or not). Optional fields that
+    cannot be read are left out and named in report.not_read; ImportInputError
+    (file, line, field) only when neither key section (Load Profile, the Top
+    events table) is there, or a row blocklab uses cannot be read."""
     name = shown or str(path)
-    lines = _drop_sqlplus_headings(read_lines(path, name))
-    if not any("WORKLOAD REPOSITORY report for" in ln.text for ln in lines[:40]):
-        raise ImportInputError(name, lines[0].number if lines else 1, "title",
-                               "not an AWR text report (no 'WORKLOAD REPOSITORY report for' in its first lines)")
-    header, release_loc = _header(lines, name)
-    snaps = _snaps(lines, name)
-    top_title, top = _top_events(lines, name)
+    raw = read_text(path, name)
+    if looks_html(raw):
+        from .awr_html import parse_awr_html
+
+        return parse_awr_html(raw, name)
+    lines = _drop_sqlplus_headings(text_lines(raw))
+    return _parse_text(lines, name)
+
+
+def _parse_text(lines: list[Line], name: str) -> AwrReport:
+    if not lines:
+        raise ImportInputError(name, 0, "file", "is empty")
+    for ln in lines[:60]:
+        if _RAC_GLOBAL.search(ln.text):
+            raise ImportInputError(name, ln.number, "title", RAC_GLOBAL_HELP)
+    not_read: list[NotRead] = []
+    if not any(_TITLE.search(ln.text) for ln in lines[:60]):
+        not_read.append(NotRead("title", lines[0].number, "no 'WORKLOAD REPOSITORY report for' in the first lines: read as an "
+                                "excerpt of a report"))
+    load = _optional(not_read, lambda: _load_profile(lines, name), "Load Profile")
+    top = _optional(not_read, lambda: _top_events(lines, name), "Top Foreground Events", missing_only=True)
+    if load is None and top is None:
+        raise end_error(lines, name, "Load Profile / Top events",
+                        "neither a Load Profile section nor a 'Top 5 Timed Foreground Events' / 'Top 10 Foreground Events' "
+                        "table: not an AWR report, or cut short before them (gave up at the end of the file); export the "
+                        "report again with @?/rdbms/admin/awrrpt.sql")
+    no_header: tuple[dict[str, str], Loc | None] = ({}, None)
+    header, release_loc = _optional(not_read, lambda: _header(lines, name), "DB Name / Release") or no_header
+    snaps = _optional(not_read, lambda: _snaps(lines, name), "Elapsed") or {}
+    top_title, top_events = top or ("", [])
     return AwrReport(
         path=name,
         lines=lines[-1].number,
-        release=header["Release"],
+        release=_release(header, release_loc, not_read),
         header=header,
-        release_loc=release_loc,
-        begin_snap=snaps["begin"],
-        end_snap=snaps["end"],
-        elapsed_s=snaps["elapsed"],
+        release_loc=release_loc or Loc(name, lines[0].number),
+        begin_snap=snaps.get("begin", ""),
+        end_snap=snaps.get("end", ""),
+        elapsed_s=snaps.get("elapsed"),
         db_time_header_s=snaps.get("db_time"),
-        load=_load_profile(lines, name),
+        load=load or LoadProfile({}),
         top_title=top_title,
-        top_events=top,
+        top_events=top_events,
         foreground_events=_section_events(lines, name, "Foreground Wait Events"),
         activity=_activity(lines, name),
         time_model=_time_model(lines, name),
         parameters=_parameters(lines, name),
-        host_idle_pct=_host_idle(lines, name),
-        std_block_size=_std_block_size(lines, name),
+        host_idle_pct=_optional(not_read, lambda: _host_idle(lines, name), "Host CPU %Idle"),
+        std_block_size=_optional(not_read, lambda: _std_block_size(lines, name), "Std Block Size"),
         slob_vars=_slob_vars(lines, name),
+        not_read=not_read,
     )
+
+
+def _optional(not_read: list[NotRead], read: Callable[[], Any], what: str, missing_only: bool = False) -> Any:
+    """read(); a field it cannot read is named in not_read and left out (None).
+    missing_only: only a missing section is left out; a row of it that cannot
+    be read still stops the import (every row of the Top events table is used)."""
+    try:
+        return read()
+    except ImportInputError as err:
+        if missing_only and err.field != what:
+            raise
+        reason = err.problem if err.field == what else f"{err.field}: {err.problem}"
+        not_read.append(NotRead(what, err.line, reason))
+        return None
 
 
 # ---------------------------------------------------------------------- helpers
@@ -248,13 +323,22 @@ def _header(lines: list[Line], name: str) -> tuple[dict[str, str], Loc]:
     header, loc = _table_row(lines, i, name)
     for k in range(i + 3, min(i + 20, len(lines) - 2)):  # 12.2+ splits Instance and Host into tables of their own
         t = lines[k].text
-        if t.startswith(("Instance", "Host Name")) and is_dash_line(lines[k + 1].text):
+        if t.startswith(("Instance", "Host Name", "Container Name")) and is_dash_line(lines[k + 1].text):
             header.update(_table_row(lines, k, name)[0])
-    if not header.get("Release"):
-        raise loc.error("Release", "the header table has no Release value")
-    if not re.fullmatch(r"\d+(\.\d+)+", header["Release"]):
-        raise loc.error("Release", f"{header['Release']!r} is not an Oracle release number (e.g. 19.0.0.0.0)")
     return header, loc
+
+
+def _release(header: dict[str, str], loc: Loc | None, not_read: list[NotRead]) -> str:
+    """The header's Release, or '' and a note saying why it was left out (the rest of the header stays)."""
+    release = header.get("Release", "")
+    if loc is None:
+        return ""
+    if not release:
+        not_read.append(NotRead("Release", loc.line, "the header table has no Release value"))
+    elif not re.fullmatch(r"\d+(\.\d+)+", release):
+        not_read.append(NotRead("Release", loc.line, f"{release!r} is not an Oracle release number (e.g. 19.0.0.0.0)"))
+        release = ""
+    return release
 
 
 _SNAP = re.compile(r"^\s*(Begin|End) Snap:\s+\d+\s+(\d\d-\w{3}-\d\d \d\d:\d\d:\d\d)")
@@ -358,8 +442,8 @@ def _event_table(lines: list[Line], i_title: int, name: str, title: str, lazy: b
         nxt = lines[k + 1].text if k + 1 < len(lines) else ""
         if not t.strip() or ln.page or re.match(r"^\s+-{10,}", t) or nxt.lstrip().startswith("~"):
             break
-        if is_dash_line(t) or t.startswith("->"):
-            continue
+        if is_dash_line(t) or t.startswith("->") or not re.search(r"[A-Za-z0-9]", t):
+            continue  # rules, notes, and a pasted elision ('.')
         try:
             events.append(_event_row(ln, name, cols, kinds, names, title, time_label, avg_label, avg_unit, truncated))
         except ImportInputError as err:
@@ -376,6 +460,13 @@ def _event_row(ln: Line, name: str, cols: list[tuple[int, int]], kinds: list[str
     loc = Loc(name, ln.number)
     event = ln.text[: cols[kinds.index("name")][1]].strip()
     fields = dict(zip(kinds, cut(ln.text, cols, loc, [f"{title}: {n}" + (f" of {event!r}" if event else "") for n in names])))
+    return event_from_fields(event, fields, loc, title, time_label, avg_label, avg_unit, truncated)
+
+
+def event_from_fields(event: str, fields: dict[str, str], loc: Loc, title: str, time_label: str, avg_label: str,
+                      avg_unit: str | None, truncated: bool = False) -> Event:
+    """One events-table row from its cells by kind (name, waits, time, avg, pct,
+    class), as the text and the HTML report both print them."""
     if not event:
         raise loc.error(f"{title}: Event", "the row has no event name")
     what = f"{title}: {{}} of {event!r}"
@@ -383,13 +474,18 @@ def _event_row(ln: Line, name: str, cols: list[tuple[int, int]], kinds: list[str
     if not waits_text and event != CPU_EVENT:
         raise loc.error(what.format("Waits"), "is empty")
     waits = number(waits_text, loc, what.format("Waits"), suffix=True) if waits_text else None
-    time_s = number(fields["time"], loc, what.format(time_label), suffix=True)
+    time_s = number(fields.get("time", ""), loc, what.format(time_label), suffix=True)
     avg_text = fields.get("avg", "")
     avg = duration_ms(avg_text, loc, what.format(avg_label or "Avg"), avg_unit) if avg_text else None
     pct_text = fields.get("pct", "")
     pct = number(pct_text, loc, what.format("% DB time")) if pct_text else None
     has_unit = bool(re.search(r"[a-zµ]\s*$", avg_text))
     return Event(event, waits, time_s, avg, has_unit, pct, fields.get("class", ""), loc, truncated)
+
+
+def classify(label: str) -> str:
+    """What an events-table column holds, from its heading."""
+    return _classify(label)
 
 
 _TOP = re.compile(r"^Top \d+ .*Events")
@@ -508,12 +604,26 @@ def _host_idle(lines: list[Line], name: str) -> Value | None:
             if "%Idle" not in names:
                 return None
             loc = Loc(name, lines[k + 2].number)
-            value = cut(lines[k + 2].text, cols, loc, [f"Host CPU {n}" for n in names])[names.index("%Idle")]
-            idle = number(value, loc, "Host CPU %Idle")
-            if not 0 <= idle <= 100:
-                raise loc.error("Host CPU %Idle", f"{idle:g} is not a percentage")
-            return Value(idle, loc, "Host CPU %Idle")
+            values = dict(zip(names, cut(lines[k + 2].text, cols, loc, [f"Host CPU {n}" for n in names])))
+            return host_idle_value(values, loc)
     return None
+
+
+def host_idle_value(values: dict[str, str], loc: Loc) -> Value:
+    """%Idle of the Host CPU row, checked against %User and %System: a row
+    printed shifted (a blank Sockets value) puts numbers under the wrong
+    headings, and only their sum shows it."""
+    idle = number(values.get("%Idle", ""), loc, "Host CPU %Idle")
+    if not 0 <= idle <= 100:
+        raise loc.error("Host CPU %Idle", f"{idle:g} is not a percentage: the row does not line up with its heading")
+    try:
+        busy = number(values.get("%User", ""), loc, "Host CPU %User") + number(values.get("%System", ""), loc, "Host CPU %System")
+    except ImportInputError:
+        return Value(idle, loc, "Host CPU %Idle")
+    if abs(busy + idle - 100.0) > 2.0 and busy + idle > 100.0:
+        raise loc.error("Host CPU %Idle", f"%User + %System + %Idle = {busy + idle:.1f}, over 100: the row does not line up "
+                        "with its heading (printed shifted)")
+    return Value(idle, loc, "Host CPU %Idle")
 
 
 def _std_block_size(lines: list[Line], name: str) -> Value | None:
@@ -555,6 +665,30 @@ def _slob_vars(lines: list[Line], name: str) -> dict[str, tuple[str, Loc]]:
     return out
 
 
+slob_vars = _slob_vars  # the HTML reader reads the SQL text tables the same way
+
+
+def cpu_marks(r: AwrReport) -> list[str]:
+    """DB CPU against the host's busy CPUs: the database cannot use more CPU than
+    the host was busy. A mark when it does (10% and half a CPU of slack for
+    rounding and sampling), never a refusal: both figures are kept as printed."""
+    cpus_text = r.header.get("CPUs", "")
+    if r.host_idle_pct is None or "db_cpu" not in r.load or not cpus_text.isdigit():
+        return []
+    try:
+        db_cpu = r.load["db_cpu"]
+    except ImportInputError:
+        return []
+    cpus = int(cpus_text)
+    busy = cpus * (100.0 - r.host_idle_pct.value) / 100.0
+    if db_cpu.value <= busy * 1.1 + 0.5:
+        return []
+    return [f"{r.path}: DB CPU {db_cpu.value:g} s per second ({db_cpu.loc}) is more than the host's busy CPUs, "
+            f"{cpus} CPUs x {100.0 - r.host_idle_pct.value:.1f}% busy = {busy:.1f} ({r.host_idle_pct.loc}): the Host CPU "
+            "figures and the database's disagree (another host's or an older CPU count, or a report edited by hand); "
+            "both are kept as printed"]
+
+
 def _line_at(starts: list[int], offset: int) -> int:
     lo, hi = 0, len(starts) - 1
     while lo < hi:
@@ -566,4 +700,5 @@ def _line_at(starts: list[int], offset: int) -> int:
     return lo
 
 
-__all__ = ["CPU_EVENT", "AwrReport", "Event", "LoadProfile", "parse_awr"]
+__all__ = ["CPU_EVENT", "RAC_GLOBAL_HELP", "AwrReport", "Event", "LoadProfile", "NotRead", "classify", "event_from_fields",
+           "cpu_marks", "host_idle_value", "parse_awr", "slob_vars"]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..engines.base import describe_size, fmt_bytes
+from ..engines.base import Capabilities, describe_size, fmt_bytes
 from ..results import (
     ENVIRONMENT_FILE,
     EXPERIMENT_FILE,
@@ -252,6 +252,14 @@ class RunData:
             return kind
 
     @property
+    def capabilities(self) -> Capabilities:
+        """What the run's engine declares it measures and how to caption it (an
+        empty record for a run imported from elsewhere)."""
+        from ..engines import capabilities_of
+
+        return capabilities_of(str(self.environment.get("engine") or (self.spec.get("engine") or {}).get("kind") or ""))
+
+    @property
     def engine_version(self) -> str:
         return str(self.environment.get("engine_version") or "")
 
@@ -482,7 +490,25 @@ def load_run(path: Path | str) -> RunData:
     if _summary_stale(summary, rows):
         _recompute_summary(data)
     _older_statistics_note(data)
+    _import_notes(rd, data)
     return data
+
+
+IMPORT_NOTES_FILE = "import-notes.json"  # written by importers/rundir.py
+
+
+def _import_notes(rd: RunDir, data: RunData) -> None:
+    """An imported run's fields left out ("not read") and consistency marks, as notes of the report."""
+    doc = _optional_json(rd, IMPORT_NOTES_FILE, data.notes)
+    files = sorted((doc.get("files") or {}).items())
+    for kind, key in (("not read (left out, the rest imported)", "not_read"), ("marked", "marks")):
+        texts = [str(t) for _, entry in files for t in entry.get(key) or []]
+        if len(texts) <= 3:
+            data.notes += [f"{kind}: {t}" for t in texts]
+        else:  # one line for many: the list is in the file
+            data.notes.append(f"{kind}: {len(texts)} notes in {IMPORT_NOTES_FILE}, the first: {texts[0]}")
+    for text in doc.get("runs") or []:
+        data.notes.append(str(text))
 
 
 def _optional_json(rd: RunDir, name: str, notes: list[str]) -> dict[str, Any]:

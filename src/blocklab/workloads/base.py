@@ -11,12 +11,11 @@ its own with `engine.dialect(self.name)`.
 
 from __future__ import annotations
 
-import inspect
 from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from ..engines.base import Engine
+from ..engines.base import Capabilities, DialectBase, Engine, missing_methods, protocol_methods
 
 # Figures the probes add to any workload's run where the engine or host reports them
 # (its I/O counters, CPU, the device's): measure.metric may name these too, and any
@@ -42,12 +41,16 @@ class Options(BaseModel):
 class Workload(Protocol):
     name: ClassVar[str]
     default_metric: ClassVar[str]  # what the verdict is about unless measure.metric says otherwise
+    # the result row's metric that counts the run's work and its unit in words, ("rows",
+    # "row inserted"): CPU profiles are divided by it (analysis/cpu_profile.py)
+    work: ClassVar[tuple[str, str]]
     default_goal: ClassVar[str]  # "max" (throughput) or "min" (elapsed)
     metrics: ClassVar[tuple[str, ...]]  # the figures every run reports: what measure.metric may name
     rows_option: ClassVar[str | None]  # the option --rows sets when the workload builds no data set (else dataset.rows)
     Dialect: ClassVar[type]  # the Protocol an engine implements to run this workload
     needs: ClassVar[str]  # what the dialect provides, in words (for the refusal message)
-    dialect_class: type  # the chosen engine's dialect class (set by make_workload; estimates use it)
+    dialect_class: type[DialectBase]  # the chosen engine's dialect class (set by make_workload; estimates use it)
+    capabilities: Capabilities  # the chosen engine's (set by make_workload; describe() captions with it)
 
     def prepare(self, engine: Engine) -> None:
         """Build the data set if it is missing or stale; cheap when it is there."""
@@ -81,24 +84,38 @@ def timed_series(workload: Any) -> tuple[dict[str, list[float]], str] | None:
     return dict(getattr(workload, "series", None) or {}), str(key)
 
 
-def dialect_bytes_per_row(dialect_class: type, default: float) -> float:
+def workload_cold_problem(workload: Any, engine: Engine) -> str | None:
+    """Why this workload's relations cannot be evicted on this engine although the engine
+    evicts its own data sets (a workload over the user's own tables says so with a
+    `own_relations_cold_problem(engine)` method); None for the others."""
+    ask = getattr(workload, "own_relations_cold_problem", None)
+    return ask(engine) if ask is not None else None
+
+
+def workload_check(workload: Any, engine: Engine) -> None:
+    """What a workload checks on the started engine before anything runs, changing nothing
+    (its `check(engine)`: the sql workload's check run of the user's scripts); SpecError."""
+    check = getattr(workload, "check", None)
+    if check is not None:
+        check(engine)
+
+
+def workload_record(workload: Any) -> dict[str, Any] | None:
+    """What a workload keeps with its run for the report (its `report_record()`: the user's
+    scripts, for workload `sql`), written as workload.json; None for the others."""
+    record = getattr(workload, "report_record", None)
+    return record() if record is not None else None
+
+
+def dialect_bytes_per_row(dialect_class: type[DialectBase], default: float) -> float:
     """What a row of this workload's tables takes on the engine (its dialect says; else `default`)."""
-    return float(getattr(dialect_class, "bytes_per_row", default))
-
-
-def protocol_methods(protocol: type) -> list[str]:
-    """The methods a dialect Protocol asks for (its own, public ones)."""
-    return sorted(
-        name for name, member in vars(protocol).items()
-        if not name.startswith("_") and inspect.isfunction(member)
-    )
-
-
-def missing_methods(dialect_class: type, protocol: type) -> list[str]:
-    """What `dialect_class` lacks of `protocol` (empty: it implements it)."""
-    return [m for m in protocol_methods(protocol) if not callable(getattr(dialect_class, m, None))]
+    declared = dialect_class.bytes_per_row
+    return float(default if declared is None else declared)
 
 
 def dialect_of(engine: Engine, workload: str) -> Any:
     """The engine's dialect for this workload (checked in validation already)."""
     return engine.dialect(workload)
+
+
+__all__ = ["Options", "Workload", "dialect_bytes_per_row", "missing_methods", "protocol_methods", "timed_series"]

@@ -30,8 +30,9 @@ import re
 import time
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..base import EngineError
+from ..base import DialectBase, EngineError
 from . import files
+from .cpu_profile import ProfileProcesses
 
 if TYPE_CHECKING:
     from . import RocksDbEngine, RocksDbSession
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 _COMPACTION_FINISHED = re.compile(r'"event": "compaction_finished".*?"num_output_records": (\d+)')
 
 
-class _Dialect:
+class _Dialect(DialectBase):
     # a key of 16 bytes and a value of 400 (the recipes' value_size), no compression, plus
     # index and filter blocks; write workloads may hold a compaction's output beside its input
     bytes_per_row = 600.0
@@ -185,5 +186,6 @@ DIALECTS: dict[str, type] = {
     "point_read": PointRead,
     "overwrite": Overwrite,
     "reload": Reload,
+    "cpu_profile": ProfileProcesses,
 }
 __all__ = ["DIALECTS"]
