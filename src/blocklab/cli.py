@@ -24,7 +24,7 @@ from .cli_import import import_group
 from .cli_server import clean_command, doctor_command, restore_command
 from .cli_system import calibrate_command, sysstats_command
 from .cli_tune import tune_command
-from .console import ConsoleReporter, make_console, settings_table
+from .console import ConsoleReporter, explain_text, make_console, settings_table
 from .device.twin import ENV_VAR as TWIN_ENV_VAR
 from .device.twin import MODES as TWIN_MODES
 from .engines import available as available_engines
@@ -124,6 +124,7 @@ def main() -> None:
               help="after the cells, fio replays each setting's I/O on the same file system and the engine's share of "
                    "it is printed (on: required; off: not; only: just that, for the run given by --resume). "
                    "Default: on where fio is installed and the data directory is on this host")
+@click.option("--explain", is_flag=True, help="after the verdict, print how it was judged (the report's 'How to read this')")
 @click.option("--cpu-profile", "cpu_profile", is_flag=True,
               help="sample the engine's own processes' stacks with perf in every cell: flame graphs per setting and the "
                    "functions whose CPU per unit of work grows with the knob (measure.cpu_profile)")
@@ -137,7 +138,7 @@ def main() -> None:
 @fleet_run_options  # --fleet, --hosts, --certs, --insecure, --share-disk (cli_fleet.py)
 def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_server_changes, out, resume, no_retry, wait_s,
                 device_twin, cpu_profile, cpu_profile_hz, trace_function, trace_arg, scripts, setup, load, sessions, duration,
-                transactions, defines, allow_writes, **fleet) -> None:
+                transactions, defines, allow_writes, explain, **fleet) -> None:
     """Run an experiment FILE or built-in RECIPE and print the verdict.
 
     \b
@@ -149,6 +150,7 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_ser
       blocklab run --resume results/mbrc-20261122-101500 --no-retry
       blocklab run slob --wait 3600          # queue behind another run on the same cache
       blocklab run mbrc --quick --device-twin off       # no fio replay after the cells
+      blocklab run mbrc --quick --explain               # the verdict, then how it was judged
       blocklab run --resume results/mbrc-20261122-101500 --device-twin only   # add the device twin to a run
       blocklab run mbrc --fleet tls://sched:8786 --certs ~/fleet-certs    # every host of a fleet
 
@@ -232,6 +234,8 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_ser
     except EngineError as err:
         fail(console, str(err), EXIT_FAILED)
     device_twin = _device_twin_mode(console, exp, device_twin)
+    for warning in exp.warnings():  # said before any cell, so the run can be stopped and given more rows
+        console.print(f"warning: {warning}", style="yellow", markup=False, highlight=False)
     console.print(f"results: {run_dir.path}")
     reporter = ConsoleReporter(console, lambda cell: _cell_text(exp, cell))
     try:
@@ -249,6 +253,8 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_ser
         _owed_hint(console, run_dir)
         fail(console, f"{err}\nwhat was measured is kept: continue with blocklab run --resume {run_dir.path}", EXIT_FAILED)
     _print_summary(console, exp, summary, run_dir)
+    if explain:
+        console.print(explain_text(summary), markup=False, highlight=False)
 
 
 def _device_twin_mode(console: Any, exp: Any, asked: str | None) -> str:
@@ -334,13 +340,9 @@ def _cell_text(exp: Any, cell: Any) -> str:
 
 
 def _print_summary(console: Any, exp: Any, summary: dict[str, Any], run_dir: RunDir) -> None:
-    if summary.get("settings") and summary.get("best_label"):
+    if summary.get("settings") and summary.get("analysis"):
         console.print(settings_table(summary, "", exp.describe_setting))
-        best = summary["best"]
-        if len(best) == 1:
-            knob, value = next(iter(best.items()))
-            console.print(f"Best {knob} is {exp.describe_setting(summary['best_label'])}")
-        console.print(summary["verdict"])
+        console.print(summary["verdict"], markup=False, highlight=False)
     _print_why(console, summary, exp.describe_setting)
     _print_workload_tables(console, run_dir, summary)
     _print_efficiency(console, run_dir, summary, exp.describe_setting)
@@ -440,7 +442,8 @@ def recipes_command(show: str | None) -> None:
 
 @main.command("report")
 @click.argument("run_dir", metavar="RUN_DIR", type=click.Path(path_type=Path))
-def report_command(run_dir: Path) -> None:
+@click.option("--explain", is_flag=True, help="also print the verdict and how it was judged (the report's 'How to read this')")
+def report_command(run_dir: Path, explain: bool) -> None:
     """Write the HTML report and the plots of a results directory (again).
 
     Works on finished runs, interrupted ones and runs with failed cells; prints
@@ -450,20 +453,29 @@ def report_command(run_dir: Path) -> None:
     Examples:
       blocklab report results/mbrc-20261122-101500
       blocklab report results/mbrc-20261122-101500 | grep report.html
+      blocklab report results/mbrc-20261122-101500 --explain
       blocklab report results/tune-space-20261126-130000     # a tune's (also while it runs)
     """
+    from .report.data import load_run
     from .report.tune import write_tune_report
     from .report.writer import write_report
 
     console = make_console()
+    tune = (run_dir / "tune.json").is_file()  # a tune's directory has its own report (report/tune.py)
     try:
-        # a tune's directory has its own report (report/tune.py): the search, the race, the confirmation
-        paths = write_tune_report(run_dir) if (run_dir / "tune.json").is_file() else write_report(run_dir)
+        paths = write_tune_report(run_dir) if tune else write_report(run_dir)
     except ResultsError as err:
         fail(console, f"RUN_DIR {err}; give a directory written by `blocklab run`", EXIT_BAD_INPUT)
     for path in paths:
         if path.suffix in (".html", ".png"):
             click.echo(str(path))
+    if explain and tune:
+        state = RunDir(run_dir).read_json("tune.json")
+        click.echo(str((state.get("confirmation") or {}).get("verdict") or "The tune's confirmation is not measured yet."))
+    elif explain:
+        summary = load_run(run_dir).summary
+        click.echo(str(summary.get("verdict") or "No measurement yet."))
+        click.echo(explain_text(summary))
 
 
 @main.command("export")
@@ -577,6 +589,8 @@ def _print_comparison(console: Any, result: Any) -> None:
     if result.only_in_b:
         console.print(f"only in B (not compared): {'; '.join(result.only_in_b)}", markup=False, highlight=False)
     console.print(result.summary_line(), markup=False, highlight=False)
+    if note := result.resolution_note():
+        console.print(note, markup=False, highlight=False)
 
 
 main.add_command(sysstats_command)  # `blocklab sysstats`: the system statistics (cli_system.py)

@@ -41,6 +41,7 @@ class Reanalysis:
 def recompute_summary(data: RunData) -> dict[str, Any]:
     """The summary of a loaded run, as the runner would write it today."""
     from ..search import sequential_looks
+    from .load import load_axes_of
     from .summary import summarise
 
     old = data.summary
@@ -59,6 +60,8 @@ def recompute_summary(data: RunData) -> dict[str, Any]:
         knob_label=", ".join(data.knobs) or "setting",
         unit=data.unit,
         looks=sequential_looks(measure),
+        cells_planned=data.cells_planned,
+        load_axes=load_axes_of(str((data.spec.get("workload") or {}).get("kind") or ""), data.knobs),
     )
     for key in ("experiment", "cells_planned", "seed"):
         if key in old:
@@ -74,6 +77,9 @@ def recompute_summary(data: RunData) -> dict[str, Any]:
     summary.setdefault("experiment", data.name)
     summary.setdefault("cells_planned", data.cells_planned)
     summary.setdefault("seed", data.seed)
+    from .efficiency import add_to_summary
+
+    add_to_summary(summary, data.path, data.describe_label)  # the disk's line and the bottleneck's reasoning, as the runner adds them
     return summary
 
 
