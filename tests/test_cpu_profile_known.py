@@ -92,6 +92,9 @@ class NativeDialect(DialectBase):
     def level(self) -> int:
         return int(self.engine.current.get("native.level", 1))
 
+    def mode(self) -> str:
+        return "a"  # the null workload's second knob (its mode_gain); this engine has one mode
+
 
 class NativeProfile(DialectBase):
     def __init__(self, engine: NativeEngine):

@@ -68,6 +68,9 @@ class MemoryNullDialect(DialectBase):
     def level(self) -> int:
         return int(self.engine.current.get("memory.level", 0))
 
+    def mode(self) -> str:
+        return "a"  # the null workload's second knob (its mode_gain); this engine has one mode
+
 
 class MemoryEngine(EngineBase):
     name: ClassVar[str] = "memory"

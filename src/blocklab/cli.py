@@ -3,7 +3,7 @@
 Here: the group and the commands about an experiment and its results (run, plan,
 recipes, report, export, compare). The other commands live in modules of their
 own, added to the group at the end: cli_system.py (sysstats, calibrate),
-cli_server.py (doctor, clean, restore), cli_import.py, cli_fleet.py, cli_analyse.py.
+cli_server.py (doctor, clean, restore), cli_import.py, cli_fleet.py, cli_analyse.py, cli_tune.py.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from .cli_fleet import fleet_group, fleet_run_options, run_on_fleet, wants_fleet
 from .cli_import import import_group
 from .cli_server import clean_command, doctor_command, restore_command
 from .cli_system import calibrate_command, sysstats_command
+from .cli_tune import tune_command
 from .console import ConsoleReporter, explain_text, make_console, settings_table
 from .device.twin import ENV_VAR as TWIN_ENV_VAR
 from .device.twin import MODES as TWIN_MODES
@@ -487,19 +488,25 @@ def report_command(run_dir: Path, explain: bool) -> None:
       blocklab report results/mbrc-20261122-101500
       blocklab report results/mbrc-20261122-101500 | grep report.html
       blocklab report results/mbrc-20261122-101500 --explain
+      blocklab report results/tune-space-20261126-130000     # a tune's (also while it runs)
     """
     from .report.data import load_run
+    from .report.tune import write_tune_report
     from .report.writer import write_report
 
     console = make_console()
+    tune = (run_dir / "tune.json").is_file()  # a tune's directory has its own report (report/tune.py)
     try:
-        paths = write_report(run_dir)
+        paths = write_tune_report(run_dir) if tune else write_report(run_dir)
     except ResultsError as err:
         fail(console, f"RUN_DIR {err}; give a directory written by `blocklab run`", EXIT_BAD_INPUT)
     for path in paths:
         if path.suffix in (".html", ".png"):
             click.echo(str(path))
-    if explain:
+    if explain and tune:
+        state = RunDir(run_dir).read_json("tune.json")
+        click.echo(str((state.get("confirmation") or {}).get("verdict") or "The tune's confirmation is not measured yet."))
+    elif explain:
         summary = load_run(run_dir).summary
         click.echo(str(summary.get("verdict") or "No measurement yet."))
         click.echo(explain_text(summary))
@@ -629,6 +636,7 @@ main.add_command(doctor_command)  # `blocklab doctor`: what runs on a server and
 main.add_command(clean_command)  # `blocklab clean`: remove what blocklab made on a --dsn server (cli_server.py)
 main.add_command(restore_command)  # `blocklab restore`: settings a run still owes a --dsn server (cli_server.py)
 main.add_command(analyse_command)
+main.add_command(tune_command)  # `blocklab tune`: several knobs at once, raced and confirmed (cli_tune.py)
 
 if __name__ == "__main__":
     main()

@@ -520,6 +520,11 @@ class Engine(Protocol):
         have published what they did during it (a multi-session point); `sessions`:
         the point's sessions, whose pending statistics are published at the end."""
 
+    def config_lines(self, settings: dict[str, Any]) -> list[str]:
+        """Canonical settings as the lines a person pastes into this engine's own
+        configuration (ALTER SYSTEM for PostgreSQL, my.cnf for MariaDB, db_bench
+        flags for RocksDB): what `blocklab tune` prints for its winner."""
+
     def cell_notes(self) -> dict[str, Any]:
         """What the engine keeps about the cell it just ran, for the result row's notes
         (an engine driven by a tool: the exact commands, to re-run them by hand); {} for
@@ -613,6 +618,10 @@ class EngineBase:
         return []
     def cell_notes(self) -> dict[str, Any]:
         return {}  # a server's statements are the workload's own: nothing to add
+
+    def config_lines(self, settings: dict[str, Any]) -> list[str]:
+        """An engine without a configuration syntax of its own: one `name = value` each."""
+        return [f"{self.native_name(k)} = {'on' if v is True else 'off' if v is False else v}" for k, v in settings.items()]
 
     @classmethod
     def native_name(cls, knob: str) -> str:

@@ -29,12 +29,16 @@ class NullDialect(Protocol):
     def level(self) -> int:
         """The engine's current level setting (the score is derived from it)."""
 
+    def mode(self) -> str:
+        """The engine's current mode setting (scales the score by mode_gain)."""
+
 
 class NullOptions(Options):
     sleep_s: float = 0.0
     fail_level: int | None = None  # raise when the level equals this
     noise: float = 0.01
     peak: int | None = None  # score peaks at this level (for search tests)
+    mode_gain: dict[str, float] = {}  # score x this factor under each mode (a second knob's surface; 1 if absent)
 
 
 class NullWorkload:
@@ -74,7 +78,8 @@ class NullWorkload:
         with engine.connect() as session, RunProbe(engine, session):
             rows = dialect.count_rows(session, self.dataset.table)
             time.sleep(self.options.sleep_s)
-        base = 10_000 - (level - self.options.peak) ** 2 if self.options.peak is not None else level + 1
+        shape = 10_000 - (level - self.options.peak) ** 2 if self.options.peak is not None else level + 1
+        base = shape * self.options.mode_gain.get(dialect.mode(), 1.0)
         return {"score": base * (1 + self.rng.gauss(0, self.options.noise)), "elapsed_s": self.options.sleep_s, "rows": float(rows)}
 
     def describe(self, m: dict[str, float]) -> str:

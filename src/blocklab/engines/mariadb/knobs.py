@@ -308,6 +308,15 @@ class KnobsMixin:
             default=var.global_value, description=desc, readings=readings, reading=reading,
         )
 
+    def config_lines(self, settings: dict[str, Any]) -> list[str]:
+        """my.cnf lines under [mysqld] (the page size only takes at a new data directory)."""
+        lines = ["[mysqld]"]
+        for name, value in settings.items():
+            native = self.knob(name).native
+            note = "  # only when the data directory is created (mariadb-install-db)" if native == "innodb_page_size" else ""
+            lines.append(f"{native} = {_server_value(value)}{note}")
+        return lines
+
     def check_settings(self, settings: dict[str, Any], *, partial: bool = False) -> dict[str, Any]:
         """Canonical values for one setting; KnobError (naming the knob and what is
         accepted) for anything the server would refuse or silently round."""

@@ -50,6 +50,9 @@ class NullDialect(DialectBase):
     def level(self) -> int:
         return int(self.engine.current.get("null.level", 0))
 
+    def mode(self) -> str:
+        return str(self.engine.current.get("null.mode", "a"))
+
 
 class NullEngine(EngineBase):
     name: ClassVar[str] = "null"

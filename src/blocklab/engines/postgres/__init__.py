@@ -321,6 +321,29 @@ class PostgresEngine(DsnServerMixin, EngineBase):
                 time.sleep(0.1)
         return self.read_back(settings)
 
+    def config_lines(self, settings: dict[str, Any]) -> list[str]:
+        """ALTER SYSTEM lines (a restart-class parameter says so); what no ALTER
+        SYSTEM sets (checksums, the block size, the disk's read-ahead) as a comment."""
+        lines: list[str] = []
+        reload = False
+        for name, value in settings.items():
+            info = self.knob(name)
+            native = info.native
+            if native == ReadAhead.NATIVE:
+                lines.append(f"-- the data disk's read-ahead: echo {value} > /sys/block/DEVICE/queue/read_ahead_kb")
+            elif native == "data_checksums":
+                lines.append(f"-- data checksums: pg_checksums --{'enable' if value else 'disable'} (server stopped)")
+            elif native == "block_size":
+                lines.append(f"-- block_size {value}: fixed when PostgreSQL is compiled")
+            else:
+                literal = "'" + knobs.conf_value(info, value).replace("'", "''") + "'"
+                restart = "  -- takes effect after a restart" if info.apply >= ApplyClass.RESTART else ""
+                reload = reload or info.apply < ApplyClass.RESTART
+                lines.append(f"ALTER SYSTEM SET {native} = {literal};{restart}")
+        if reload:
+            lines.append("SELECT pg_reload_conf();")
+        return lines
+
     def read_back(self, settings: Iterable[str]) -> dict[str, str]:
         """What the server reports for each knob, in a new measuring session: SHOW
         (as people read it, recorded as `applied`) and pg_settings' raw setting

@@ -434,6 +434,11 @@ class RocksDbEngine(EngineBase):
             notes["assertions_enabled"] = outcome.result.assertions
         self._notes["latency_source"] = "rocksdb.sst.read.micros"
 
+    def config_lines(self, settings: dict[str, Any]) -> list[str]:
+        """db_bench flags, one a line (--name=value), as blocklab passes them."""
+        infos = {name: self.knob(name) for name in settings}
+        return [f"--{flag}={text}" for flag, text in knobs.to_flags(settings, infos, self.defaults()).items()]
+
     def cell_notes(self) -> dict[str, Any]:
         return dict(self._notes)
 

@@ -195,6 +195,19 @@ class SqliteEngine(EngineBase):
             )
         return with_limits(KNOBS[GENERIC_TO_NATIVE[name]])
 
+    def config_lines(self, settings: dict[str, Any]) -> list[str]:
+        """PRAGMA lines (the page size takes only at a new file or a VACUUM; the
+        checksum VFS is a load-time extension, not a PRAGMA)."""
+        lines = []
+        for name, value in settings.items():
+            native = self.knob(name).native
+            if native == "cksumvfs":
+                lines.append(f"-- checksums: {'load the cksumvfs extension before opening the file' if value else 'open without cksumvfs'}")
+            else:
+                text = "ON" if value is True else "OFF" if value is False else str(value)
+                lines.append(f"PRAGMA {native} = {text};" + ("  -- then VACUUM to rewrite the file" if native == "page_size" else ""))
+        return lines
+
     def check_settings(self, settings: dict[str, Any], *, partial: bool = False) -> dict[str, Any]:
         """Canonical values (ints, bools, lower-case names); KnobError on anything SQLite
         would refuse or silently ignore."""

@@ -1,0 +1,290 @@
+"""`blocklab tune` against an exhaustive sweep, and against the single-run way, on the embedded PostgreSQL.
+
+The space: pg.io_method {sync, worker} x pg.io_workers {1, 3, 8} x
+multiblock_read (io_combine_limit) {1, 2, 4, 8, 16, 64} x
+pg.effective_io_concurrency {1, 16, 128} = 108 configurations, cold full
+scans (mbrc with small rows), direct I/O.
+
+1. The exhaustive sweep (`blocklab run`, `repeats` randomised blocks of all
+   108) gives the reference optimum (the block model's best) and the cells a
+   sweep costs.
+2. `runs` independent tunes (seeds 1..runs), each with a budget of 20% of the
+   sweep's cells, the confirmation included (restarts priced in cells).
+3. For each tune, a held-out re-measurement on a new engine instance (the
+   server started again) in `heldout` new blocks of the winner, the default and
+   the reference optimum: (a) the winner against the optimum (paired): within
+   3% when the ratio is at least 0.97; (b) the winner's advantage over the
+   default: does the held-out estimate lie in the interval the tune claimed
+   (strict), and is it consistent with the claim (the difference of the two
+   log ratios within its own 95% interval: the claim not contradicted)?
+4. The single-run way, side by side: the same optimiser (Optuna TPE), the same
+   budget, every trial one cell, the default measured once as trial 0; its
+   winner is the best single cell and its claim the ratio of two single cells.
+   Held out the same way: does the held-out interval contain its claim?
+
+Every step writes its rows in its own directory under --out; benchmark.jsonl
+holds one line per run, so an interrupted benchmark continues with --out DIR.
+
+    python benchmarks/tune.py --rows 300000 --runs 10 --out /tmp/tunebench/bench --sweep-dir /tmp/tunebench/sweep
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+from scipy import stats as scipy_stats
+
+from blocklab.analysis.paired import BlockCell, fit_blocks
+from blocklab.engines.base import ApplyClass
+from blocklab.experiment import prepare
+from blocklab.plan import Cell, Setting
+from blocklab.results import RunDir
+from blocklab.runner import SilentReporter, _engine_stopped_at_exit, run
+from blocklab.spec import spec_from_dict
+from blocklab.tune.driver import Accounts, restart_knobs_of
+from blocklab.tune.optimiser import Optimiser
+from blocklab.tune.session import TuneSetup, _Cells, load_tune, run_tune
+
+KNOBS: dict[str, list[Any]] = {
+    "pg.io_method": ["sync", "worker"],
+    "pg.io_workers": [1, 3, 8],
+    "multiblock_read": [1, 2, 4, 8, 16, 64],
+    "pg.effective_io_concurrency": [1, 16, 128],
+}
+METRIC = "rows_per_s"
+SHARE = 0.20
+WITHIN = 0.97
+
+
+def base(rows: int) -> dict[str, Any]:
+    return {
+        "name": "tune-bench",
+        "engine": {"kind": "postgres", "settings": {"pg.io_max_combine_limit": 128, "direct_io": True}},
+        "dataset": {"table": "blocklab_scan", "rows": rows},
+        "workload": {"kind": "full_scan"},
+        "knobs": dict(KNOBS),
+        "measure": {"repeats": 3, "cache": "cold", "metric": METRIC},
+    }
+
+
+def toml_text(rows: int, budget: int) -> str:
+    def v(x: Any) -> str:
+        return json.dumps(x)
+
+    lines = ['name = "tune-bench"', "[engine]", 'kind = "postgres"', "[engine.settings]", '"pg.io_max_combine_limit" = 128',
+             "direct_io = true", "[dataset]", 'table = "blocklab_scan"', f"rows = {rows}", "[workload]", 'kind = "full_scan"', "[knobs]"]
+    lines += [f'"{k}" = [{", ".join(v(x) for x in vals)}]' for k, vals in KNOBS.items()]
+    lines += ["[measure]", 'cache = "cold"', f'metric = "{METRIC}"', "[tune]", f"budget = {budget}"]
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------ the sweep
+def sweep(rows: int, repeats: int, out: Path, cache: Path | None) -> tuple[dict[str, Any], int]:
+    """(the reference optimum's configuration, the sweep's cells)."""
+    run_dir = RunDir(out)
+    if not (out / "summary.json").exists():
+        raw = base(rows)
+        raw["measure"]["repeats"] = repeats
+        raw["measure"]["seed"] = 7
+        exp = prepare(spec_from_dict(raw, "benchmark", {}), "", "benchmark", cache_dir=cache)
+        run(exp, run_dir, SilentReporter())
+    summary = json.loads((out / "summary.json").read_text())
+    return summary["best"], len([r for r in run_dir.rows()])
+
+
+# ------------------------------------------------------------------ held-out blocks
+def measure_blocks(setup: TuneSetup, configs: dict[str, dict[str, Any]], blocks: int, seed: int, out: Path) -> list[BlockCell]:
+    """`blocks` new blocks of these configurations (name -> config) on the setup's engine,
+    started afresh: each block holds each once, in a random order."""
+    exp = setup.exp
+    run_dir = RunDir(out)
+    run_dir.create()
+    cells = _Cells(setup, run_dir, lambda _: None)
+    names = [d.name for d in setup.dimensions]
+    measured: list[BlockCell] = []
+    unique = {}
+    for name, config in configs.items():
+        unique.setdefault(Setting(tuple((k, config[k]) for k in names)).label, (name, config))
+    with _engine_stopped_at_exit(exp.engine, run_dir):
+        exp.engine.apply(exp.fixed)
+        rng = random.Random(seed)
+        for block in range(blocks):
+            order = list(unique.items())
+            rng.shuffle(order)
+            for label, (_name, config) in order:
+                setting = Setting(tuple((k, config[k]) for k in names))
+                rows = cells.measure(Cell(0, block, setting), {"phase": "heldout"})
+                ok = [r for r in rows if r.ok and r.metrics.get(METRIC, 0) > 0]
+                if ok:
+                    measured.append(BlockCell(block, label, float(ok[-1].metrics[METRIC])))
+    return measured
+
+
+def paired(cells: list[BlockCell], a: str, b: str) -> dict[str, Any]:
+    """a / b from the blocks holding both: ratio, 95% interval, log se, df."""
+    if a == b:
+        return {"ratio": 1.0, "low": 1.0, "high": 1.0, "log_se": 0.0, "df": math.inf}
+    effect = fit_blocks([c for c in cells if c.key in (a, b)], [a, b]).effect(a, b)
+    ratio, low, high = effect.interval(0.05)
+    return {"ratio": ratio, "low": low, "high": high, "log_se": effect.se, "df": effect.df}
+
+
+def label_of(setup: TuneSetup, config: dict[str, Any]) -> str:
+    return Setting(tuple((d.name, config[d.name]) for d in setup.dimensions)).label
+
+
+# ------------------------------------------------------------------ the single-run way
+def single_run(setup: TuneSetup, budget: int, seed: int, out: Path) -> dict[str, Any]:
+    """The same optimiser, the same budget, every trial one cell; the default once first."""
+    exp = setup.exp
+    run_dir = RunDir(out)
+    run_dir.create()
+    cells = _Cells(setup, run_dir, lambda _: None)
+    names = [d.name for d in setup.dimensions]
+    restart = restart_knobs_of(exp.knob_infos, names)
+    accounts = Accounts(exp.engine.change_cost(ApplyClass.RESTART, restart) if restart else 0.0, 0.5)
+    optimiser = Optimiser(setup.dimensions, seed, startup=10)
+    values: dict[str, float] = {}
+    configs: dict[str, dict[str, Any]] = {}
+    last_key = None
+    with _engine_stopped_at_exit(exp.engine, run_dir):
+        exp.engine.apply(exp.fixed)
+        trial = 0
+        default_label = label_of(setup, setup.default)
+        pending: list[tuple[int | None, dict[str, Any]]] = [(None, setup.default)]
+        while accounts.spent_cells < budget:
+            number, config = pending.pop() if pending else optimiser.ask()
+            label = label_of(setup, config)
+            setting = Setting(tuple((k, config[k]) for k in names))
+            key = tuple(str(config[k]) for k in restart)
+            rows = cells.measure(Cell(0, trial, setting), {"phase": "single", "trial": trial})
+            for i, row in enumerate(rows):
+                accounts.add(row, restarted=i == 0 and last_key is not None and key != last_key)
+            last_key = key
+            trial += 1
+            ok = [r for r in rows if r.ok and r.metrics.get(METRIC, 0) > 0]
+            value = float(ok[-1].metrics[METRIC]) if ok else None
+            if value is not None and label not in values:
+                values[label], configs[label] = value, config
+            if number is None:
+                if value is not None:
+                    optimiser.add_known(config, 0.0)
+                continue
+            told = math.log(value / values[default_label]) if value is not None and default_label in values else None
+            optimiser.tell(number, told)
+    winner = max(values, key=lambda k: values[k])
+    return {"winner": winner, "winner_config": configs[winner], "claim": values[winner] / values[default_label],
+            "trials": trial, "spent_cells": accounts.spent_cells}
+
+
+# ------------------------------------------------------------------ judging
+def consistent(claim: dict[str, Any], held: dict[str, Any]) -> bool:
+    """Is the held-out advantage consistent with the claimed one (their log difference
+    within its 95% interval, Welch-style degrees of freedom)?"""
+    se_c, se_h = claim.get("log_se"), held.get("log_se")
+    if se_c is None or se_h is None or not (math.isfinite(se_c) and math.isfinite(se_h)):
+        return False
+    diff = math.log(claim["ratio"]) - math.log(held["ratio"])
+    se = math.sqrt(se_c**2 + se_h**2)
+    if se == 0:
+        return diff == 0
+    df_c, df_h = max(float(claim.get("df") or 1), 1.0), max(float(held.get("df") or 1), 1.0)
+    df = se**4 / (se_c**4 / df_c + se_h**4 / df_h) if se_c > 0 or se_h > 0 else 1.0
+    return abs(diff) <= float(scipy_stats.t.ppf(0.975, df)) * se
+
+
+def one_run(i: int, args: argparse.Namespace, optimum: dict[str, Any], budget: int, out: Path) -> dict[str, Any]:
+    seed = 1000 + i
+    text = toml_text(args.rows, budget)
+    cache = args.cache
+    setup = load_tune("benchmark", seed=seed, cache_dir=cache, text=text, source=f"benchmark-run-{i}")
+    state = run_tune(setup, RunDir(out / f"tune-{i}"), say=lambda _: None)
+    claim = state["confirmation"]["winner_vs_default"] or {"ratio": 1.0, "low": 1.0, "high": 1.0, "log_se": 0.0, "df": math.inf}
+    winner_cfg = state["winner_config"]
+    setup = load_tune("benchmark", seed=seed, cache_dir=cache, text=text, source=f"benchmark-heldout-{i}")
+    names = {"winner": winner_cfg, "default": setup.default, "optimum": optimum}
+    held = measure_blocks(setup, names, args.heldout, seed + 1, out / f"heldout-{i}")
+    w, d, o = (label_of(setup, c) for c in (winner_cfg, setup.default, optimum))
+    to_opt, to_default = paired(held, w, o), paired(held, w, d)
+    setup = load_tune("benchmark", seed=seed, cache_dir=cache, text=text, source=f"benchmark-single-{i}")
+    sr = single_run(setup, budget, seed, out / f"single-{i}")
+    setup = load_tune("benchmark", seed=seed, cache_dir=cache, text=text, source=f"benchmark-single-heldout-{i}")
+    sr_held = measure_blocks(setup, {"winner": sr["winner_config"], "default": setup.default, "optimum": optimum}, args.heldout,
+                             seed + 2, out / f"single-heldout-{i}")
+    sw = label_of(setup, sr["winner_config"])
+    sr_to_opt, sr_to_default = paired(sr_held, sw, o), paired(sr_held, sw, d)
+    return {
+        "run": i, "seed": seed,
+        "tune": {"winner": w, "spent_cells": state["spent_cells"], "claim": claim, "heldout_to_optimum": to_opt,
+                 "heldout_to_default": to_default, "rounds": state["rounds"]},
+        "single": {"winner": sw, "spent_cells": sr["spent_cells"], "claim": sr["claim"], "heldout_to_optimum": sr_to_opt,
+                   "heldout_to_default": sr_to_default},
+    }
+
+
+def judge(line: dict[str, Any], sweep_cells: int) -> dict[str, Any]:
+    t, s = line["tune"], line["single"]
+    claim, held = t["claim"], t["heldout_to_default"]
+    return {
+        "tune_within": t["heldout_to_optimum"]["ratio"] >= WITHIN,
+        "tune_not_worse": (t["heldout_to_optimum"]["high"] or 0) >= WITHIN,
+        "tune_share": t["spent_cells"] / sweep_cells,
+        "tune_strict": claim.get("low") is not None and claim["low"] <= held["ratio"] <= claim["high"],
+        "tune_consistent": consistent(claim, held),
+        "single_within": s["heldout_to_optimum"]["ratio"] >= WITHIN,
+        "single_hold": s["heldout_to_default"]["low"] <= s["claim"] <= s["heldout_to_default"]["high"],
+        "single_loss30": s["heldout_to_default"]["ratio"] < 0.7 * s["claim"],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=300_000)
+    parser.add_argument("--repeats", type=int, default=3, help="blocks of the exhaustive sweep")
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--heldout", type=int, default=6, help="held-out blocks per run")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--sweep-dir", type=Path, help="an exhaustive sweep already run (its run directory)")
+    parser.add_argument("--cache", type=Path, help="the engine's cache directory (BLOCKLAB_CACHE otherwise)")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    optimum, sweep_cells = sweep(args.rows, args.repeats, args.sweep_dir or args.out / "sweep", args.cache)
+    budget = int(SHARE * sweep_cells)
+    print(f"sweep: {sweep_cells} cells, optimum {optimum}; tune budget {budget} cells ({SHARE:.0%})", flush=True)
+    log = args.out / "benchmark.jsonl"
+    done = [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
+    for i in range(len(done), args.runs):
+        line = one_run(i, args, optimum, budget, args.out)
+        with log.open("a") as f:
+            f.write(json.dumps(line) + "\n")
+        done.append(line)
+        j = judge(line, sweep_cells)
+        print(f"run {i}: tune {line['tune']['winner']} -> {line['tune']['heldout_to_optimum']['ratio']:.3f} of optimum, "
+              f"{j['tune_share']:.0%} of the sweep, claim {line['tune']['claim']['ratio']:.3f} held-out "
+              f"{line['tune']['heldout_to_default']['ratio']:.3f} strict={j['tune_strict']} consistent={j['tune_consistent']}; "
+              f"single {line['single']['heldout_to_optimum']['ratio']:.3f} of optimum, claim {line['single']['claim']:.3f} "
+              f"held-out {line['single']['heldout_to_default']['ratio']:.3f} hold={j['single_hold']}", flush=True)
+    judged = [judge(x, sweep_cells) for x in done]
+    n = len(judged)
+
+    def count(key: str) -> str:
+        return f"{sum(1 for j in judged if j[key])} of {n}"
+
+    print(f"tune: within 3% of the optimum (held-out paired ratio >= {WITHIN}): {count('tune_within')}; not shown worse than "
+          f"{WITHIN}: {count('tune_not_worse')}; median share of the sweep's cells {statistics.median(j['tune_share'] for j in judged):.1%} "
+          f"(max {max(j['tune_share'] for j in judged):.1%})")
+    print(f"tune: claimed advantage over the default holds: strict (held-out estimate inside the claimed interval) "
+          f"{count('tune_strict')}; consistent (not contradicted at 5%) {count('tune_consistent')}")
+    print(f"single-run: within 3% of the optimum {count('single_within')}; its claim inside the held-out 95% interval "
+          f"{count('single_hold')}; lost 30% or more of its claim {count('single_loss30')}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

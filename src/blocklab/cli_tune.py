@@ -1,0 +1,93 @@
+"""`blocklab tune`: search several knobs at once, race the candidates, confirm the winner
+(the library is blocklab.tune; this module parses, prints and exits)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, fail
+from .console import make_console
+from .engines.base import EngineError
+from .paths import results_root
+from .results import ResultsError, ResultsWriteError, RunDir
+from .runner import Interrupted, new_run_dir
+from .spec import SpecError
+
+
+@click.command("tune")
+@click.argument("target", required=False)
+@click.option("--budget", type=str, metavar="CELLS|DURATION",
+              help="what the tune may spend, the confirmation included: cells (60) or a duration (90s, 20m, 1h30m); "
+                   "default: the experiment's [tune] budget")
+@click.option("--seed", type=int, help="random seed of the optimiser and the block orders (drawn and recorded if absent)")
+@click.option("--out", type=click.Path(path_type=Path), help="results directory (default results/NAME-TIMESTAMP)")
+@click.option("--resume", type=click.Path(path_type=Path, file_okay=False), help="continue an interrupted tune in this directory")
+@click.option("--fleet", type=str, default=None, metavar="ADDRESS", help="not built yet: a tune per host of a fleet (refused)")
+def tune_command(target: str | None, budget: str | None, seed: int | None, out: Path | None, resume: Path | None, fleet: str | None) -> None:
+    """Search the experiment's knobs (sets or ranges) for the best configuration,
+    judge the candidates in a race of randomised blocks beside the incumbent and
+    the default, and confirm the winner on fresh blocks.
+
+    \b
+    Examples:
+      blocklab tune my-space.toml --budget 60
+      blocklab tune my-space.toml --budget 20m --seed 3 --out results/tune-today
+      blocklab tune --resume results/tune-space-20261126-130000
+    """
+    from .tune.session import load_saved_tune, load_tune, run_tune
+
+    console = make_console()
+
+    def say(text: str) -> None:
+        console.print(text, markup=False, highlight=False)
+
+    if fleet is not None:
+        fail(console, "--fleet: a tune on a fleet (each host its own best) is not built yet; run blocklab tune on one host, "
+                      "or blocklab run --fleet for a sweep", EXIT_BAD_INPUT)
+    try:
+        if resume is not None:
+            if target or budget or seed is not None or out:
+                raise SpecError("--resume continues a tune exactly as it started: give no FILE/RECIPE, --budget, --seed or --out")
+            setup = load_saved_tune(resume)
+            run_dir = RunDir(resume)
+        else:
+            if not target:
+                raise SpecError("give an experiment FILE whose [knobs] are the space to search (or --resume DIR)")
+            if out is not None and (out / "tune-spec.json").exists():
+                raise SpecError(f"--out {out}: already holds a tune; continue it with --resume {out}, or choose another --out")
+            setup = load_tune(target, budget=budget, seed=seed)
+            run_dir = RunDir(out) if out else new_run_dir(results_root(), setup.exp.spec.name)
+    except (SpecError, ResultsError) as err:
+        fail(console, str(err), EXIT_BAD_INPUT)
+    except EngineError as err:
+        fail(console, str(err), EXIT_FAILED)
+    say(f"results: {run_dir.path}")
+    say(f"space: {setup.spec.size():,} configurations of {', '.join(d.name + ' ' + d.describe() for d in setup.dimensions)}; "
+        f"budget {setup.spec.budget.text()}; seed {setup.exp.seed}")
+    try:
+        state = run_tune(setup, run_dir, say=say, resume=resume is not None)
+    except Interrupted as err:
+        console.print(f"{err}; continue with: blocklab tune --resume {run_dir.path}", markup=False, highlight=False)
+        sys.exit(EXIT_INTERRUPTED)
+    except (SpecError, ResultsError) as err:
+        fail(console, str(err), EXIT_BAD_INPUT)
+    except (EngineError, ResultsWriteError) as err:
+        fail(console, f"{err}\nwhat was measured is kept: continue with blocklab tune --resume {run_dir.path}", EXIT_FAILED)
+    _print_result(say, state, run_dir)
+
+
+def _print_result(say: Any, state: dict[str, Any], run_dir: RunDir) -> None:
+    conf = state.get("confirmation") or {}
+    say(conf.get("verdict", ""))
+    say(f"spent {state['spent_cells']} cells ({state['measured_cells']} measured, restarts priced as {state['restart_cells']}), "
+        f"{state['rounds']} rounds")
+    if state.get("importance"):
+        say("importance: " + ", ".join(f"{k} {v:.2f}" for k, v in state["importance"].items()))
+    say("the winner, to paste:")
+    for line in state.get("config_lines") or []:
+        say(f"  {line}")
+    say(f"report:  {run_dir.file('report.html')}")

@@ -1,0 +1,277 @@
+"""blocklab tune without a database: the space and its refusals, the search on
+synthetic response surfaces whose optimum and noise are known (found, and the
+stated interval holds), and the whole tune on the null engine (report, resume)."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from blocklab.cli import main
+from blocklab.plan import Cell
+from blocklab.results import ResultRow, RunDir
+from blocklab.runner import Interrupted
+from blocklab.spec import SpecError
+from blocklab.tune.confirm import confirm_winner
+from blocklab.tune.driver import Accounts, Search
+from blocklab.tune.session import load_saved_tune, load_tune, run_tune
+from blocklab.tune.space import Dimension, TuneSpec, parse_budget, split_raw
+
+# ------------------------------------------------------------------ the space
+
+
+def test_budget_is_cells_or_a_duration():
+    assert parse_budget(60).cells == 60 and parse_budget("60").cells == 60
+    assert parse_budget("90s").seconds == 90 and parse_budget("1h30m").seconds == 5400 and parse_budget("20m").seconds == 1200
+    for bad in ("0", "3x", "", "m", True, "-5"):
+        with pytest.raises(SpecError, match="budget"):
+            parse_budget(bad)
+
+
+def test_knobs_are_sets_or_ranges_and_a_range_is_checked_by_its_ends():
+    raw = {"knobs": {"a": [1, 4, 2], "b": ["x", "y"], "c": {"min": 1, "max": 64, "log": True}}, "tune": {"budget": 40}}
+    rest, spec = split_raw(raw, "t.toml", None)
+    assert rest["knobs"] == {"a": [1, 4, 2], "b": ["x", "y"], "c": [1, 64]} and "tune" not in rest
+    a, b, c = spec.dimensions
+    assert a.ordinal and not b.ordinal and c.is_range and c.log
+    assert spec.size() == 3 * 2 * 64 and spec.budget.cells == 40
+
+
+@pytest.mark.parametrize("knobs, tune, message", [
+    ({"a": {"min": 5, "max": 2}}, {}, "knobs.a: min 5 is not below max 2"),
+    ({"a": {"min": 1, "max": 8, "step": 2}}, {}, "knobs.a.step: unknown field of a range; accepted: min, max, log"),
+    ({"a": {"min": 0, "max": 8, "log": True}}, {}, "a log range needs min >= 1"),
+    ({"a": {"min": 1.5, "max": 8}}, {}, "knobs.a.min: 1.5 is not accepted"),
+    ({"a": [1, 1]}, {}, "lists a value twice"),
+    ({"a": [1, 2]}, {"default": {"b": 1}}, "tune.default.b: not a knob of [knobs]"),
+    ({"a": [1, 2]}, {"budget": "soon"}, "not a budget"),
+    ({"a": [1, 2]}, {"candidates": 0}, "tune.candidates: 0 is not accepted: an integer from 1 to 12"),
+    ({"a": [1, 2]}, {"speed": 1}, "tune.speed: unknown field"),
+    ({"a": [1]}, {}, "the space holds one configuration"),
+])
+def test_bad_spaces_are_refused_with_what_is_accepted(knobs, tune, message):
+    with pytest.raises(SpecError, match=re.escape(message)):
+        split_raw({"knobs": knobs, "tune": {"budget": 40, **tune}}, "t.toml", None)
+
+
+# ------------------------------------------------------------------ a synthetic surface
+# Three knobs: an ordinal set (peak at 16), a categorical (z best), a range (peak at 20).
+# Lognormal noise of NOISE per cell and a block drift of +-10% that the blocks must cancel.
+NOISE = 0.05
+DIMS = [Dimension("io", values=(1, 2, 4, 8, 16, 32, 64)), Dimension("mode", values=("x", "y", "z")),
+        Dimension("depth", values=(0, 10, 20, 30, 40, 50))]
+GAIN = {"x": 1.0, "y": 0.85, "z": 1.12}
+
+
+def truth(config: dict[str, Any]) -> float:
+    io_term = 1.0 - 0.02 * abs(math.log2(config["io"]) - 4) ** 1.5
+    depth_term = 1.0 - ((config["depth"] - 20) / 80) ** 2
+    return 1000.0 * io_term * depth_term * GAIN[config["mode"]]
+
+
+OPTIMUM = truth({"io": 16, "mode": "z", "depth": 20})
+DEFAULT = {"io": 1, "mode": "x", "depth": 0}
+
+
+def synthetic_measure(seed: int):
+    """Cells of 1 s; a change of mode restarts the engine: its apply takes 2 s more."""
+    rng = random.Random(seed)
+    drift: dict[int, float] = {}
+    mode = ["x"]
+
+    def measure(cell: Cell, tag: dict[str, Any]) -> list[ResultRow]:
+        config = cell.setting.as_dict()
+        factor = drift.setdefault(cell.block, 1.0 + rng.uniform(-0.1, 0.1))
+        value = truth(config) * factor * math.exp(rng.gauss(0.0, NOISE))
+        apply_s = 2.01 if config["mode"] != mode[0] else 0.01
+        mode[0] = config["mode"]
+        return [ResultRow(cell=0, block=cell.block, settings=config, applied={}, metrics={"score": value},
+                          cell_id=cell.cell_id, notes={"tune_s": 1.0 + apply_s, "apply_s": apply_s, "tune": tag})]
+
+    return measure
+
+
+def synthetic_tune(seed: int, budget: int = 150) -> tuple[Search, Any, dict[str, Any]]:
+    spec = TuneSpec(DIMS, parse_budget(budget), candidates=6, max_blocks=3, confirm_blocks=4)
+    measure = synthetic_measure(seed)
+    search = Search(spec=spec, dimensions=DIMS, default=DEFAULT, goal="max", metric="score", seed=seed, restart_knobs=["mode"],
+                    measure=measure, accounts=Accounts(declared_restart_s=2.0, estimate_cell_s=1.0))
+    found = search.run()
+    confirmation = confirm_winner(search, found, blocks=spec.confirm_blocks, missing=lambda _: True,
+                                  new_instance=lambda: "a new instance")
+    return search, found, confirmation
+
+
+def test_the_search_finds_the_optimum_and_its_stated_interval_holds():
+    ratios, holds, spent = [], 0, []
+    for seed in range(10):
+        search, found, confirmation = synthetic_tune(seed)
+        winner = search.trials[found.winner].config
+        ratios.append(truth(winner) / OPTIMUM)
+        adv = confirmation["winner_vs_default"]
+        true_ratio = truth(winner) / truth(DEFAULT)
+        holds += adv is not None and adv["low"] <= true_ratio <= adv["high"]
+        spent.append(search.accounts.spent_cells)
+    # 126 configurations, 5 of them within 3% of the optimum, the default at 70% of it; 150 cells
+    # with every restart priced at 2 cells (the confirmation's included) are 40% of an exhaustive
+    # sweep of three blocks. Here 6 of 10 tunes land within 3%, all within 3.6% (the misses are
+    # the optimum's neighbours: io 8 or 32 with depth 10 or 30)
+    assert sum(r >= 0.97 for r in ratios) >= 6, f"within 3% of the optimum: {ratios}"
+    assert min(ratios) >= 0.96, f"a tune far from the optimum: {ratios}"
+    assert holds >= 9, f"the stated interval held in {holds} of 10"
+    assert max(spent) <= 150, spent
+
+
+def test_the_race_drops_the_clearly_worse_and_restarts_are_paid_from_the_budget():
+    search, found, _ = synthetic_tune(3)
+    dropped = [t for t in found.trials.values() if t.dropped_at is not None]
+    assert dropped, "with 5% noise, configurations 15% or more below the best are dropped"
+    for t in dropped:
+        ratio, low, high = t.dropped_ratio
+        assert high < 1.0, f"{t.label} dropped with an interval reaching 1: {t.dropped_ratio}"
+    assert found.default in found.trials and found.trials[found.default].dropped_at is None, "the default is never dropped"
+    # each restart priced at what it measured over an ordinary apply (2 s), in cells of 1.01 s
+    assert search.accounts.restart_in_cells() == pytest.approx(2.0 / 1.01)
+    assert search.accounts.restart_cells > 0
+    assert search.accounts.spent_cells == pytest.approx(search.accounts.cells + search.accounts.restart_cells)
+    assert [e for e in found.events if e.get("incumbent")], "the incumbent changed at least once"
+
+
+# ------------------------------------------------------------------ on the null engine
+NULL_TOML = """
+name = "nulltune"
+[engine]
+kind = "null"
+[workload]
+kind = "null"
+peak = 37
+noise = 0.03
+mode_gain = {a = 1.0, b = 1.08, c = 0.9}
+[knobs]
+"null.level" = {min = 0, max = 100}
+"null.mode" = ["a", "b", "c"]
+[measure]
+cache = "warm"
+[tune]
+budget = 90
+default = {"null.level" = 10}
+"""
+
+
+def null_score(level: int, mode: str) -> float:
+    return (10_000 - (level - 37) ** 2) * {"a": 1.0, "b": 1.08, "c": 0.9}[mode]
+
+
+def write(tmp_path: Path, text: str = NULL_TOML) -> str:
+    path = tmp_path / "space.toml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_a_tune_on_the_null_engine_finds_the_optimum_and_writes_its_report(tmp_path):
+    setup = load_tune(write(tmp_path), seed=4)
+    state = run_tune(setup, RunDir(tmp_path / "run"))
+    winner = state["winner_config"]
+    assert null_score(winner["null.level"], winner["null.mode"]) >= 0.97 * null_score(37, "b"), winner
+    adv = state["confirmation"]["winner_vs_default"]
+    assert adv["low"] <= null_score(winner["null.level"], winner["null.mode"]) / null_score(10, "a") <= adv["high"]
+    assert state["config_lines"] == [f"level = {winner['null.level']}", f"mode = {winner['null.mode']}"]
+    assert set(state["importance"]) == {"null.level", "null.mode"}
+    rows = RunDir(tmp_path / "run").rows()
+    assert len({r.cell_id for r in rows}) == len(rows) and state["spent_cells"] <= 90
+    assert all(r.notes["tune"]["phase"] in ("race", "confirm") for r in rows)
+    html = (tmp_path / "run" / "report.html").read_text()
+    for section in ("The configuration to paste", "Confirmation on fresh blocks", "Search trace", "Which knobs matter", "The race"):
+        assert section in html
+    assert (tmp_path / "run" / "plots" / "tune-trace.png").stat().st_size > 1000
+    (tmp_path / "run" / "report.html").unlink()
+    again = CliRunner().invoke(main, ["report", str(tmp_path / "run")])
+    assert again.exit_code == 0 and "report.html" in again.output and (tmp_path / "run" / "report.html").exists()
+
+
+class CutAfter:
+    def __init__(self, cells: int):
+        self.cells = cells
+
+    def __call__(self, line: str) -> None:
+        if line.startswith("  [block"):
+            self.cells -= 1
+            if self.cells == 0:
+                raise KeyboardInterrupt
+
+
+def test_an_interrupted_tune_resumes_where_it_stopped(tmp_path):
+    whole = run_tune(load_tune(write(tmp_path), seed=8), RunDir(tmp_path / "whole"))
+    whole_ids = [r.cell_id for r in RunDir(tmp_path / "whole").rows()]
+    with pytest.raises(Interrupted):
+        run_tune(load_tune(write(tmp_path), seed=8), RunDir(tmp_path / "cut"), say=CutAfter(25))
+    assert len(RunDir(tmp_path / "cut").rows()) == 25
+    resumed = run_tune(load_saved_tune(tmp_path / "cut"), RunDir(tmp_path / "cut"), resume=True)
+    ids = [r.cell_id for r in RunDir(tmp_path / "cut").rows()]
+    assert len(ids) == len(set(ids)), "a cell measured twice"
+    # the replay rebuilt the optimiser, the race and the block order: the first cell measured after
+    # the resume is the one the uninterrupted tune measured next (later ones differ: the null
+    # workload's noise starts afresh in the resumed process)
+    assert ids[:26] == whole_ids[:26]
+    assert resumed["done"] and whole["done"]
+    assert json.loads((tmp_path / "cut" / "tune.json").read_text())["confirmation"] is not None
+
+
+# ------------------------------------------------------------------ the command's refusals
+def refused(args: list[str]) -> str:
+    result = CliRunner().invoke(main, ["tune", *args])
+    assert result.exit_code == 2, result.output
+    return result.output
+
+
+def test_bad_input_is_refused_before_anything_runs(tmp_path):
+    path = write(tmp_path)
+    out = tmp_path / "never"
+    assert "--budget 5: too small for one round and the confirmation; give at least" in refused([path, "--budget", "5", "--out", str(out)])
+    assert "not a budget; give cells (an integer such as 60) or a duration" in refused([path, "--budget", "3x", "--out", str(out)])
+    assert "tune.default.null.level = 500 lies outside the space 0..100" in refused(
+        [write(tmp_path, NULL_TOML.replace('"null.level" = 10', '"null.level" = 500')), "--out", str(out)])
+    assert "unknown knob 'null.modez' on engine null; accepted: null.level, null.mode" in refused(
+        [write(tmp_path, NULL_TOML.replace('"null.mode" = ["a", "b", "c"]', '"null.modez" = ["a", "b"]')), "--out", str(out)])
+    assert "knobs.null.level: min 50 is not below max 10" in refused(
+        [write(tmp_path, NULL_TOML.replace("{min = 0, max = 100}", "{min = 50, max = 10}")), "--out", str(out)])
+    assert "5000 is out of range; accepted: an integer from 0 to 1,000" in refused(
+        [write(tmp_path, NULL_TOML.replace("{min = 0, max = 100}", "{min = 0, max = 5000}")), "--out", str(out)])
+    assert "a tune on a fleet (each host its own best) is not built yet" in refused([path, "--fleet", "tls://sched:8786"])
+    assert "--resume continues a tune exactly as it started" in refused(["--resume", str(tmp_path), "--budget", "9"])
+    assert not out.exists(), "nothing was written"
+
+
+def test_the_engine_default_must_lie_in_the_space(tmp_path):
+    text = NULL_TOML.replace('default = {"null.level" = 10}', "").replace("{min = 0, max = 100}", "{min = 5, max = 100}")
+    output = refused([write(tmp_path, text)])
+    assert "the engine's default of null.level = 0 lies outside the space 5..100; add it to the knob's values or name another" in output
+
+
+def test_engines_render_their_own_configuration_lines(tmp_path):
+    """The winner as each engine takes it: PRAGMAs for SQLite, db_bench flags for RocksDB
+    (PostgreSQL's ALTER SYSTEM lines: tests/test_tune_postgres.py)."""
+    from blocklab.engines.rocksdb import RocksDbEngine
+    from blocklab.engines.sqlite import SqliteEngine
+
+    sqlite = SqliteEngine(tmp_path / "sqlite")
+    sqlite.start()
+    try:
+        lines = sqlite.config_lines(sqlite.check_settings({"block_size": 8192, "sqlite.journal_mode": "wal", "buffer_cache": 100}))
+    finally:
+        sqlite.stop()
+    assert lines == ["PRAGMA page_size = 8192;  -- then VACUUM to rewrite the file", "PRAGMA journal_mode = wal;", "PRAGMA cache_size = 100;"]
+    rocksdb = RocksDbEngine(cache_dir=tmp_path / "rocksdb")
+    rocksdb.start()
+    try:
+        flags = rocksdb.config_lines(rocksdb.check_settings({"block_size": 8192, "multiblock_read": 4, "direct_io": True}))
+    finally:
+        rocksdb.stop()
+    assert "--block_size=8192" in flags and "--readahead_size=32768" in flags and "--use_direct_reads=true" in flags
