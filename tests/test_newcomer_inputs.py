@@ -211,6 +211,7 @@ ENVS = st.fixed_dictionaries({}, optional={
     "BLOCKLAB_CACHE": st.sampled_from(["/proc/nope", "/dev/null", "", "relative-cache"]),
     "BLOCKLAB_RESULTS": st.sampled_from(["/proc/nope", "/dev/null", "", "relative-results"]),
     "BLOCKLAB_DEVICE_TWIN": st.sampled_from(["off", "on", "bogus", ""]),
+    "BLOCKLAB_BUDGET": st.sampled_from(["off", "90s", "3cells", "bogus", "", "-1"]),
 })
 
 

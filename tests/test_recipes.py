@@ -33,6 +33,9 @@ def test_recipe_validates_and_plans(cache_dir, name, engine, quick):
     assert exp.spec.engine.kind == engine
     assert "estimated time" in lines[-1]
     assert len(exp.plan().cells) >= 2, lines[:3]
+    # every built-in recipe stops by the rule within a default budget, and the plan says so
+    assert exp.spec.measure.parsed_budget() is not None, name
+    assert any(line.startswith("budget ") for line in lines) and any("stopping rule:" in line for line in lines), lines[-4:]
 
 
 def test_every_recipe_has_a_description_and_a_quick_section():

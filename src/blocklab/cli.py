@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from . import __version__, recipes
+from .budget import ENV_VAR as BUDGET_ENV_VAR
 from .cli_analyse import analyse_command
 from .cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, fail
 from .cli_fleet import fleet_group, fleet_run_options, run_on_fleet, wants_fleet, worker_command
@@ -42,12 +43,17 @@ def experiment_options(func: Any) -> Any:
     """The options `run` and `plan` share."""
     options = [
         click.option("--set", "sets", multiple=True, metavar="KNOB=V1,V2,...", help="sweep these values (replaces the file's list)"),
-        click.option("--repeats", type=int, help="randomised blocks: every setting once per block"),
+        click.option("--repeats", type=int, help="randomised blocks: every setting once per block (with a budget: the "
+                                                 "blocks before the stopping rule's first look)"),
         click.option("--rows", type=int, help="rows in the data set"),
         click.option("--engine", type=str, help=f"the engine: {', '.join(available_engines())} (recipes have a variant per engine)"),
         click.option("--dsn", type=str, help="use this server instead of an embedded one (password from the environment)"),
         click.option("--seed", type=int, help="random seed of the plan order"),
         click.option("--quick", is_flag=True, help="the recipe's small, fast variant"),
+        click.option("--budget", metavar="DURATION|CELLS|off", envvar=BUDGET_ENV_VAR, show_envvar=True,
+                     help="stop by the rule (every setting separated from the best or within 3%% of it) or when this is "
+                          "spent: a duration (90s, 5m, 1h) or a cell count (200cells or 200); off: exactly the --repeats "
+                          "blocks. Default: the recipe's budget. E.g. --budget 5m"),
         click.option("--allow-server-changes", is_flag=True, help="let blocklab change server-wide settings on a --dsn server (restored at the end)"),
     ]
     for option in reversed(options):
@@ -73,8 +79,10 @@ def script_options(func: Any) -> Any:
     return func
 
 
-def _overrides(sets, repeats, rows, engine, dsn, seed, quick) -> Overrides:
-    return Overrides(list(sets), repeats, rows, engine, dsn, seed, quick)
+def _overrides(sets, repeats, rows, engine, dsn, seed, quick, budget=None) -> Overrides:
+    overrides = Overrides(list(sets), repeats, rows, engine, dsn, seed, quick)
+    overrides.budget = budget
+    return overrides
 
 
 BAD_PATH_ERRNOS = {errno.ENAMETOOLONG, errno.ELOOP, errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM}
@@ -121,7 +129,7 @@ def main() -> None:
               help="if another blocklab uses the same engine data directory, wait for it (default: refuse at once)")
 @click.option("--device-twin", "device_twin", type=click.Choice(TWIN_MODES), default=None, envvar=TWIN_ENV_VAR,
               show_envvar=True,
-              help="after the cells, fio replays each setting's I/O on the same file system and the engine's share of "
+              help="right after each cell, fio replays the cell's I/O on the same file system and the engine's share of "
                    "it is printed (on: required; off: not; only: just that, for the run given by --resume). "
                    "Default: on where fio is installed and the data directory is on this host")
 @click.option("--explain", is_flag=True, help="after the verdict, print how it was judged (the report's 'How to read this')")
@@ -136,7 +144,7 @@ def main() -> None:
               help="with --trace-function: a histogram of the function's integer argument N (1-6) too")
 @script_options  # --script, --setup, --load, --sessions, --duration, --transactions, --define, --allow-writes
 @fleet_run_options  # --fleet, --hosts, --certs, --insecure, --share-disk (cli_fleet.py)
-def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_server_changes, out, resume, no_retry, wait_s,
+def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, budget, allow_server_changes, out, resume, no_retry, wait_s,
                 device_twin, cpu_profile, cpu_profile_hz, trace_function, trace_arg, scripts, setup, load, sessions, duration,
                 transactions, defines, allow_writes, explain, **fleet) -> None:
     """Run an experiment FILE or built-in RECIPE and print the verdict.
@@ -145,6 +153,8 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_ser
     Examples:
       blocklab run mbrc
       blocklab run mbrc --quick --set multiblock_read=1,16,128 --repeats 5
+      blocklab run mbrc --budget 5m          # stop when settled, or after 5 minutes
+      blocklab run mbrc --budget 200cells    # ... or after 200 cells
       blocklab run my-experiment.toml --out results/today
       blocklab run --resume results/mbrc-20261122-101500
       blocklab run --resume results/mbrc-20261122-101500 --no-retry
@@ -165,6 +175,9 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_ser
       blocklab run checksum --engine sqlite --quick --cpu-profile          # why it costs: stacks per setting
       blocklab run checksum --quick --trace-function pg_checksum_page     # calls and time per call, per setting
     """
+    if resume is not None and _from_environment("budget"):
+        budget = None  # BLOCKLAB_BUDGET is a default for new runs; a resumed run keeps the budget it started with
+    budget = _budget_from(budget)
     profiling = Overrides(cpu_profile=cpu_profile, cpu_profile_hz=cpu_profile_hz, trace_function=trace_function,
                           trace_arg=trace_arg).as_dotted()
     if profiling and wants_fleet(resume, fleet):
@@ -198,14 +211,14 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_ser
         if script_text is not None or sessions or duration or allow_writes:
             fail(make_console(), "--script, --sessions, --duration and --allow-writes are not taken by a fleet run yet: "
                  "write them into an experiment file ([workload]) and run that on the fleet", EXIT_BAD_INPUT)
-        return run_on_fleet(target, _overrides(sets, repeats, rows, engine, dsn, seed, quick), out, resume, no_retry, wait_s,
+        return run_on_fleet(target, _overrides(sets, repeats, rows, engine, dsn, seed, quick, budget), out, resume, no_retry, wait_s,
                             allow_server_changes, **fleet)
     from .engines.host import wait_for_locks
 
     console = make_console()
     if device_twin == "only":
         _device_twin_only(console, resume, bool(target or sets or repeats or rows or engine or dsn or seed is not None
-                                                or quick or out or no_retry))
+                                                or quick or budget or out or no_retry))
         return
     if wait_s is not None:
         wait_for_locks(wait_s, lambda text: console.print(text, markup=False, highlight=False))
@@ -215,15 +228,15 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_ser
         if out is not None:
             check_out_dir(out)
         if resume is not None:
-            if target or sets or repeats or rows or engine or dsn or seed is not None or quick or sessions or duration or allow_writes:
+            if target or sets or repeats or rows or engine or dsn or seed is not None or quick or sessions or duration or allow_writes or budget:
                 raise SpecError("--resume continues a run exactly as it started: give no FILE/RECIPE or other experiment options")
             exp = load_saved_experiment(resume, allow_server_changes=allow_server_changes)
             run_dir = RunDir(resume)
         else:
             if not target:
                 raise SpecError("give an experiment FILE or RECIPE (see `blocklab recipes`), or --resume DIR")
-            overrides = _overrides(sets, repeats, rows, engine, dsn, seed, quick)
-            overrides = _overrides(sets, repeats, rows, engine, dsn, seed, quick)
+            overrides = _overrides(sets, repeats, rows, engine, dsn, seed, quick, budget)
+            overrides = _overrides(sets, repeats, rows, engine, dsn, seed, quick, budget)
             overrides.sessions, overrides.duration_s, overrides.allow_writes = sessions, duration_s, allow_writes
             overrides = dataclasses.replace(overrides, cpu_profile=cpu_profile, cpu_profile_hz=cpu_profile_hz,
                                             trace_function=trace_function, trace_arg=trace_arg)
@@ -257,6 +270,25 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_ser
         console.print(explain_text(summary), markup=False, highlight=False)
 
 
+def _budget_from(budget: str | None) -> str | None:
+    """--budget as given; one from BLOCKLAB_BUDGET that is no budget is refused naming the variable."""
+    from .budget import BudgetError, parse_budget
+
+    if budget is not None and budget != "off" and _from_environment("budget"):
+        try:
+            parse_budget(budget, f"{BUDGET_ENV_VAR} (the default of --budget)")
+        except BudgetError as err:
+            fail(make_console(), f"{err}; or off", EXIT_BAD_INPUT)
+    return budget
+
+
+def _from_environment(param: str) -> bool:
+    """The option's value came from its environment variable, not the command line."""
+    from click.core import ParameterSource
+
+    return click.get_current_context().get_parameter_source(param) == ParameterSource.ENVIRONMENT
+
+
 def _device_twin_mode(console: Any, exp: Any, asked: str | None) -> str:
     """'on' or 'off' for this run, said before it starts; `--device-twin on` where no
     twin can run exits 2 with why (the engine is stopped first)."""
@@ -270,8 +302,8 @@ def _device_twin_mode(console: Any, exp: Any, asked: str | None) -> str:
     if mode == "off":
         console.print(f"device twin: off ({reason or '--device-twin off'})", markup=False, highlight=False)
     else:
-        console.print("device twin: on: after the cells, fio replays each setting's I/O on the same file system "
-                      "(a few seconds per pattern not measured before on this disk)", markup=False, highlight=False)
+        console.print("device twin: on: right after each cell, fio replays the cell's I/O on the same file system for "
+                      "as long as the cell ran", markup=False, highlight=False)
     return mode
 
 
@@ -398,17 +430,19 @@ def _print_workload_tables(console: Any, run_dir: RunDir, summary: dict[str, Any
 @main.command("plan")
 @click.argument("target")
 @experiment_options
-def plan_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_server_changes) -> None:
+def plan_command(target, sets, repeats, rows, engine, dsn, seed, quick, budget, allow_server_changes) -> None:
     """Dry run: the cells in order, which changes need a restart, an estimated time.
 
     \b
     Examples:
       blocklab plan mbrc
       blocklab plan mbrc --set multiblock_read=8,16 --repeats 10 --seed 7
+      blocklab plan mbrc --budget 5m
     """
+    budget = _budget_from(budget)
     console = make_console()
     try:
-        exp = load_experiment(target, _overrides(sets, repeats, rows, engine, dsn, seed, quick), allow_server_changes=allow_server_changes)
+        exp = load_experiment(target, _overrides(sets, repeats, rows, engine, dsn, seed, quick, budget), allow_server_changes=allow_server_changes)
     except SpecError as err:
         fail(console, str(err), EXIT_BAD_INPUT)
     except EngineError as err:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import recipes
+from .budget import BudgetError, parse_budget
 from .experiment import Experiment, prepare
 from .plan import _fmt
 from .results import PLAN_FILE, SPEC_FILE, RunDir
@@ -31,6 +32,7 @@ class Overrides:
     dsn: str | None = None
     seed: int | None = None
     quick: bool = False
+    budget: str | None = None  # --budget 90s / 200cells, or off (the fixed plan of `repeats` blocks)
     sessions: int | None = None  # --sessions: workload.sessions
     duration_s: float | None = None  # --duration: workload.duration_s
     allow_writes: bool = False  # --allow-writes: workload.allow_writes (workload sql on a DSN)
@@ -62,6 +64,8 @@ class Overrides:
             out["dataset.rows"] = self.rows
         if self.seed is not None:
             out["measure.seed"] = self.seed
+        if self.budget is not None:
+            out["measure.budget"] = self.budget
         if self.sessions is not None:
             out["workload.sessions"] = self.sessions
         if self.duration_s is not None:
@@ -85,6 +89,11 @@ class Overrides:
             raise SpecError(f"--repeats {self.repeats}: must be at least 1")
         if self.rows is not None and self.rows < 1:
             raise SpecError(f"--rows {self.rows}: must be at least 1")
+        if self.budget is not None and self.budget != "off":
+            try:
+                parse_budget(self.budget, "--budget")
+            except BudgetError as err:
+                raise SpecError(str(err)) from None
 
 
 def load_experiment(
@@ -168,12 +177,37 @@ def plan_text(exp: Experiment) -> list[str]:
         lines.append(f"  {cell.index + 1:4d}  block {cell.block + 1}  {exp.setting_text(cell.setting.label)}{note}")
         total += exp.workload_for(cell.setting.as_dict()).estimate_seconds()  # swept options change it
     lines.append(f"{len(costly)} restart/reinit step(s); estimated time {total:.0f} s (plus building the data set once)")
-    # the device twin runs after the cells, once per distinct I/O pattern not yet measured on this disk
-    from .device.replay import estimate_seconds
+    lines[-1:-1] = stopping_text(exp, len(plan.settings), total / max(1, exp.spec.measure.repeats))
+    # the device twin runs beside the cells: each cell's I/O replayed right after it (device/interleave.py)
+    from .device.replay import FIO_OVERHEAD_S
 
-    lines.insert(-1, f"then the device twin: at most {len(plan.settings)} fio pattern(s), about {estimate_seconds(len(plan.settings)):.0f} s "
-                     "if none was measured on this disk before (--device-twin off skips it)")
+    lines.insert(-1, "then the device twin: fio replays each cell's I/O right after it, for as long as the cell ran, "
+                     f"about {FIO_OVERHEAD_S:.2f} s more a cell (--device-twin off skips it)")
     return lines
+
+
+def stopping_text(exp: Experiment, settings: int, block_s: float) -> list[str]:
+    """The plan's lines on when the run stops: the rule and its budget, or the fixed blocks."""
+    from .analysis.settle import margin_of
+
+    measure = exp.spec.measure
+    budget = measure.parsed_budget()
+    if budget is None:
+        if measure.target_ci:
+            return [f"stops when every ratio to the best is known to +-{measure.target_ci:.0%} (target_ci), after at least "
+                    f"{measure.repeats} and at most {measure.max_repeats} blocks"]
+        return [f"stops after the {measure.repeats} block(s) above (no budget: give --budget 5m to stop by the rule)"]
+    margin = margin_of(measure.practical)
+    cap = f"{measure.max_repeats} blocks ({measure.max_repeats * settings} cells)"
+    fits = ""
+    if budget.seconds is not None and block_s > 0:
+        fits = f"; about {budget.seconds / block_s:.0f} block(s) of ~{block_s:.0f} s fit in it"
+    return [
+        f"budget {budget.text()}{fits}",
+        f"stopping rule: after block {measure.repeats}, and after every block from then on, the run stops when every "
+        f"setting is separated from the best or within {margin:.0%} of it; otherwise it adds a block, until the budget "
+        f"or {cap} is spent, and then names the pairs still undecided with the blocks estimated to settle each",
+    ]
 
 
 def restore_server(run_path: Path) -> list[str] | None:

@@ -22,8 +22,12 @@ from . import claims
 from .analysis.cpu_profile import add_to_summary as add_cpu_profile
 from .analysis.efficiency import add_to_summary as add_efficiency
 from .analysis.function_trace import add_to_summary as add_trace
+from .analysis.settle import margin_of, undecided
 from .analysis.summary import label_of, summarise
-from .device.twin import measure_run
+from .budget import CELL_SECONDS_NOTE
+from .device.fio import FioNotFound
+from .device.interleave import BesideCells
+from .device.twin import measure_run, why_not, write_interleaved
 from .engines.base import Engine, EngineError, KnobError
 from .environment import collect as collect_environment
 from .experiment import Experiment, split_settings
@@ -93,9 +97,10 @@ def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = 
     `retry` is False, once more the cells that have no ok row (failed, invalid,
     or cut off by an engine's death), except those whose setting the engine
     refused: the plan is finished, each cell ok once. `device_twin` "on" replays
-    each setting's I/O with fio after the cells (device/twin.py), "off" records
-    that it did not; None leaves it out."""
+    each cell's I/O with fio right after the cell (device/interleave.py), "off"
+    records that it did not; None leaves it out."""
     plan = _load_or_write_plan(exp, run_dir, resume, reporter)
+    beside: BesideCells | None = None
     exp.profile_dir = run_dir.path / PROFILES_DIR
     previous_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
@@ -122,9 +127,12 @@ def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = 
             env = collect_environment(exp.engine.info(), exp.engine.data_dir(), {"dataset_rows": exp.spec.dataset.rows})
             if not resume or not run_dir.file(ENVIRONMENT_FILE).exists():
                 run_dir.write_json(ENVIRONMENT_FILE, env)
+            beside = _twin_beside_cells(exp, run_dir, device_twin, reporter)
+            _clock.restart()  # a time budget counts from here: the cells and what the run does between them
             if (record := workload_record(exp.workload)) is not None:  # the user's scripts, for the report
                 run_dir.write_json(WORKLOAD_FILE, record)
             retry_ids = retryable_cells(run_dir.rows()) if resume and retry else set()
+            budget = exp.spec.measure.parsed_budget()
             attempted: set[str] = set()  # each cell at most once per invocation (its re-measures aside)
             while True:
                 have = {row.cell_id for row in run_dir.rows()}
@@ -132,8 +140,10 @@ def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = 
                 if todo:
                     reporter.plan_started(len(plan.cells), len(todo), sum(exp.workload_for(c.setting.as_dict()).estimate_seconds() for c in todo))
                 for cell in todo:
+                    if budget is not None and budget.used_up(run_dir.rows()):
+                        break  # the budget counts every row, those of a run resumed included
                     attempted.add(cell.cell_id)
-                    _run_and_record(exp, cell, run_dir, plan, reporter)
+                    _run_and_record(exp, cell, run_dir, plan, reporter, beside)
                 cells, settings, why = next_cells(exp, plan, run_dir.rows())
                 if why:
                     reporter.phase(why)
@@ -142,13 +152,19 @@ def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = 
                 plan.extend(cells, settings)
                 run_dir.write_json(PLAN_FILE, plan.to_dict())
             list_created(exp, reporter)
-        if device_twin is not None:  # after every cell, the engine stopped: fio never disturbs a cell (issue 19)
+        if beside is not None:
+            reporter.phase(write_interleaved(run_dir, beside).summary_line())
+        elif device_twin is not None:  # off, or no twin possible here: twin.json says why
             reporter.phase(measure_run(run_dir, device_twin, on_phase=reporter.phase).summary_line())
     except KeyboardInterrupt:
+        if beside is not None:
+            write_interleaved(run_dir, beside)
         refresh_report(run_dir, force=True)
         raise Interrupted(f"interrupted; {len(run_dir.rows())} of {len(plan.cells)} cells are saved") from None
     finally:
         signal.signal(signal.SIGTERM, previous_sigterm)
+        if beside is not None:
+            beside.close()  # its test files, also after Ctrl-C or an error
     summary = write_summary(exp, run_dir, plan)
     refresh_report(run_dir, force=True)
     reporter.finished(summary)
@@ -177,9 +193,46 @@ def retryable_cells(rows: list[ResultRow]) -> set[str]:
     return {r.cell_id for r in rows if r.cell_id not in ok and r.cell_id not in refused}
 
 
-def _run_and_record(exp: Experiment, cell: Cell, run_dir: RunDir, plan: Plan, reporter: Reporter) -> None:
-    """Run one cell and record it in the run directory (see measure_cell)."""
-    measure_cell(exp, cell, reporter, lambda row: _record(exp, cell, row, run_dir, plan, reporter))
+class _Lap:
+    """The wall time between one recorded row and the next: the cell, its replay, and the
+    summary and report written after the row before it (what a time budget counts)."""
+
+    def __init__(self) -> None:
+        self.last = time.perf_counter()
+
+    def restart(self) -> None:
+        self.last = time.perf_counter()
+
+    def lap(self) -> float:
+        now = time.perf_counter()
+        seconds, self.last = now - self.last, now
+        return round(seconds, 3)
+
+
+_clock = _Lap()
+
+
+def _twin_beside_cells(exp: Experiment, run_dir: RunDir, mode: str | None, reporter: Reporter) -> BesideCells | None:
+    """fio ready to replay each cell's I/O beside it (device/interleave.py) when the
+    twin is on and can run here; None otherwise (twin.json then says why)."""
+    if mode != "on":
+        return None
+    data_dir = exp.engine.data_dir()
+    if why_not(data_dir) is not None or data_dir is None:
+        return None
+    try:
+        beside = BesideCells.open(run_dir, data_dir)
+    except FioNotFound:
+        return None
+    reporter.phase(f"device twin: fio replays each cell's I/O right after it, for as long as the cell ran, on {beside.device}")
+    return beside
+
+
+def _run_and_record(exp: Experiment, cell: Cell, run_dir: RunDir, plan: Plan, reporter: Reporter,
+                    beside: BesideCells | None = None) -> None:
+    """Run one cell and record it in the run directory (see measure_cell), with the
+    device twin's replay beside it when `beside` is given."""
+    measure_cell(exp, cell, reporter, lambda row: _record(exp, cell, row, run_dir, plan, reporter, beside))
 
 
 def measure_cell(exp: Experiment, cell: Cell, reporter: Reporter, record: Callable[[ResultRow], None]) -> None:
@@ -215,8 +268,15 @@ def measure_cell(exp: Experiment, cell: Cell, reporter: Reporter, record: Callab
         return
 
 
-def _record(exp: Experiment, cell: Cell, row: ResultRow, run_dir: RunDir, plan: Plan, reporter: Reporter) -> None:
+def _record(exp: Experiment, cell: Cell, row: ResultRow, run_dir: RunDir, plan: Plan, reporter: Reporter,
+            beside: BesideCells | None = None) -> None:
+    replay = None
+    if beside is not None:  # the replay first: its time goes into the row's (a time budget counts it)
+        row, replay = beside.after(row, reporter.phase)
+    row = dataclasses.replace(row, notes={**row.notes, CELL_SECONDS_NOTE: _clock.lap()})
     run_dir.append(row)
+    if beside is not None:
+        beside.keep(replay)
     keep_owed_restore(exp.engine, run_dir)
     write_summary(exp, run_dir, plan)
     if message := refresh_report(run_dir):  # the report never stops a run; it says why it could not render
@@ -406,6 +466,8 @@ def write_summary(exp: Experiment, run_dir: RunDir, plan: Plan) -> dict[str, Any
     summary.update(validity_counts(run_dir.rows()))
     summary["seed"] = exp.seed
     add_efficiency(summary, run_dir, exp.describe_setting)  # the engine against its device twin, when the rows allow
+    if (settle := settle_section(exp, run_dir.rows(), summary)) is not None:
+        summary["settle"] = settle
     if exp.spec.measure.cpu_profile:  # where the CPU went: the functions that grow with each knob
         add_cpu_profile(summary, run_dir.rows(), run_dir.path, list(exp.knobs), exp.workload.work,
                         exp.spec.measure.cpu_profile_where)
@@ -414,6 +476,42 @@ def write_summary(exp: Experiment, run_dir: RunDir, plan: Plan) -> dict[str, Any
                   exp.workload.work)
     run_dir.write_json(SUMMARY_FILE, summary)
     return summary
+
+
+def settle_section(exp: Experiment, rows: list[ResultRow], summary: dict[str, Any]) -> dict[str, Any] | None:
+    """summary.json's "settle": the budgeted stopping rule, what it has spent, and the
+    pairs not yet decided with the blocks estimated to settle each (analysis/settle.py).
+    None for a run without a budget."""
+    measure = exp.spec.measure
+    budget = measure.parsed_budget()
+    if budget is None:
+        return None
+    margin = margin_of(measure.practical)
+    pairs = undecided(summary["analysis"], rows, exp.metric, margin) if summary.get("analysis") else []
+    blocks = int((summary.get("analysis") or {}).get("blocks") or 0)
+    if summary.get("analysis") and not pairs:
+        status = "settled"
+    elif budget.used_up(rows):
+        status = "budget spent"
+    elif blocks >= measure.max_repeats:
+        status = "max_repeats reached"
+    else:
+        status = "running"
+    return {
+        "rule": f"Stop when every setting is separated from the best or within {margin:.0%} of it, after at least "
+                f"{measure.repeats} block(s), at most {measure.max_repeats}, or when the budget is spent",
+        "margin": margin,
+        "budget": measure.budget,
+        "budget_text": budget.text(),
+        "spent": budget.spent_text(rows),
+        "blocks": blocks,
+        "status": status,
+        "undecided": pairs,
+        "estimate": "the fewest blocks n with t(n - 1) x spread / sqrt(n) no wider than the distance the interval must "
+                    "clear (to leave 1.0, or to fit inside the margin), on the log scale: t at the per-look error rate split "
+                    "over the comparisons with the best, the spread of the pair's per-block ratios as measured so far, the "
+                    "ratio where it is now (analysis/settle.py)",
+    }
 
 
 def validity_counts(rows: list[ResultRow]) -> dict[str, Any]:

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from .analysis.paired import unsettled
+from .analysis.settle import margin_of, undecided, undecided_lines
 from .analysis.stats import Analysis, analyse
 from .analysis.summary import analyse_rows, group_samples
 from .plan import Cell, Plan, Setting, make_plan
@@ -175,7 +176,7 @@ def sequential_looks(measure: Any) -> int:
     looks = 1
     if get("search", "grid") == "refine":
         looks += max(0, min(max_repeats, CONFIRM_FACTOR * repeats) - repeats)
-    if get("target_ci", None):
+    if get("target_ci", None) or get("budget", None):
         looks += max_repeats - repeats
     return looks
 
@@ -192,7 +193,7 @@ def next_cells(exp: Any, plan: Plan, rows: list[ResultRow]) -> tuple[list[Cell],
             return extra.cells, extra.settings, step.why
         if step.why:
             return [], [], step.why
-    if measure.target_ci:
+    if measure.target_ci or measure.budget:
         return _adaptive_repeats(exp, plan, rows, samples)
     return [], [], ""
 
@@ -228,6 +229,10 @@ def _next_block(plan: Plan) -> int:
 def _adaptive_repeats(
     exp: Any, plan: Plan, rows: list[ResultRow], samples: dict[str, list[float]]
 ) -> tuple[list[Cell], list[Setting], str]:
+    """One more randomised block while a setting is unsettled (see the module's
+    docstring), until max_repeats blocks or the budget is spent; what was
+    decided, and with a budget spent first, the undecided pairs and the blocks
+    estimated to settle each (analysis/settle.py)."""
     measure = exp.spec.measure
     measured = {k: v for k, v in samples.items() if v}
     labels = [s.label for s in plan.settings]
@@ -235,8 +240,13 @@ def _adaptive_repeats(
                             looks=sequential_looks(measure), seed=exp.seed)
     if analysis is None:
         return [], [], ""
-    noisy = [str(k) for k in unsettled(analysis, measure.target_ci)]
+    budget = measure.parsed_budget()
+    margin = margin_of(measure.practical) if budget is not None else 0.0
+    rule = _rule_name(measure)
+    noisy = [str(k) for k in unsettled(analysis, measure.target_ci, margin)]
     blocks_per_setting = min((len(v) for v in measured.values()), default=0)
+    if noisy and budget is not None and budget.used_up(rows):
+        return [], [], _budget_spent(exp, analysis, rows, budget, margin)
     if noisy and blocks_per_setting < measure.max_repeats:
         next_block, next_index = _next_block(plan), len(plan.cells)
         settings_now = {s.label: s for s in plan.settings}
@@ -245,16 +255,34 @@ def _adaptive_repeats(
                           first_block=next_block, first_index=next_index)
         keep = [c for c in extra.cells if c.setting.label in settings_now]
         cells = [Cell(next_index + i, c.block, c.setting) for i, c in enumerate(keep)]
-        return cells, [], f"target_ci {measure.target_ci:.0%}: adding block {next_block + 1}; not yet settled against the best: {', '.join(noisy)}"
+        return cells, [], f"{rule}: adding block {next_block + 1}; not yet settled against the best: {', '.join(noisy)}"
     if noisy:
+        if budget is not None:
+            return [], [], _budget_spent(exp, analysis, rows, budget, margin, f"max_repeats ({measure.max_repeats} blocks)")
         return [], [], f"stayed unsettled after {blocks_per_setting} repeats (max_repeats): {', '.join(noisy)}"
-    return [], [], f"target_ci {measure.target_ci:.0%}: settled after {blocks_per_setting} blocks ({_settled_how(analysis, measure.target_ci)})"
+    return [], [], f"{rule}: settled after {blocks_per_setting} blocks ({_settled_how(analysis, measure.target_ci, margin)})"
 
 
-def _settled_how(analysis: Analysis, target: float) -> str:
+def _rule_name(measure: Any) -> str:
+    if measure.budget is not None:
+        return f"stopping rule (budget {measure.parsed_budget().text()})"
+    return f"target_ci {measure.target_ci:.0%}"
+
+
+def _budget_spent(exp: Any, analysis: Analysis, rows: list[ResultRow], budget: Any, margin: float,
+                  what: str = "") -> str:
+    """The lines said when the budget (or max_repeats) ends before the verdict settles."""
+    pairs = undecided(analysis.to_dict(), rows, exp.metric, margin)
+    spent = what or f"budget spent ({budget.spent_text(rows)})"
+    head = (f"{spent} before the verdict settled: {len(pairs)} pair(s) neither separated from the best nor within "
+            f"{margin:.0%} of it; blocks estimated to settle each, from the noise measured so far:")
+    return "\n".join([head, *undecided_lines(pairs, exp.describe_setting)])
+
+
+def _settled_how(analysis: Analysis, target: float | None, margin: float = 0.0) -> str:
     """How each setting settled, for the line the runner prints when it stops."""
     if sum(1 for s in analysis.settings.values() if s.n > 0) == 1:
-        return f"the one setting's median known to +-{target:.0%}"
+        return f"the one setting's median known to +-{(target or margin):.0%}"
     separated = precise = close = 0
     for k, s in analysis.settings.items():
         if k == analysis.best or s.n == 0:
@@ -262,14 +290,14 @@ def _settled_how(analysis: Analysis, target: float) -> str:
         lo, hi = s.ratio_to_best_ci_low, s.ratio_to_best_ci_high
         if lo > 1.0 or hi < 1.0:
             separated += 1
-        elif analysis.practical > 0 and lo >= 1 - analysis.practical and hi <= 1 + analysis.practical:
+        elif (p := max(analysis.practical, margin)) > 0 and lo >= 1 - p and hi <= 1 + p:
             close += 1
         else:
             precise += 1
     parts = [f"{separated} separated from the best"]
     if close:
-        parts.append(f"{close} within practical of it")
-    if precise:
+        parts.append(f"{close} within {max(analysis.practical, margin):.0%} of it")
+    if precise and target:
         parts.append(f"{precise} known to +-{target:.0%}")
     return ", ".join(parts)
 

@@ -16,6 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .budget import ACCEPTED as BUDGET_ACCEPTED
+from .budget import Budget, BudgetError, parse_budget
 from .engines import DEFAULT_ENGINE, engine_class
 from .engines import available as available_engines
 from .engines.base import GENERIC_KNOBS
@@ -85,6 +87,27 @@ class MeasureSpec(_Strict):
     target_ci: float | None = Field(default=None, gt=0.0, lt=1.0, description="add blocks until every interval is this narrow")
     search: Literal["grid", "refine"] = Field(default="grid", description="refine: coarse powers of two, then bisect around the best")
     max_repeats: int = Field(default=20, ge=1, le=1000)
+    budget: str | None = Field(default=None, description="stop by the rule (every setting separated from the best or within "
+                               "3% of it) or when this is spent: a duration (90s, 5m) or a cell count (200cells)")
+
+    @field_validator("budget", mode="before")
+    @classmethod
+    def _budget(cls, value: Any) -> str | None:
+        if value is None or value == "off":  # off: the fixed plan of `repeats` blocks
+            return None
+        try:
+            parse_budget(value, "")
+        except BudgetError:
+            raise ValueError(f"not a budget; accepted: {BUDGET_ACCEPTED}") from None
+        return str(value)
+
+    def parsed_budget(self) -> Budget | None:
+        return parse_budget(self.budget) if self.budget is not None else None
+
+    @property
+    def stops_by_rule(self) -> bool:
+        """Blocks are added after the first `repeats` until the verdict settles (a budget or target_ci)."""
+        return self.budget is not None or self.target_ci is not None
     # seed 001's "why": the engine's stacks sampled per cell (probes/cpu_profile.py), and one
     # function's calls traced with uprobes (probes/trace_function.py)
     cpu_profile: bool = Field(default=False, description="sample the engine's stacks with perf in every cell")

@@ -11,9 +11,19 @@ efficiency; nothing here raises on an old run.
                  pattern (same sizes, read/write mix, queue depth, direct or buffered,
                  order, a file of the data's size on the same file system)
 
-per cell, then the median of a setting's cells with its 95% bootstrap interval.
-It can pass 1 a little: the twin is three one-second fio runs on a disk others
-may be using too.
+per cell, then per setting. A twin replayed beside the cells (twin.jsonl,
+device/interleave.py) gives each cell its own replay, in the same block, for as
+long as the cell ran: each cell's efficiency is a within-block ratio, and the
+setting's is their geometric mean with a paired t interval on the log scale,
+like every other comparison (analysis/paired.py). A twin measured after the
+run (twin.json only: `--device-twin only`, older runs) gives the median of the
+cells with a 95% bootstrap interval.
+
+An efficiency whose interval lies wholly above 100% is not a figure: the disk
+cannot deliver more than the disk delivers, so the twin did not replay what
+the engine did. It is shown as a mismatch with its reason (the replay's I/O
+size or queue depth against the cell's measured ones, else what is left: a
+cache below the engine, or a busier disk during fio's runs).
 
 The bottleneck, per setting:
 
@@ -34,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..device.interleave import load_replays
 from ..device.io_pattern import Pattern, setting_patterns
 from ..device.replay import Twin
 from ..device.twin import RunTwins
@@ -78,10 +89,12 @@ class SettingEfficiency:
     profiled: bool = False  # the cells carry a time profile (where the sessions' time went)
     cpu_seconds: float = math.nan  # the engine's CPU time in a cell (median): what the share is made of
     fsyncs_per_s: float = math.nan  # the engine's fsyncs (median of the cells): waits the twin does not replay
+    mismatch: str = ""  # the interval lies wholly above 100%: why the twin did not match ("" when it did)
+    paired: bool = False  # each cell against its own replay in its block (geometric mean, t interval)
 
     @property
     def has(self) -> bool:
-        return self.twin is not None and math.isfinite(self.median)
+        return self.twin is not None and math.isfinite(self.median) and not self.mismatch
 
     @property
     def cpu_resolved(self) -> bool:
@@ -127,9 +140,10 @@ class SettingEfficiency:
             "unit": self.unit,
             "engine": _finite_or_none(self.engine_rate),
             "device": _finite_or_none(self.device_rate),
-            "efficiency": _finite_or_none(self.median),
-            "ci_low": _finite_or_none(self.ci_low),
-            "ci_high": _finite_or_none(self.ci_high),
+            # a mismatched twin's efficiency is no figure: its values stay for the record
+            "efficiency": None if self.mismatch else _finite_or_none(self.median),
+            "ci_low": None if self.mismatch else _finite_or_none(self.ci_low),
+            "ci_high": None if self.mismatch else _finite_or_none(self.ci_high),
             "n": len(self.values),
             "values": [round(v, 4) for v in self.values],
             "device_util_pct": _finite_or_none(self.util_pct),
@@ -140,6 +154,8 @@ class SettingEfficiency:
             "cpu_busy_pct": _finite_or_none(self.cpu_busy_pct),
             "bottleneck": self.bottleneck or None,
             "device_measured": self.twin.measured if self.twin else None,
+            "mismatch": self.mismatch or None,
+            "paired": self.paired,
         }
 
 
@@ -153,10 +169,11 @@ def _median(values: Iterable[float]) -> float:
 
 
 # ====================================================================== the analysis
-def analyse(rows: Iterable[ResultRow], twins: RunTwins | None, *, order: Iterable[str] = (), seed: int = 0) -> list[SettingEfficiency]:
-    """Every setting with ok rows (in `order` first, then as met), against its twin."""
-    from .stats import median_ci
-
+def analyse(rows: Iterable[ResultRow], twins: RunTwins | None, *, order: Iterable[str] = (), seed: int = 0,
+            replays: Iterable[Mapping[str, Any]] = ()) -> list[SettingEfficiency]:
+    """Every setting with ok rows (in `order` first, then as met), against its twin:
+    the replays beside its cells when there are any (paired per block), else the
+    twin measured after the run."""
     rows = [r for r in rows if r.ok]
     by_label: dict[str, list[ResultRow]] = {}
     for label in order:
@@ -165,21 +182,20 @@ def analyse(rows: Iterable[ResultRow], twins: RunTwins | None, *, order: Iterabl
         by_label.setdefault(label_of(row.settings), []).append(row)
     patterns = setting_patterns(rows)
     known = twins.twins if twins is not None and twins.status == "measured" else {}
+    beside = {(str(r.get("cell_id")), int(r.get("attempt") or 1)): r for r in replays}
     out = []
     for label, cells in by_label.items():
         if not cells:
             continue
         p = patterns.get(label)
         pattern = p if isinstance(p, Pattern) else None
-        twin = known.get(pattern.key) if pattern else None
-        unit = pattern.unit if pattern else "IOPS"
-        metric = rate_key(pattern)
-        rates = [r.metrics[metric] for r in cells if metric in r.metrics]
-        values: tuple[float, ...] = ()
-        med = lo = hi = math.nan
-        if twin is not None and twin.rate(unit) > 0 and rates:
-            values = tuple(rate / twin.rate(unit) for rate in rates)
-            med, lo, hi = median_ci(list(values), seed=seed)
+        mine = [(row, beside[key]) for row in cells if (key := (row.cell_id, int(row.notes.get("attempt", 1)))) in beside]
+        if mine:
+            eff = _paired(label, mine, pattern)
+        else:
+            eff = _after_the_run(label, cells, pattern, known.get(pattern.key) if pattern else None, seed)
+        twin, values, (med, lo, hi), unit = eff
+        mismatch = mismatch_reason(cells, twin, lo) if twin is not None else ""
         util = _median(r.metrics.get("pattern.util_pct", math.nan) for r in cells)
         server = _median(r.metrics.get("pattern.server_cores", math.nan) for r in cells)
         available = _median(min(r.metrics.get("pattern.sessions", math.inf), r.metrics.get("pattern.cores", math.inf)) for r in cells)
@@ -187,16 +203,118 @@ def analyse(rows: Iterable[ResultRow], twins: RunTwins | None, *, order: Iterabl
         cpu_s = _median(r.metrics.get("server_cpu_s", math.nan) for r in cells)
         resolved = not math.isfinite(cpu_s) or cpu_s >= CPU_RESOLVED_TICKS * CPU_TICK_S
         why = "" if twin is not None else _why_none(p, pattern, twins)
+        if mismatch:
+            why = f"the twin did not match: {mismatch}"
+        rate_metric = rate_key(twin.pattern if twin is not None else pattern)
         out.append(SettingEfficiency(
-            label=label, pattern=pattern, why_none=why, twin=twin, unit=unit, values=values,
-            median=med, ci_low=lo, ci_high=hi, engine_rate=_median(rates), util_pct=util,
+            label=label, pattern=twin.pattern if twin is not None else pattern, why_none=why, twin=twin, unit=unit,
+            values=values, median=med, ci_low=lo, ci_high=hi,
+            engine_rate=_median(r.metrics[rate_metric] for r in cells if rate_metric in r.metrics), util_pct=util,
             server_cores=server, cores_available=available, cpu_busy_pct=busy,
-            bottleneck=bottleneck(med, util, server if resolved else math.nan, available),
+            bottleneck=bottleneck(math.nan if mismatch else med, util, server if resolved else math.nan, available),
             profiled=any("profile.slowest.total_s" in r.metrics for r in cells),
             cpu_seconds=cpu_s,
             fsyncs_per_s=_median(r.metrics.get("pattern.fsyncs_per_s", math.nan) for r in cells),
+            mismatch=mismatch, paired=bool(mine),
         ))
     return out
+
+
+_Estimate = tuple[Twin | None, tuple[float, ...], tuple[float, float, float], str]
+
+
+def _after_the_run(label: str, cells: list[ResultRow], pattern: Pattern | None, twin: Twin | None, seed: int) -> _Estimate:
+    """A twin measured once per pattern after the run: each cell's rate over it, the median with a bootstrap interval."""
+    from .stats import median_ci
+
+    unit = pattern.unit if pattern else "IOPS"
+    metric = rate_key(pattern)
+    rates = [r.metrics[metric] for r in cells if metric in r.metrics]
+    if twin is None or twin.rate(unit) <= 0 or not rates:
+        return twin, (), (math.nan, math.nan, math.nan), unit
+    values = tuple(rate / twin.rate(unit) for rate in rates)
+    return twin, values, median_ci(list(values), seed=seed), unit
+
+
+def _paired(label: str, pairs: list[tuple[ResultRow, Mapping[str, Any]]], pattern: Pattern | None) -> _Estimate:
+    """Each cell against the replay beside it: the efficiency of each block, their
+    geometric mean with a paired t interval on the log scale (one block: no interval).
+    The setting's twin is the median of its replays (of the pattern most of them replayed)."""
+    from collections import Counter
+
+    from scipy import stats as _scipy_stats
+
+    from ..device.interleave import replay_run
+    from ..device.replay import _median_twin
+    from .stats import CONFIDENCE
+
+    good = [(row, rec, run) for row, rec in pairs if (run := replay_run(dict(rec))) is not None]
+    if not good:
+        return None, (), (math.nan, math.nan, math.nan), pattern.unit if pattern else "IOPS"
+    key = Counter(str(rec["key"]) for _, rec, _ in good).most_common(1)[0][0]
+    chosen = [(row, rec, run) for row, rec, run in good if rec["key"] == key]
+    first = chosen[0][1]
+    replayed = Pattern.from_dict(first["pattern"])
+    twin = _median_twin(replayed, [run for _, _, run in chosen], fio_version=str(first.get("fio_version", "")),
+                        ioengine="", command=str(first.get("command", "")), measured=str(first.get("started", "")),
+                        device=str(first.get("device", "")), directory=str(first.get("directory", "")))
+    values = []
+    for row, rec, run in good:  # every cell against its own replay, whatever pattern it replayed
+        p = Pattern.from_dict(rec["pattern"])
+        metric, device = rate_key(p), _run_rate(run, p)
+        if metric in row.metrics and device > 0 and row.metrics[metric] > 0:
+            values.append(row.metrics[metric] / device)
+    if not values:
+        return twin, (), (math.nan, math.nan, math.nan), replayed.unit
+    logs = [math.log(v) for v in values]
+    mean = statistics.fmean(logs)
+    if len(logs) < 2:
+        return twin, tuple(values), (math.exp(mean), math.nan, math.nan), replayed.unit
+    half = float(_scipy_stats.t.ppf(0.5 + CONFIDENCE / 2, len(logs) - 1)) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return twin, tuple(values), (math.exp(mean), math.exp(mean - half), math.exp(mean + half)), replayed.unit
+
+
+def _run_rate(run: Any, p: Pattern) -> float:
+    """A replay's foreground rate in the pattern's unit (as Twin.rate)."""
+    if p.main == "read":
+        return float(run.read_iops if p.unit == "IOPS" else run.read_mb_per_s)
+    return float(run.write_iops if p.unit == "IOPS" else run.write_mb_per_s)
+
+
+SIZE_OFF = 1.15  # the replay's I/O size this far from the cell's measured one is a difference worth naming
+DEPTH_OFF = 1.25  # likewise for the I/Os in flight
+
+
+def mismatch_reason(cells: list[ResultRow], twin: Twin, ci_low: float) -> str:
+    """Why a twin whose efficiency interval lies wholly above 100% did not match
+    ('' when it is not above): the replayed I/O size or queue depth against the
+    cells' measured ones, or, when both match, what is left."""
+    if not (math.isfinite(ci_low) and ci_low > 1.0):
+        return ""
+    p = twin.pattern
+    kind = p.main
+    sizes = [r.metrics[f"pattern.{kind}_kb"] * 1024 for r in cells if r.metrics.get(f"pattern.{kind}_kb")]
+    depths = [r.metrics[f"pattern.{kind}_flight_ms"] / r.metrics["pattern.busy_ms"] for r in cells
+              if r.metrics.get("pattern.busy_ms") and f"pattern.{kind}_flight_ms" in r.metrics]
+    reasons = []
+    if sizes and _off(p.main_bs, statistics.median(sizes), SIZE_OFF):
+        reasons.append(f"the replay's {kind}s were {_kb(p.main_bs)}, the cells' measured {_kb(statistics.median(sizes))} on average")
+    if depths and _off(p.main_depth, statistics.median(depths), DEPTH_OFF):
+        reasons.append(f"the replay kept {p.main_depth} {kind}(s) in flight, the cells' disk counters show "
+                       f"{statistics.median(depths):.1f}")
+    if reasons:
+        return "; ".join(reasons)
+    return (f"the replay's I/O size ({_kb(p.main_bs)}) and queue depth ({p.main_depth}) match the cells' measured ones, yet "
+            "the engine got more from the disk than fio: a cache below the engine (the disk's or the hypervisor's) "
+            "served it, or fio met a busier disk")
+
+
+def _off(a: float, b: float, factor: float) -> bool:
+    return a > 0 and b > 0 and max(a / b, b / a) > factor
+
+
+def _kb(size: float) -> str:
+    return f"{size / 1024:.0f} kB" if size >= 1024 else f"{size:.0f} B"
 
 
 def rate_key(pattern: Pattern | None) -> str:
@@ -238,7 +356,7 @@ def bottleneck(efficiency: float, util_pct: float, server_cores: float, cores_av
 
 def for_run(run_dir: RunDir | Path | str, order: Iterable[str] = (), seed: int = 0) -> list[SettingEfficiency]:
     rd = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
-    return analyse(rd.rows(), load_twins(rd), order=order, seed=seed)
+    return analyse(rd.rows(), load_twins(rd), order=order, seed=seed, replays=load_replays(rd))
 
 
 def engine_name(run_dir: RunDir | Path | str) -> str:
@@ -355,7 +473,8 @@ def add_to_summary(summary: dict[str, Any], run_dir: RunDir | Path | str, descri
         return
     old = summary.get("efficiency") or {}
     explain = [line for line in summary.get("explain") or [] if line not in (old.get("sentence"), old.get("verdict"))]
-    effs = analyse(rows, twins, order=list(summary.get("settings") or {}), seed=int(summary.get("seed") or 0))
+    effs = analyse(rows, twins, order=list(summary.get("settings") or {}), seed=int(summary.get("seed") or 0),
+                   replays=load_replays(rd))
     part = summary_part(effs, twins, engine_name(rd), describe or str, summary.get("best_label"))
     summary["efficiency"] = part
     summary["explain"] = explain + [p for p in (part["sentence"], part["verdict"]) if p]
@@ -366,6 +485,8 @@ def add_to_summary(summary: dict[str, Any], run_dir: RunDir | Path | str, descri
 def disk_line(e: SettingEfficiency | None, engine: str, describe: Describe = str) -> str:
     """The verdict's last line: what the disk allowed at the best setting.
     'Disk: at 16 (128 kB) PostgreSQL gets 62% [55, 69] of what fio gets for the same I/O; the limit is neither the disk nor the CPU.'"""
+    if e is not None and e.mismatch:  # never a figure: say that the twin did not match, the report says why
+        return f"Disk: at {describe(e.label)} the device twin did not replay the engine's I/O (a mismatch: see the report)."
     if e is None or not e.has:
         return ""
     limit = {"device": "the disk is the limit", "cpu": "the CPU is the limit", "device+cpu": "the disk and the CPU are both at their limit",
@@ -419,7 +540,10 @@ def rich_table(effs: list[SettingEfficiency], describe: Describe = str) -> Any:
     # narrow headings: the caption says what they are
     for name in ("setting / I/O replayed by fio", "engine", "disk", "of disk", "busy", "CPU", "bottleneck"):
         table.add_column(name, justify="left" if name[0] in "sb" else "right", no_wrap=name[0] != "s", overflow="fold")
-    table.caption = ("of disk: the engine's rate over fio's for the same I/O, median [95% CI]; busy: the disk's utilisation; "
+    how = ("fio replayed each cell's I/O beside it: geometric mean over the blocks [95% CI]" if any(e.paired for e in effs)
+           else "median [95% CI]")
+    table.caption = (f"of disk: the engine's rate over fio's for the same I/O, {how}; mismatch: the interval lies above "
+                     "100%, the twin did not replay what the engine did (why: beside it); busy: the disk's utilisation; "
                      "CPU: cores the engine's processes used of those they could use")
     table.caption_justify = "left"
     for e in effs:
@@ -430,7 +554,8 @@ def rich_table(effs: list[SettingEfficiency], describe: Describe = str) -> Any:
             table.add_row(setting, _rate(e.engine_rate, e.unit), _rate(e.device_rate, e.unit), e.percent(), busy, cpu, e.bottleneck or "")
         else:
             engine = _rate(e.engine_rate, e.unit) if math.isfinite(e.engine_rate) else "–"
-            table.add_row(setting, engine, "–", "–", busy, cpu, e.bottleneck or "")
+            disk = _rate(e.device_rate, e.unit) if e.mismatch else "–"
+            table.add_row(setting, engine, disk, "mismatch" if e.mismatch else "–", busy, cpu, e.bottleneck or "")
     return table
 
 

@@ -484,23 +484,27 @@ def cells_of(samples: Mapping[Hashable, Sequence[tuple[int, float]]]) -> list[Bl
 # sequential stopping
 
 
-def unsettled(analysis: Analysis, target: float) -> list[Hashable]:
+def unsettled(analysis: Analysis, target: float | None, margin: float = 0.0) -> list[Hashable]:
     """Settings the run cannot stop on yet.
 
     A setting other than the best is settled when the interval of its ratio to
     the best (the family's, look-adjusted: what the verdict shows) excludes 1
-    (separated), or lies within
-    `practical` of 1 (as good as the best, for the user's purpose), or is no
-    wider than +-`target` (the ratio is known as precisely as asked). Settings
-    without an interval are unsettled. With a single setting there is no ratio:
-    its own median's interval must be within `target`."""
-    if not (target > 0 and math.isfinite(target)):
+    (separated), or lies within the larger of `practical` and `margin` of 1
+    (as good as the best, for the user's purpose: the budgeted rule's 3%), or,
+    with a `target`, is no wider than +-`target` (the ratio is known as
+    precisely as asked). Settings without an interval are unsettled. With a
+    single setting there is no ratio: its own median's interval must be
+    within `target` (or `margin`)."""
+    if target is not None and not (target > 0 and math.isfinite(target)):
         raise ValueError(f"target must be a positive fraction, not {target!r}")
+    if not (margin >= 0 and math.isfinite(margin)):
+        raise ValueError(f"margin must be a non-negative fraction, not {margin!r}")
     measured = {k: s for k, s in analysis.settings.items() if s.n > 0}
     if len(measured) == 1:
         (k, s), = measured.items()
-        return [] if s.n >= 2 and s.half_width <= target * abs(s.median) else [k]
-    p = analysis.practical
+        alone = target or margin
+        return [] if s.n >= 2 and s.half_width <= alone * abs(s.median) else [k]
+    p = max(analysis.practical, margin)
     out = []
     for k, s in measured.items():
         if k == analysis.best:
@@ -511,7 +515,7 @@ def unsettled(analysis: Analysis, target: float) -> list[Hashable]:
             continue
         separated = lo > 1.0 or hi < 1.0
         within_practical = p > 0 and lo >= 1.0 - p and hi <= 1.0 + p
-        precise = (hi - lo) / (2.0 * r) <= target
+        precise = target is not None and (hi - lo) / (2.0 * r) <= target
         if not (separated or within_practical or precise):
             out.append(k)
     return out

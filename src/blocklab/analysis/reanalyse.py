@@ -63,7 +63,7 @@ def recompute_summary(data: RunData) -> dict[str, Any]:
         cells_planned=data.cells_planned,
         load_axes=load_axes_of(str((data.spec.get("workload") or {}).get("kind") or ""), data.knobs),
     )
-    for key in ("experiment", "cells_planned", "seed"):
+    for key in ("experiment", "cells_planned", "seed", "settle"):  # settle: when the run stopped, and why
         if key in old:
             summary[key] = old[key]
     if old.get("words_from") == "import":  # an importer's own headline and verdict (device limits, system statistics,

@@ -29,8 +29,9 @@ from typing import Any
 from ..probes.os_stats import device_of
 from ..results import ENVIRONMENT_FILE, RunDir
 from .fio import FioNotFound
+from .interleave import BesideCells, load_replays, replay_run
 from .io_pattern import Pattern, setting_patterns
-from .replay import Measured, OnPhase, Twin, TwinCache, fio_version_or_empty, measure, utc_now
+from .replay import FioRun, Measured, OnPhase, Twin, TwinCache, fio_version_or_empty, measure, utc_now
 
 TWIN_FILE = "twin.json"
 TWIN_FORMAT = 1
@@ -71,6 +72,10 @@ class RunTwins:
     patterns: dict[str, str] = field(default_factory=dict)  # setting label -> pattern key, or "-" + why none
     seconds: float = 0.0
     finished: str = ""
+    # the replays ran beside their cells (twin.jsonl, device/interleave.py), not after the run;
+    # `twins` then holds each pattern's median over its replays
+    interleaved: bool = False
+    replays: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -87,12 +92,19 @@ class RunTwins:
             twins={k: Twin.from_dict(t) for k, t in (d.get("twins") or {}).items()},
             cached=list(d.get("cached") or []), failures=dict(d.get("failures") or {}),
             patterns=dict(d.get("patterns") or {}), seconds=float(d.get("seconds") or 0.0),
-            finished=str(d.get("finished", "")),
+            finished=str(d.get("finished", "")), interleaved=bool(d.get("interleaved", False)),
+            replays=int(d.get("replays") or 0),
         )
 
     def summary_line(self) -> str:
         if self.status != "measured":
             return f"device twin: {self.status}: {self.reason}" if self.reason else f"device twin: {self.status}"
+        if self.interleaved:
+            text = (f"device twin: {self.replays} replay(s) beside their cells on {self.device} ({self.seconds:.0f} s), "
+                    f"{len(self.twins)} pattern(s)")
+            if self.failures:
+                text += f"; {len(self.failures)} failed: " + "; ".join(f"{k}: {v}" for k, v in list(self.failures.items())[:3])
+            return text
         new = len(self.twins) - len(self.cached)
         text = (f"device twin: {len(self.twins)} pattern(s) on {self.device}, {new} measured now "
                 f"({self.seconds:.0f} s), {len(self.cached)} from the cache {self.cache}")
@@ -180,6 +192,40 @@ def measure_run(
     return result
 
 
+def write_interleaved(run_dir: RunDir, beside: BesideCells) -> RunTwins:
+    """twin.json of a run whose twin ran beside its cells: every replay of twin.jsonl
+    (a resumed run's earlier ones too), each pattern's median over its replays."""
+    from .replay import _median_twin
+
+    replays = load_replays(run_dir)
+    runs: dict[str, list[FioRun]] = {}
+    first: dict[str, dict[str, Any]] = {}
+    failures: dict[str, str] = {}
+    for r in replays:
+        run = replay_run(r)
+        if run is None:
+            failures[str(r.get("cell_id"))] = str(r.get("error") or "no result")
+            continue
+        runs.setdefault(str(r["key"]), []).append(run)
+        first.setdefault(str(r["key"]), r)
+    twins = {
+        key: _median_twin(Pattern.from_dict(first[key]["pattern"]), got, fio_version=beside.version,
+                          ioengine=beside.ioengine, command=str(first[key].get("command", "")),
+                          measured=str(first[key].get("started", "")), device=beside.device, directory=str(beside.directory))
+        for key, got in runs.items()
+    }
+    patterns = setting_patterns(run_dir.rows())
+    result = RunTwins(
+        "on", "measured" if twins or not replays else "failed", "" if twins or not replays else "no replay succeeded",
+        device=beside.device, directory=str(beside.directory), fio_version=beside.version, twins=twins,
+        failures=failures, patterns={label: p.key if isinstance(p, Pattern) else f"-{p}" for label, p in patterns.items()},
+        seconds=round(sum(float(r.get("wall_s") or 0.0) for r in replays), 2), finished=utc_now(),
+        interleaved=True, replays=len(replays),
+    )
+    run_dir.write_json(TWIN_FILE, result.to_dict())
+    return result
+
+
 __all__ = [
     "ENV_VAR",
     "MODES",
@@ -190,4 +236,5 @@ __all__ = [
     "measure_run",
     "twin_directory",
     "why_not",
+    "write_interleaved",
 ]

@@ -106,8 +106,15 @@ def start_run(target: str, overrides: Any, request: FleetRequest, reporter: Flee
     from ..spec import load_spec
 
     overrides.check()
+    if overrides.budget not in (None, "off"):
+        raise FleetInputError("--budget", "stopping by the rule grows each host's plan from its own noise, which a fleet "
+                              "run does not do yet: give --repeats instead")
     path = recipes.resolve(target)
     spec, text = load_spec(path, overrides.as_dotted())
+    if spec.measure.budget is not None:  # a recipe's default budget: a fleet runs its `repeats` blocks on every host
+        spec = spec.model_copy(update={"measure": spec.measure.model_copy(update={"budget": None})})
+        reporter.phase(f"a fleet runs the fixed plan of {spec.measure.repeats} block(s) on every host: the recipe's "
+                       "budget and stopping rule apply to a run on one host")
     check_fleet_spec(spec)
     seed = spec.measure.seed if spec.measure.seed is not None else random.SystemRandom().randrange(2**31)
     run_dir = RunDir(out) if out else new_run_dir(results_root(), spec.name)

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..analysis import efficiency
 from ..analysis.efficiency import SettingEfficiency
+from ..device.interleave import load_replays
 from ..device.twin import load as load_twins
 from .data import RunData, human, unit_of
 
@@ -24,7 +25,8 @@ def efficiencies(data: RunData) -> list[SettingEfficiency]:
     """Every setting against its twin (computed once per loaded run)."""
     cached = data.__dict__.get(_CACHE_KEY)
     if cached is None:
-        cached = efficiency.analyse(data.rows, load_twins(data.path), order=data.labels, seed=int(data.seed or 0))
+        cached = efficiency.analyse(data.rows, load_twins(data.path), order=data.labels, seed=int(data.seed or 0),
+                                    replays=load_replays(data.path))
         data.__dict__[_CACHE_KEY] = cached
     return list(cached)
 
@@ -91,7 +93,8 @@ def html_context(data: RunData) -> dict[str, Any]:
             "pattern": e.pattern.compact() if e.pattern else e.why_none,
             "engine": _rate(e.engine_rate, e.unit),
             "device": _rate(e.device_rate, e.unit) if e.has else "–",
-            "efficiency": e.percent(),
+            # an interval wholly above 100% is a twin that did not match: its reason, never a figure
+            "efficiency": f"twin mismatch: {e.mismatch}" if e.mismatch else e.percent(),
             "busy": f"{e.util_pct:.0f}%" if math.isfinite(e.util_pct) else "–",
             "cpu": e.cpu_text(),
             "bottleneck": e.bottleneck or "–",

@@ -21,6 +21,7 @@ from .device_twin import html_context as device_twin_context
 from .fleet import fleet_context
 from .plots import Plot
 from .scripts import scripts_context
+from .settle import settle_context
 from .trace_view import trace_context
 
 # what an imported run's cells were checked for, instead of a second source in the same run
@@ -75,6 +76,7 @@ def context(data: RunData, plots: list[Plot], *, generated: str | None = None,
         "figure_heading": "block-adjusted" if _paired(data) else "median",
         "other_metrics": _other_metrics(data),
         "device_twin": device_twin_context(data),
+        "settle": settle_context(data),  # when the run stopped: its budget and the pairs left undecided (issue 26)
         "scripts": scripts_context(data),  # the user's own scripts (workload sql), None for the others
         # where the CPU went (measure.cpu_profile): rankings and flame graphs (issue 28)
         "cpu_profile": cpu_profile_context(data, flame_graphs(data) if flames is None else flames),
