@@ -195,6 +195,20 @@ def test_gather_on_embedded_postgres_with_direct_io(engine):
 
 
 @pytest.mark.engine
+def test_fewer_single_reads_than_asked_are_said_with_the_rows_that_would_allow_them(engine):
+    from blocklab.features.sysstats import READ_SPACING, SilentReporter
+
+    said = SilentReporter()
+    nblocks = engine.relation_bytes(TABLE) // 8192
+    stats = gather(engine, table=TABLE, rows=ROWS, single_reads=5000, repeats=1, sessions=(1,), seed=4, reporter=said)
+    allowed = nblocks // READ_SPACING
+    assert stats.single_reads == allowed < 5000
+    line = next(x for x in said.lines if x.startswith("--reads 5,000:"))
+    assert f"{allowed:,} single-block reads instead, the most a table of {nblocks:,} blocks allows" in line
+    assert "--rows " in line and "would allow 5,000" in line
+
+
+@pytest.mark.engine
 def test_read_times_agree_with_pg_stat_io_averages(engine):
     """SREADTIM and MREADTIM against pg_stat_io read by the test itself around each phase."""
     nblocks = engine.relation_bytes(TABLE) // 8192

@@ -255,6 +255,11 @@ def gather(
     # at most one block in READ_SPACING, so that the OS read-ahead (buffered I/O)
     # rarely finds a block's neighbour asked for next
     n = max(1, min(single_reads, nblocks // READ_SPACING))
+    if n < single_reads:  # said, not silently fewer: the table sets the ceiling
+        rows_needed = math.ceil(single_reads * READ_SPACING * rows / max(nblocks, 1))
+        rep.done(f"--reads {single_reads:,}: {n:,} single-block reads instead, the most a table of {nblocks:,} blocks allows "
+                 f"at one read in {READ_SPACING} blocks (so that read-ahead rarely finds the next); --rows {rows_needed:,} "
+                 f"would allow {single_reads:,}")
     # the throwaway round reads blocks of its own, and an engine that cannot evict
     # blocks from its cache (PostgreSQL before 17) is sampled among those it does not hold
     evicts = dialect.evicts_blocks()
