@@ -73,8 +73,8 @@ from blocklab.analysis.paired import (
 )
 from blocklab.analysis.simulate import NoiseModel, simulate_cells, write_run
 from blocklab.analysis.stats import CONFIDENCE, analyse, noisy_settings
-from blocklab.analysis.summary import label_of
 from blocklab.results import RunDir
+from blocklab.units import label_of
 
 R = 2000  # bootstrap resamples: the minimum blocklab allows, plenty for a yes/no per run
 KNOB, METRIC = "multiblock_read", "rows_per_s"

@@ -19,8 +19,9 @@ from blocklab.device.calibrate import (
     save_calibration,
     summarise,
 )
-from blocklab.device.fio import FioNotFound, find_fio, parse_read, parse_size, run_fio
+from blocklab.device.fio import FioNotFound, find_fio, parse_read, run_fio
 from blocklab.results import RunDir
+from blocklab.units import parse_size
 
 pytestmark = pytest.mark.skipif(shutil.which("fio") is None, reason="fio not installed (apt-get install fio)")
 

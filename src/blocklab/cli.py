@@ -31,6 +31,7 @@ from .paths import results_root
 from .results import ResultsError, ResultsWriteError, RunDir
 from .runner import Interrupted, new_run_dir, run
 from .spec import SpecError
+from .units import human
 
 
 def experiment_options(func: Any) -> Any:
@@ -418,8 +419,6 @@ def compare_command(run_a: Path, run_b: Path, force: bool, metric: str | None) -
 def _print_comparison(console: Any, result: Any) -> None:
     from rich import box
     from rich.table import Table
-
-    from .console import human
 
     console.print(f"A: {result.run_a.path}  ({result.run_a.describe()})", markup=False, highlight=False)
     console.print(f"B: {result.run_b.path}  ({result.run_b.describe()})", markup=False, highlight=False)

@@ -27,6 +27,7 @@ from .engines.base import EngineError
 from .fleet import FleetError, FleetInputError
 from .results import ResultsError, ResultsWriteError, RunDir
 from .spec import SpecError
+from .units import human
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
@@ -450,8 +451,6 @@ def _print_fleet_summary(console: Any, outcome: Any) -> None:
     from rich import box
     from rich.table import Table
 
-    from .analysis.verdict import format_value
-
     summary, sweep = outcome.summary, outcome.sweep
     fleet = summary.get("fleet") or {}
     table = Table(title=f"{summary.get('metric')} per host ({summary.get('goal')} is best)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
@@ -472,7 +471,7 @@ def _print_fleet_summary(console: Any, outcome: Any) -> None:
         else:
             there = "-"
         table.add_row(host, f"{s.get('cells_ok', 0)}/{s.get('cells_planned') or 0}", sweep.describe_setting(best) if best else "-",
-                      format_value(float(entry.get("median", "nan")), sweep.unit) if best else "-", there if choice else "-")
+                      human(float(entry.get("median", "nan")), sweep.unit) if best else "-", there if choice else "-")
     console.print(table)
     if summary.get("headline"):
         _print(console, summary["headline"])

@@ -15,6 +15,7 @@ from .cli_errors import EXIT_BAD_INPUT, fail
 from .console import make_console
 from .importers.common import ImportInputError, ImportOptionError
 from .results import ResultsError, RunDir
+from .units import label_of, parse_size
 
 ORACLE_BLOCK_SIZES = (2048, 4096, 8192, 16384, 32768)
 
@@ -40,10 +41,8 @@ def _out_dir(out: Path | None, name: str) -> RunDir:
 def _block_size(value: str | None, option: str = "--block-size") -> int | None:
     if value is None:
         return None
-    from .device.fio import parse_size
-
     try:
-        size = parse_size(value, option)
+        size = parse_size(value, option, positive=True)
     except ValueError as err:
         raise ImportOptionError(str(err)) from None
     if size not in ORACLE_BLOCK_SIZES:
@@ -161,7 +160,6 @@ def awr_command(files: tuple[Path, ...], labels: tuple[str, ...], out: Path | No
         write_run(run_dir, run)
     except (ImportInputError, ImportOptionError) as err:
         _fail(console, str(err))
-    from .analysis.summary import label_of
 
     profiles = setting_profiles(run.rows, order=[label_of(r.settings) for r in run.rows])
     for sp, row in zip(profiles, run.rows):

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from .plan import Cell
 from .results import ResultRow
+from .units import human
 
 
 def make_console() -> Console:
@@ -93,16 +94,3 @@ def settings_table(summary: dict[str, Any], unit: str, describe: Any) -> Table:
             note,
         )
     return table
-
-
-def human(x: float) -> str:
-    a = abs(x)
-    if a >= 1e9:
-        return f"{x / 1e9:.2f} G"
-    if a >= 1e6:
-        return f"{x / 1e6:.2f} M"
-    if a >= 1e4:
-        return f"{x / 1e3:.1f} k"
-    if a >= 100:
-        return f"{x:,.0f}"
-    return f"{x:.3g}"

@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .analysis.summary import label_of
 from .engines import make_engine
 from .engines.base import ApplyClass, Engine, EngineError, KnobError, KnobInfo
-from .plan import Plan, _fmt, grid, make_plan
+from .plan import Plan, grid, make_plan
 from .search import check_refinable, coarse_values
 from .spec import WORKLOAD_AXIS, Spec, SpecError, spec_from_dict
+from .units import label_of, value_text
 from .workloads import make_workload
 from .workloads.base import Workload
 
@@ -102,7 +102,7 @@ class Experiment:
             info = self.knob_infos.get(knob)
             if info is None or info.kind == "workload":
                 continue
-            sizes = {_fmt(v): size for v in values if (size := info.size_bytes(v)) is not None}
+            sizes = {value_text(v): size for v in values if (size := info.size_bytes(v)) is not None}
             if sizes:
                 out[knob] = sizes
         return out

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 from . import recipes
 from .experiment import Experiment, prepare
-from .plan import _fmt
 from .results import PLAN_FILE, SPEC_FILE, RunDir
 from .runner import text_digest
 from .spec import Spec, SpecError, load_spec, parse_set_option
+from .units import value_text
 
 if TYPE_CHECKING:
     from .device.twin import RunTwins
@@ -115,7 +115,7 @@ def plan_text(exp: Experiment) -> list[str]:
     for name, values in exp.knobs.items():
         info = exp.knob_infos[name]
         where = "workload option" if name.startswith("workload.") else f"{exp.spec.engine.kind} {info.native}"
-        shown = ", ".join(_fmt(v) if info.kind == "workload" else info.describe_value(v) for v in values)
+        shown = ", ".join(value_text(v) if info.kind == "workload" else info.describe_value(v) for v in values)
         lines.append(f"sweep   {name} ({where}) = {shown}  [{info.apply.label}]")
     total = 0.0
     for cell in plan.cells:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .engines.base import ApplyClass
+from .units import label_of
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,7 @@ class Setting:
 
     @property
     def label(self) -> str:
-        return ", ".join(f"{k}={_fmt(v)}" for k, v in self.values) or "(defaults)"
+        return label_of(self.as_dict())
 
 
 @dataclass(frozen=True)
@@ -139,9 +140,3 @@ def _order_block(settings: list[Setting], costly: list[str], rng: random.Random,
         rng.shuffle(members)
         ordered.extend(members)
     return ordered
-
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    return str(value)

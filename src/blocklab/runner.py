@@ -39,6 +39,7 @@ from .results import (
 )
 from .search import next_cells, sequential_looks
 from .spec import SpecError
+from .units import unit_of
 from .workloads.base import timed_series
 
 
@@ -355,7 +356,7 @@ def write_summary(exp: Experiment, run_dir: RunDir, plan: Plan) -> dict[str, Any
         seed=exp.seed,
         describe_setting=exp.describe_setting,
         knob_label=exp.knob_label(),
-        unit=_unit_of(exp.metric),
+        unit=unit_of(exp.metric),
         looks=sequential_looks(exp.spec.measure),
     )
     summary["experiment"] = exp.spec.name
@@ -382,10 +383,6 @@ def validity_counts(rows: list[ResultRow]) -> dict[str, Any]:
         "cells_without_valid": len({r.cell_id for r in rows if not r.ok} - measured),
         "cells_flagged": sum(1 for r in rows if r.ok and r.notes.get("flags")),
     }
-
-
-def _unit_of(metric: str) -> str:
-    return {"rows_per_s": "rows/s", "mb_per_s": "MB/s", "elapsed_s": "s", "iops": "IOPS"}.get(metric, "")
 
 
 def text_digest(text: str) -> str:

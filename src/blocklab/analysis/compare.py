@@ -23,13 +23,12 @@ from typing import Any
 
 from ..environment import CHECKED_FIELDS
 from ..results import ENVIRONMENT_FILE, PLAN_FILE, RESULTS_FILE, SPEC_FILE, SUMMARY_FILE, ResultRow, ResultsError, RunDir
+from ..units import label_of, unit_of
 from .stats import Comparison, compare_samples
-from .summary import label_of
 
 # fields shown when they differ, but never a reason to refuse
 INFORMATIVE_FIELDS = ("kernel", "cpu", "cpu_count", "memory_bytes", "file_system", "engine_mode", "blocklab")
 
-_UNITS = {"rows_per_s": "rows/s", "mb_per_s": "MB/s", "elapsed_s": "s", "iops": "IOPS", "avg_read_kb": "kB", "read_time_ms": "ms"}
 _LOWER_IS_BETTER_SUFFIXES = ("_s", "_ms", "_us", "_ns")
 
 
@@ -396,7 +395,7 @@ def compare_loaded(
         run_b=b.info,
         metric=metric,
         goal=goal,
-        unit=_UNITS.get(metric, ""),
+        unit=unit_of(metric),
         settings=tuple(results),
         only_in_a=only_a,
         only_in_b=only_b,

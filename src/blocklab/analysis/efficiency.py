@@ -39,7 +39,7 @@ from ..device.replay import Twin
 from ..device.twin import RunTwins
 from ..device.twin import load as load_twins
 from ..results import ENVIRONMENT_FILE, ResultRow, RunDir
-from .summary import label_of
+from ..units import label_of
 
 DEVICE_BOUND = 0.8  # efficiency at or above this, with the disk busy: the disk is the limit
 DEVICE_BUSY_PCT = 80.0  # the disk's utilisation at or above this: busy nearly all the cell

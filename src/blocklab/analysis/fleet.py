@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from ..results import ResultRow
+from ..units import fmt_factor, human
 from .summary import summarise
-from .verdict import format_factor, format_value
 
 
 @dataclass
@@ -131,7 +131,7 @@ def fleet_verdict(sweep: Sweep, hosts: dict[str, dict[str, Any]], lost: dict[str
             best_n = int((hosts[h]["settings"].get(entry["best"]) or {}).get("n") or 0)
             single = entry["n"] < 2 or best_n < 2  # one sample against one: no interval to show
             low, high = (math.nan, math.nan) if single else (entry["ci_low"], entry["ci_high"])
-            cost = f"{d(choice)} is {format_factor(entry['factor'], low, high, 'slower')} there"
+            cost = f"{d(choice)} is {fmt_factor(entry['factor'], low, high, 'slower')} there"
         text.append(f"{h} differs: its best is {d(entry['best'])}; {cost}.")
     if unmeasured:
         text.append(f"No measurement yet on {_names(unmeasured)}.")
@@ -211,7 +211,7 @@ def host_line(sweep: Sweep, host: str, summary: dict[str, Any]) -> str:
     if not best:
         return f"{host}: no measurement yet"
     entry = summary["settings"].get(best, {})
-    value = format_value(_num(entry.get("median")), sweep.unit)
+    value = human(_num(entry.get("median")), sweep.unit)
     return f"{host}: best {sweep.describe_setting(best)}, {value} (n={entry.get('n', 0)})"
 
 

@@ -37,8 +37,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..engines.base import fmt_bytes
 from ..results import ResultRow
+from ..units import fmt_bytes
 from .stats import compare_samples
 
 LEVEL_KNOBS = ("checksum", "block_checking")  # what a "level" is made of, in this order

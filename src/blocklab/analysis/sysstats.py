@@ -42,10 +42,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-from ..engines.base import Engine, KnobError, fmt_bytes
+from ..engines.base import Engine, KnobError
 from ..probes.io import cold_proof
 from ..probes.os_stats import DeviceReads
 from ..results import ENVIRONMENT_FILE, RunDir
+from ..units import fmt_bytes
 from .system_stats import Phase, SystemStats, _mb, _number, alter_system_sql, random_page_cost
 
 FORMAT = 1

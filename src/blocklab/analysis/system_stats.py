@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any
 
-from ..engines.base import fmt_bytes
+from ..units import fmt_bytes
 
 
 # ---------------------------------------------------------------------- results

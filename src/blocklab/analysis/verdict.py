@@ -13,98 +13,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Hashable, Sized
 
+from ..units import fmt_factor, human, with_interval
 from .stats import Analysis, SettingStats
 
-_SUFFIXES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K"))
 _MAX_SLOWER_LISTED = 3
-
-
-# --------------------------------------------------------------------------
-# numbers for humans
-
-
-def _scale(value: float) -> tuple[float, str]:
-    a = abs(value)
-    for factor, suffix in _SUFFIXES:
-        if a >= factor:
-            return factor, suffix
-    return 1.0, ""
-
-
-def _tiny(value: float) -> bool:
-    """Below 0.001 the numbers are written in scientific notation."""
-    return 0 < abs(value) < 1e-3
-
-
-def _decimals(scaled: float) -> int:
-    """Decimals for about three significant digits."""
-    a = abs(scaled)
-    if a == 0 or not math.isfinite(a):
-        return 0
-    if a >= 100:
-        return 0
-    return 2 - math.floor(math.log10(a))
-
-
-def _join_unit(number: str, suffix: str, unit: str) -> str:
-    if unit:
-        return f"{number} {suffix} {unit}" if suffix else f"{number} {unit}"
-    return f"{number}{suffix}"
-
-
-def format_value(value: float, unit: str = "") -> str:
-    """25_900_000 -> "25.9 M rows/s"; 0.01234 -> "0.0123 s"; NaN -> "n/a"."""
-    if value is None or not math.isfinite(value):
-        return "n/a"
-    if _tiny(value):
-        return _join_unit(f"{value:.2e}", "", unit)
-    factor, suffix = _scale(value)
-    scaled = value / factor
-    return _join_unit(f"{scaled:.{_decimals(scaled)}f}", suffix, unit)
-
-
-def format_with_interval(value: float, low: float, high: float, unit: str = "") -> str:
-    """"25.9 M rows/s [25.1, 26.4]": the interval on the value's scale, with
-    enough decimals that bounds that differ from the value do not look equal."""
-    if value is None or not math.isfinite(value):
-        return "n/a"
-    if _tiny(value):
-        text = _join_unit(f"{value:.2e}", "", unit)
-        if math.isfinite(low) and math.isfinite(high):
-            text += f" [{low:.2e}, {high:.2e}]"
-        return text
-    factor, suffix = _scale(value)
-    v, lo, hi = value / factor, low / factor, high / factor
-    d = _decimals(v)
-    for _ in range(2):
-        same_lo = f"{lo:.{d}f}" == f"{v:.{d}f}" and lo != v
-        same_hi = f"{hi:.{d}f}" == f"{v:.{d}f}" and hi != v
-        if not (same_lo or same_hi):
-            break
-        d += 1
-    text = _join_unit(f"{v:.{d}f}", suffix, unit)
-    if math.isfinite(lo) and math.isfinite(hi):
-        text += f" [{lo:.{d}f}, {hi:.{d}f}]"
-    return text
-
-
-def _factor_decimals(f: float) -> int:
-    if f < 2:
-        return 2
-    if f < 10:
-        return 1
-    return 0
-
-
-def format_factor(factor: float, low: float = math.nan, high: float = math.nan, word: str = "") -> str:
-    """"3.6x slower [3.4, 3.8]" (the interval omitted when undefined)."""
-    d = _factor_decimals(factor) if math.isfinite(factor) else 0
-    text = f"{factor:.{d}f}x" if math.isfinite(factor) else "?x"
-    if word:
-        text += f" {word}"
-    if math.isfinite(low) and math.isfinite(high):
-        text += f" [{low:.{d}f}, {high:.{d}f}]"
-    return text
 
 
 # --------------------------------------------------------------------------
@@ -162,14 +74,14 @@ def verdict_text(
     best = settings[analysis.best]
     what = f"median {metric}" if metric else "median"
     if best.n >= 2:
-        figure = f"{format_with_interval(best.median, best.ci_low, best.ci_high, unit)} ({what}, 95% CI, n={best.n})"
+        figure = f"{with_interval(best.median, best.ci_low, best.ci_high, unit)} ({what}, 95% CI, n={best.n})"
     elif best.has_interval:
         figure = (
-            f"{format_with_interval(best.median, best.ci_low, best.ci_high, unit)} "
+            f"{with_interval(best.median, best.ci_low, best.ci_high, unit)} "
             f"({metric or 'value'} of a single run; 95% CI of its steady state from its per-second series)"
         )
     else:
-        figure = f"{format_value(best.median, unit)} ({what}, a single sample: no interval)"
+        figure = f"{human(best.median, unit)} ({what}, a single sample: no interval)"
 
     sentences: list[str] = []
     others = [k for k in measured if k != analysis.best]
@@ -193,7 +105,7 @@ def verdict_text(
             k = max(same, key=lambda k: _sort_factor(slowdown(settings[k], goal)[0]))
             f, lo, hi = slowdown(settings[k], goal)
             if math.isfinite(f) and f > 1.0:
-                sentences.append(f"The largest gap: {d(k)} is {format_factor(f, lo, hi, 'slower')}.")
+                sentences.append(f"The largest gap: {d(k)} is {fmt_factor(f, lo, hi, 'slower')}.")
         elif same:
             sentences.append(f"{_listing([d(k) for k in same])} {_are(same)} indistinguishable from it{rule}.")
         if worse:
@@ -205,7 +117,7 @@ def verdict_text(
                 f, lo, hi = slowdown(settings[k], goal)
                 if analysis.method == "unpaired" and (settings[k].n < 2 or best.n < 2):
                     lo = hi = math.nan  # one sample against one: the bootstrap interval is the point itself
-                parts.append(f"{d(k)} is {format_factor(f, lo, hi, 'slower')}")
+                parts.append(f"{d(k)} is {fmt_factor(f, lo, hi, 'slower')}")
             if not same:
                 lead = "Every other setting is slower: " if len(worse) > 1 else ""
                 sentences.append(lead + "; ".join(parts) + ".")
@@ -215,7 +127,7 @@ def verdict_text(
             if rest:
                 fs = [slowdown(settings[k], goal)[0] for k in rest]
                 lo_f, hi_f = min(fs), max(fs)
-                span = f"{format_factor(lo_f)} to {format_factor(hi_f)}"
+                span = f"{fmt_factor(lo_f)} to {fmt_factor(hi_f)}"
                 sentences.append(f"{len(rest)} more are {span} slower: {_listing([d(k) for k in rest])}.")
 
     single = [k for k in measured if settings[k].n == 1]

@@ -30,6 +30,7 @@ from typing import Any
 from ..environment import collect as collect_environment
 from ..probes.os_stats import device_of
 from ..results import ENVIRONMENT_FILE, PLAN_FILE, RESULTS_FILE, ResultRow, ResultsError, RunDir
+from ..units import short_size
 from .calibration_plan import SECTOR, CalibrationPlan, GiB, KiB, MiB, PlannedPoint, make_plan
 from .fio import (
     FioError,
@@ -38,7 +39,6 @@ from .fio import (
     engine_available,
     find_fio,
     fio_version,
-    format_size,
     parse_read,
     run_fio,
 )
@@ -242,7 +242,7 @@ def check_directory(directory: str | Path, file_size: int) -> Path:
     free = shutil.disk_usage(path).free
     if free < file_size + FREE_SPACE_RESERVE:
         raise ValueError(
-            f"file_size: the test file needs {format_size(file_size)} (+{format_size(FREE_SPACE_RESERVE)} reserve) "
+            f"file_size: the test file needs {short_size(file_size)} (+{short_size(FREE_SPACE_RESERVE)} reserve) "
             f"but {path} has only {free / GiB:.2f} GiB free; give a smaller file_size or another directory"
         )
     return path.resolve()

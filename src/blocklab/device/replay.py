@@ -32,8 +32,9 @@ from typing import Any
 
 from ..probes.os_stats import device_of
 from ..results import write_atomic
+from ..units import short_size
 from .calibrate import choose_ioengine
-from .fio import FioError, FioNotFound, find_fio, fio_version, format_size, run_fio
+from .fio import FioError, FioNotFound, find_fio, fio_version, run_fio
 from .io_pattern import GiB, MiB, Pattern
 
 CACHE_DIR = "device-twins"
@@ -378,7 +379,7 @@ def _lay_out(fio: str, directory: Path, size: int, files: dict[int, Path]) -> Pa
     the disk), buffered and flushed so that it works on any file system."""
     free = shutil.disk_usage(directory).free
     if free < size + FREE_SPACE_RESERVE:
-        raise ValueError(f"no room for a {format_size(size)}B twin file in {directory} ({free / GiB:.2f} GiB free)")
+        raise ValueError(f"no room for a {short_size(size)}B twin file in {directory} ({free / GiB:.2f} GiB free)")
     path = directory / f".blocklab-twin-{os.getpid()}-{secrets.token_hex(4)}.fio"
     files[size] = path  # registered before it exists, so a Ctrl-C during the layout removes it too
     run_fio(fio, [

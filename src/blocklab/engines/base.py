@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
+from ..units import describe_size, fmt_number, parse_count, size_bytes
+
 
 class ApplyClass(enum.IntEnum):
     """How a knob change takes effect, cheapest first (the plan orders by it)."""
@@ -90,7 +92,8 @@ class KnobInfo:
         if self.kind == "bool":
             return parse_bool(value, where)
         if self.kind == "enum":
-            text = str(value)
+            size = size_bytes(value) if self.unit == "bytes" else None  # a page size given as '8k'
+            text = str(value) if size is None else str(size)
             for choice in self.choices:
                 if text.lower() == choice.lower():
                     return choice
@@ -135,58 +138,21 @@ def parse_bool(value: Any, where: str) -> bool:
     raise KnobError(f"{where}: {value!r} is not accepted; accepted: on or off")
 
 
-_SIZE_SUFFIX = {"k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3, "gb": 1024**3}
-
-
 def parse_int(value: Any, where: str, info: KnobInfo | None = None) -> int:
-    """An integer, or for byte-sized knobs a size like '64k' or '128kB'."""
-    if isinstance(value, bool):
-        raise KnobError(f"{where}: {value!r} is not accepted; accepted: {info.accepted() if info else 'an integer'}")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    text = str(value).strip().lower().replace(" ", "")
-    if text.isdigit():
-        return int(text)
-    for suffix, factor in sorted(_SIZE_SUFFIX.items(), key=lambda kv: -len(kv[0])):
-        if text.endswith(suffix) and text[: -len(suffix)].isdigit():
-            size = int(text[: -len(suffix)]) * factor
-            if info and info.unit_bytes:
-                if size % info.unit_bytes:
-                    break
-                return size // info.unit_bytes
-            if info and info.unit == "bytes":
-                return size
-            break
+    """An integer in the knob's own unit (16 blocks, 16384 bytes), or for a knob
+    counted in bytes or blocks a size in blocklab's one size grammar ('128k',
+    '128kB', '128KiB'; units.py), converted into that unit."""
+    number = parse_count(value)
+    if number is not None:
+        return number
+    size = None if isinstance(value, (bool, int, float)) else size_bytes(value)
+    if size is not None and info is not None:
+        if info.unit_bytes and size % info.unit_bytes == 0:
+            return size // info.unit_bytes
+        if info.unit == "bytes":
+            return size
     accepted = info.accepted() if info else "an integer"
     raise KnobError(f"{where}: {value!r} is not accepted; accepted: {accepted}")
-
-
-def fmt_bytes(n: float) -> str:
-    """1048576 -> '1 MB', 131072 -> '128 kB' (binary units, as engines print them)."""
-    for unit, size in (("TB", 1024**4), ("GB", 1024**3), ("MB", 1024**2), ("kB", 1024)):
-        if n >= size:
-            v = n / size
-            return f"{v:.0f} {unit}" if v == int(v) else f"{v:.1f} {unit}"
-    return f"{n:.0f} B"
-
-
-def describe_size(value: Any, size: int | None) -> str:
-    """A knob value next to the bytes it stands for: the size alone when the value
-    is already in bytes (16384 -> '16 kB'), both when it counts blocks
-    (16 -> '16 (128 kB)'), the value as it is when it is not a size."""
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    if size is None:
-        return str(value)
-    if str(size) == str(value):
-        return fmt_bytes(size)
-    return f"{value} ({fmt_bytes(size)})"
-
-
-def fmt_number(x: float) -> str:
-    return f"{int(x):,}" if float(x).is_integer() else f"{x:,}"
 
 
 @dataclass

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..units import label_of
 from . import LAB_PREFIX, FleetError, FleetInputError
 
 if TYPE_CHECKING:
@@ -63,7 +64,6 @@ class HostLab:
         """Validate the experiment on this host's engine, start it, apply the fixed
         settings; what the coordinator needs to plan and to check that every host
         took the experiment alike. SpecError: this host refuses the experiment."""
-        from ..analysis.summary import label_of
         from ..environment import collect as collect_environment
         from ..experiment import prepare
         from ..paths import cache_root

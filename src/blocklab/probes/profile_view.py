@@ -23,6 +23,7 @@ from typing import Any
 
 from rich.table import Table
 
+from ..units import label_of, value_text
 from .profile import CPU, TOTAL, UNACCOUNTED, SessionProfile, unflatten_profile
 
 MINOR = 0.005  # waits under 0.5% of the time in both columns are folded into one line
@@ -57,8 +58,6 @@ def _rows_of(source: Any) -> list[Any]:
 
 
 def _label(settings: dict[str, Any]) -> str:
-    from ..analysis.summary import label_of
-
     return label_of(settings)
 
 
@@ -88,14 +87,12 @@ def setting_profiles(source: Any, order: Iterable[str] | None = None) -> list[Se
 
 def short_labels(profiles: list[SettingProfile]) -> dict[str, str]:
     """label -> the label without the knobs every setting shares."""
-    from ..plan import _fmt
-
     if len(profiles) < 2:
         return {sp.label: sp.label for sp in profiles}
     keys = list(profiles[0].settings)
-    varying = [k for k in keys if len({_fmt(sp.settings.get(k)) for sp in profiles}) > 1]
+    varying = [k for k in keys if len({value_text(sp.settings.get(k)) for sp in profiles}) > 1]
     return {
-        sp.label: ", ".join(f"{k}={_fmt(sp.settings[k])}" for k in varying if k in sp.settings) or sp.label
+        sp.label: ", ".join(f"{k}={value_text(sp.settings[k])}" for k in varying if k in sp.settings) or sp.label
         for sp in profiles
     }
 

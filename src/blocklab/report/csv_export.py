@@ -7,7 +7,8 @@ import io
 from typing import Any
 
 from ..results import ResultRow
-from .data import RunData, label_of
+from ..units import label_of
+from .data import RunData
 
 BASE_COLUMNS = ("cell", "cell_id", "block", "started", "status", "setting")
 

@@ -10,13 +10,11 @@ summary is recomputed from the rows."""
 from __future__ import annotations
 
 import math
-import re
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..engines.base import describe_size, fmt_bytes
 from ..results import (
     ENVIRONMENT_FILE,
     EXPERIMENT_FILE,
@@ -28,102 +26,7 @@ from ..results import (
     ResultsError,
     RunDir,
 )
-
-# metric -> (unit, what it is). Metrics not listed are shown by their own name.
-METRICS: dict[str, tuple[str, str]] = {
-    "rows_per_s": ("rows/s", "throughput"),
-    "mb_per_s": ("MB/s", "read bandwidth"),
-    "avg_read_kb": ("kB", "average read size"),
-    "elapsed_s": ("s", "elapsed time"),
-    "iops": ("IOPS", "I/O operations per second"),
-    "reads": ("", "read calls"),
-    "read_bytes": ("B", "bytes read"),
-    "read_time_ms": ("ms", "time in reads"),
-    "server_cpu_s": ("s", "server CPU"),
-    "rows": ("", "rows"),
-    "relation_bytes": ("B", "table size"),
-    "cold_ratio": ("", "physical bytes / table size"),
-    "read_iops": ("IOPS", "read I/O requests per second"),
-    "db_time_s": ("s", "DB time"),
-}
-# the metrics worth a column in the per-setting table, in this order, when present
-HEADLINE_METRICS = ("rows_per_s", "mb_per_s", "iops", "avg_read_kb", "elapsed_s", "reads", "read_time_ms", "cold_ratio")
-# short column headings for the tables
-SHORT_NAMES = {
-    "rows_per_s": "rows/s",
-    "mb_per_s": "MB/s",
-    "iops": "IOPS",
-    "avg_read_kb": "avg read (kB)",
-    "elapsed_s": "elapsed (s)",
-    "reads": "reads",
-    "read_time_ms": "time in reads (ms)",
-    "cold_ratio": "bytes read / table size",
-}
-
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|kB|KB|MB|GB|TB)\s*$")
-_SIZE_FACTOR = {"B": 1, "kB": 1024, "KB": 1024, "MB": 1024**2, "GB": 1024**3, "TB": 1024**4}
-
-
-def unit_of(metric: str) -> str:
-    return METRICS.get(metric, ("", ""))[0]
-
-
-def metric_title(metric: str) -> str:
-    return METRICS.get(metric, ("", metric.replace("_", " ")))[1]
-
-
-def human(x: float | None, unit: str = "") -> str:
-    """About three significant digits with k/M/G: 12773955 -> '12.8 M', 0.0123 -> '0.0123'."""
-    if x is None or not isinstance(x, (int, float)) or not math.isfinite(x):
-        return "–"
-    a = abs(x)
-    suffix = ""
-    for factor, s in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if a >= factor and a >= 1e4:  # 1,450 MB/s stays as it is; 14,500 -> 14.5 k
-            x, a, suffix = x / factor, a / factor, s
-            break
-    if a == 0:
-        text = "0"
-    elif a >= 100:
-        text = f"{x:,.0f}"
-    elif a >= 1e-3:
-        text = f"{x:.{2 - math.floor(math.log10(a))}f}"
-    else:
-        text = f"{x:.2e}"
-    if unit:
-        return f"{text} {suffix} {unit}" if suffix else f"{text} {unit}"
-    return f"{text} {suffix}".rstrip()
-
-
-def axis_formatter_text(values: list[float]) -> list[str]:
-    """Tick labels on one scale, as few decimals as the ticks need: 0, 2.5 M, 5 M, 17.5 M."""
-    finite = [abs(v) for v in values if math.isfinite(v)]
-    top = max(finite, default=0.0)
-    factor, suffix = 1.0, ""
-    for f, s in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if top >= f and top >= 1e4:
-            factor, suffix = f, s
-            break
-    out = []
-    for v in values:
-        scaled = v / factor
-        text = f"{scaled:,.3f}".rstrip("0").rstrip(".") if scaled != 0 else "0"
-        out.append(f"{text} {suffix}".rstrip() if scaled != 0 else "0")
-    return out
-
-
-def parse_size(text: Any) -> int | None:
-    """'32kB' / '1MB' (how an engine reports a size) -> bytes; None if it is not a size."""
-    m = _SIZE.match(str(text))
-    if not m:
-        return None
-    return int(float(m.group(1)) * _SIZE_FACTOR[m.group(2)])
-
-
-def label_of(settings: dict[str, Any]) -> str:
-    from ..analysis.summary import label_of as _label_of
-
-    return _label_of(settings)
+from ..units import HEADLINE_METRICS, describe_size, fmt_bytes, label_of, reported_size, unit_of
 
 
 @dataclass
@@ -328,7 +231,7 @@ class RunData:
         if planned is not None:
             return describe_size(value, int(planned))
         size = self._applied_size(knob, value)
-        if size is not None and isinstance(value, (int, float)) and parse_size(str(value)) is None:
+        if size is not None and isinstance(value, (int, float)):
             return describe_size(value, size)
         return str(value)
 
@@ -368,7 +271,7 @@ class RunData:
     def _applied_size(self, knob: str, value: Any) -> int | None:
         for row in self.rows:
             if row.settings.get(knob) == value and knob in row.applied:
-                size = parse_size(row.applied[knob])
+                size = reported_size(row.applied[knob])
                 if size is not None:
                     return size
         if knob == "multiblock_read" and self.block_size and isinstance(value, int) and not isinstance(value, bool):

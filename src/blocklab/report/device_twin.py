@@ -14,7 +14,8 @@ from typing import Any
 from ..analysis import efficiency
 from ..analysis.efficiency import SettingEfficiency
 from ..device.twin import load as load_twins
-from .data import RunData, human, unit_of
+from ..units import human, unit_of
+from .data import RunData
 
 GREEN = "#2e8b57"
 _CACHE_KEY = "_blocklab_efficiency"  # kept on the RunData: every plot and the page share one analysis

@@ -12,8 +12,9 @@ from typing import Any
 import jinja2
 
 from .. import __version__
+from ..units import SHORT_NAMES, fmt_bytes, human, label_of, metric_title
 from .csv_export import export_csv
-from .data import SHORT_NAMES, RunData, SettingFigures, fmt_bytes, human, label_of, metric_title
+from .data import RunData, SettingFigures
 from .device_twin import html_context as device_twin_context
 from .fleet import fleet_context
 from .plots import Plot

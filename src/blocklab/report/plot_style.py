@@ -16,7 +16,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.layout_engine import ConstrainedLayoutEngine
 
-from .data import RunData, axis_formatter_text, fmt_bytes
+from ..units import fmt_bytes, tick_labels
+from .data import RunData
 
 SIZE = (10.0, 6.0)  # inches: 1500 x 900 px at 150 dpi (plots.PNG_DPI)
 
@@ -63,12 +64,12 @@ class ScaledFormatter(ticker.Formatter):
 
     def __call__(self, x: float, pos: int | None = None) -> str:
         locs = list(self.locs) if len(self.locs) else [x]
-        texts = axis_formatter_text(locs + [x])
+        texts = tick_labels(locs + [x])
         return texts[-1]
 
     def format_ticks(self, values: Any) -> list[str]:
         self.set_locs(values)
-        return axis_formatter_text(list(values))
+        return tick_labels(list(values))
 
 
 # ====================================================================== the figure

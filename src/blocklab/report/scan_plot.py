@@ -17,7 +17,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from .data import RunData, fmt_bytes, label_of, metric_title, unit_of
+from ..units import fmt_bytes, label_of, metric_title, unit_of
+from .data import RunData
 from .device_twin import device_line
 from .plot_style import (
     BAND,

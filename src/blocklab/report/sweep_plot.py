@@ -13,7 +13,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from .data import RunData, SettingFigures, human, metric_title, unit_of
+from ..units import human, metric_title, unit_of
+from .data import RunData, SettingFigures
 from .plot_style import (
     BAND,
     BLUE,

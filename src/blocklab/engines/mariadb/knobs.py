@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import pymysql
 
-from ..base import ApplyClass, KnobError, KnobInfo, fmt_bytes, parse_bool, parse_int
+from ...units import fmt_bytes
+from ..base import ApplyClass, KnobError, KnobInfo, parse_bool, parse_int
 
 ENGINE_NAME = "mariadb"
 PAGE_SIZES = (4096, 8192, 16384, 32768, 65536)
