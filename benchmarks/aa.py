@@ -604,7 +604,7 @@ def _open(a: Any, key: Any, rule: str) -> str:
 
 # ---------------------------------------------------------------------- generated run directories
 def generated(args: argparse.Namespace) -> None:
-    from blocklab.analysis.reanalyse import reanalyse
+    from blocklab.report.reanalyse import reanalyse
 
     noise = NoiseModel(drift_sd=0.0, noise_sd=0.03, drift_uniform=0.20)
     rng = np.random.default_rng(args.seed)

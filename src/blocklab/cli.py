@@ -21,17 +21,16 @@ from .cli_fleet import fleet_group, fleet_run_options, run_on_fleet, wants_fleet
 from .cli_import import import_group
 from .cli_server import clean_command, doctor_command, restore_command
 from .cli_system import calibrate_command, sysstats_command
-from .console import ConsoleReporter, make_console, settings_table
+from .console import ConsoleReporter, make_console, print_comparison, settings_table
 from .device.twin import ENV_VAR as TWIN_ENV_VAR
 from .device.twin import MODES as TWIN_MODES
 from .engines import available as available_engines
 from .engines.base import EngineError
 from .lab import Overrides, load_experiment, load_saved_experiment, plan_text
-from .paths import results_root
-from .results import ResultsError, ResultsWriteError, RunDir
-from .runner import Interrupted, new_run_dir, run
+from .paths import check_out_dir, results_root
+from .results import ResultsError, ResultsWriteError, RunDir, new_run_dir
+from .runner import Interrupted, run
 from .spec import SpecError
-from .units import human
 
 
 def experiment_options(func: Any) -> Any:
@@ -204,21 +203,6 @@ def _print_efficiency(console: Any, run_dir: RunDir, summary: dict[str, Any], de
     effs = for_run(run_dir, order=list(summary.get("settings") or {}), seed=int(summary.get("seed") or 0))
     if any(e.pattern is not None for e in effs):
         console.print(rich_table(effs, describe))
-
-
-def check_out_dir(out: Path) -> None:
-    """--out must be a directory blocklab can create and write, said before anything runs
-    (a temporary directory is made beside it and removed again)."""
-    import tempfile
-
-    if out.exists() and not out.is_dir():
-        raise SpecError(f"--out {out}: exists and is not a directory; give a new or an existing directory")
-    parent = out if out.exists() else next((p for p in out.parents if p.exists()), Path("."))
-    try:
-        with tempfile.TemporaryDirectory(dir=parent, prefix=".blocklab-write-test-"):
-            pass
-    except OSError as err:
-        raise SpecError(f"--out {out}: cannot create or write there ({parent}: {err.strerror or err}); give a directory you may write") from None
 
 
 def _owed_hint(console: Any, run_dir: RunDir) -> None:
@@ -413,50 +397,7 @@ def compare_command(run_a: Path, run_b: Path, force: bool, metric: str | None) -
         sys.exit(EXIT_BAD_INPUT)
     except CompareError as err:
         fail(console, str(err), EXIT_BAD_INPUT)
-    _print_comparison(console, result)
-
-
-def _print_comparison(console: Any, result: Any) -> None:
-    from rich import box
-    from rich.table import Table
-
-    console.print(f"A: {result.run_a.path}  ({result.run_a.describe()})", markup=False, highlight=False)
-    console.print(f"B: {result.run_b.path}  ({result.run_b.describe()})", markup=False, highlight=False)
-    if result.differences:
-        console.print("compared with --force although the runs differ in:", style="yellow", markup=False)
-        for difference in result.differences:
-            console.print(f"  {difference.text()}", style="yellow", markup=False, highlight=False)
-    for difference in result.other_differences:
-        console.print(f"also different (not checked): {difference.text()}", markup=False, highlight=False)
-    unit = f" ({result.unit})" if result.unit else ""
-    better = "higher" if result.goal == "max" else "lower"
-    knobs = {tuple(s.settings) for s in result.settings}
-    one_knob = next(iter(knobs))[0] if len(knobs) == 1 and len(next(iter(knobs))) == 1 else None
-    table = Table(title=f"{result.metric}{unit}: B against A per setting ({better} is better)", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-    table.add_column(one_knob or "setting")
-    for column in ("n A/B", "median A", "median B", "B/A", "95% CI", "p"):
-        table.add_column(column, justify="right", no_wrap=True)
-    table.add_column("B vs A", no_wrap=True)
-    words = {"better": "better", "worse": "worse", "same": "no diff.", "unclear": "unclear"}
-    styles = {"better": "green", "worse": "red", "same": "", "unclear": "yellow"}
-    for s in result.settings:
-        c = s.comparison
-        table.add_row(
-            s.display().split("=", 1)[1] if one_knob else s.display(), f"{c.n_a}/{c.n_b}",
-            human(c.median_a), human(c.median_b),
-            f"{c.ratio:.3f}" if c.ratio == c.ratio else "-",
-            f"{c.ci_low:.3f}-{c.ci_high:.3f}" if c.ci_low == c.ci_low else "-",
-            f"{c.p_value:.3g}", words[s.outcome], style=styles[s.outcome] or None,
-        )
-    console.print(table)
-    for s in result.settings:
-        note = "  (the engine reported different values for this setting in A and B)" if s.applied_differs else ""
-        console.print(f"{s.display()}: {s.verdict}{note}", markup=False, highlight=False)
-    if result.only_in_a:
-        console.print(f"only in A (not compared): {'; '.join(result.only_in_a)}", markup=False, highlight=False)
-    if result.only_in_b:
-        console.print(f"only in B (not compared): {'; '.join(result.only_in_b)}", markup=False, highlight=False)
-    console.print(result.summary_line(), markup=False, highlight=False)
+    print_comparison(console, result)
 
 
 main.add_command(sysstats_command)  # `blocklab sysstats`: the system statistics (cli_system.py)

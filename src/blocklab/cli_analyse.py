@@ -1,4 +1,4 @@
-"""`blocklab analyse RUN_DIR`: summary.json recomputed from results.jsonl (analysis/reanalyse.py).
+"""`blocklab analyse RUN_DIR`: summary.json recomputed from results.jsonl (report/reanalyse.py).
 
 A module of its own so that cli.py gains one line, not a command's worth."""
 
@@ -30,7 +30,7 @@ def analyse_command(run_dir: Path, dry_run: bool) -> None:
       blocklab analyse results/mbrc-20261122-101500 --dry-run
       blocklab analyse results/mbrc-20261122-101500 && blocklab report results/mbrc-20261122-101500
     """
-    from .analysis.reanalyse import AnalyseError, reanalyse
+    from .report.reanalyse import AnalyseError, reanalyse
 
     console = make_console()
     try:

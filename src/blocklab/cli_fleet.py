@@ -22,9 +22,10 @@ from typing import Any
 import click
 
 from .cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, fail
-from .console import ConsoleReporter, make_console
+from .console import ConsoleReporter, make_console, print_comparison
 from .engines.base import EngineError
 from .fleet import FleetError, FleetInputError
+from .paths import check_out_dir
 from .results import ResultsError, ResultsWriteError, RunDir
 from .spec import SpecError
 from .units import human
@@ -240,7 +241,6 @@ def compare_command(run_dir: Path, host_a: str, host_b: str, metric: str | None,
     """
     from .analysis.compare import CompareError, EnvironmentMismatch
     from .analysis.fleet import compare_hosts
-    from .cli import _print_comparison
 
     console = make_console()
     try:
@@ -253,7 +253,7 @@ def compare_command(run_dir: Path, host_a: str, host_b: str, metric: str | None,
         sys.exit(EXIT_BAD_INPUT)
     except CompareError as err:
         fail(console, str(err), EXIT_BAD_INPUT)
-    _print_comparison(console, result)
+    print_comparison(console, result)
 
 
 # ====================================================================== blocklab worker
@@ -412,8 +412,6 @@ def run_on_fleet(target: str | None, overrides: Any, out: Path | None, resume: P
         elif not target:
             raise SpecError("give an experiment FILE or RECIPE (see `blocklab recipes`), or --resume DIR")
         if out is not None:
-            from .cli import check_out_dir
-
             check_out_dir(out)
         address = check_address("--fleet", fleet, insecure)
         request = FleetRequest(address, _security("client", certs, insecure), parse_hosts(hosts), share_disk, fleet_timeout)

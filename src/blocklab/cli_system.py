@@ -20,8 +20,7 @@ from .device.twin import ENV_VAR as TWIN_ENV_VAR
 from .device.twin import MODES as TWIN_MODES
 from .engines.base import EngineError
 from .paths import results_root
-from .results import RunDir
-from .runner import new_run_dir
+from .results import RunDir, new_run_dir
 
 
 @click.command("sysstats")

@@ -7,8 +7,9 @@ plain lines."""
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
@@ -16,6 +17,9 @@ from rich.table import Table
 from .plan import Cell
 from .results import ResultRow
 from .units import human
+
+if TYPE_CHECKING:  # the comparison's statistics (scipy) load when a comparison is made, not with every command
+    from .analysis.compare import RunComparison
 
 
 def make_console() -> Console:
@@ -94,3 +98,44 @@ def settings_table(summary: dict[str, Any], unit: str, describe: Any) -> Table:
             note,
         )
     return table
+
+
+def print_comparison(console: Console, result: RunComparison) -> None:
+    """`blocklab compare` and `blocklab fleet compare`: B against A, setting by setting."""
+    console.print(f"A: {result.run_a.path}  ({result.run_a.describe()})", markup=False, highlight=False)
+    console.print(f"B: {result.run_b.path}  ({result.run_b.describe()})", markup=False, highlight=False)
+    if result.differences:
+        console.print("compared with --force although the runs differ in:", style="yellow", markup=False)
+        for difference in result.differences:
+            console.print(f"  {difference.text()}", style="yellow", markup=False, highlight=False)
+    for difference in result.other_differences:
+        console.print(f"also different (not checked): {difference.text()}", markup=False, highlight=False)
+    unit = f" ({result.unit})" if result.unit else ""
+    better = "higher" if result.goal == "max" else "lower"
+    knobs = {tuple(s.settings) for s in result.settings}
+    one_knob = next(iter(knobs))[0] if len(knobs) == 1 and len(next(iter(knobs))) == 1 else None
+    table = Table(title=f"{result.metric}{unit}: B against A per setting ({better} is better)", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    table.add_column(one_knob or "setting")
+    for column in ("n A/B", "median A", "median B", "B/A", "95% CI", "p"):
+        table.add_column(column, justify="right", no_wrap=True)
+    table.add_column("B vs A", no_wrap=True)
+    words = {"better": "better", "worse": "worse", "same": "no diff.", "unclear": "unclear"}
+    styles = {"better": "green", "worse": "red", "same": "", "unclear": "yellow"}
+    for s in result.settings:
+        c = s.comparison
+        table.add_row(
+            s.display().split("=", 1)[1] if one_knob else s.display(), f"{c.n_a}/{c.n_b}",
+            human(c.median_a), human(c.median_b),
+            f"{c.ratio:.3f}" if c.ratio == c.ratio else "-",
+            f"{c.ci_low:.3f}-{c.ci_high:.3f}" if c.ci_low == c.ci_low else "-",
+            f"{c.p_value:.3g}", words[s.outcome], style=styles[s.outcome] or None,
+        )
+    console.print(table)
+    for s in result.settings:
+        note = "  (the engine reported different values for this setting in A and B)" if s.applied_differs else ""
+        console.print(f"{s.display()}: {s.verdict}{note}", markup=False, highlight=False)
+    if result.only_in_a:
+        console.print(f"only in A (not compared): {'; '.join(result.only_in_a)}", markup=False, highlight=False)
+    if result.only_in_b:
+        console.print(f"only in B (not compared): {'; '.join(result.only_in_b)}", markup=False, highlight=False)
+    console.print(result.summary_line(), markup=False, highlight=False)

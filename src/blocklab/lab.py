@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import recipes
 from .experiment import Experiment, prepare
-from .results import PLAN_FILE, SPEC_FILE, RunDir
-from .runner import text_digest
+from .results import PLAN_FILE, SPEC_FILE, RunDir, text_digest
 from .spec import Spec, SpecError, load_spec, parse_set_option
 from .units import value_text
 

@@ -14,7 +14,6 @@ import datetime as dt
 import signal
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, Protocol
 
 from . import claims
@@ -36,6 +35,7 @@ from .results import (
     SUMMARY_FILE,
     ResultRow,
     RunDir,
+    text_digest,
 )
 from .search import next_cells, sequential_looks
 from .spec import SpecError
@@ -210,7 +210,7 @@ def _record(exp: Experiment, cell: Cell, row: ResultRow, run_dir: RunDir, plan: 
     write_summary(exp, run_dir, plan)
     if message := refresh_report(run_dir):  # the report never stops a run; it says why it could not render
         reporter.phase(message)
-    reporter.cell_done(cell, row, _cell_line(exp, cell, row))
+    reporter.cell_done(cell, row, cell_line(exp, cell, row))
 
 
 def _log(engine: Engine) -> str:
@@ -218,7 +218,7 @@ def _log(engine: Engine) -> str:
     return f"\n{tail}" if tail else ""
 
 
-def _cell_line(exp: Experiment, cell: Cell, row: ResultRow) -> str:
+def cell_line(exp: Experiment, cell: Cell, row: ResultRow) -> str:
     if row.status.startswith("engine died:"):
         return f"ENGINE DIED: {row.status.removeprefix('engine died: ')}"
     if row.failed:
@@ -385,20 +385,4 @@ def validity_counts(rows: list[ResultRow]) -> dict[str, Any]:
     }
 
 
-def text_digest(text: str) -> str:
-    import hashlib
-
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def new_run_dir(root: Path, name: str) -> RunDir:
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    path = root / f"{name}-{stamp}"
-    n = 1
-    while path.exists():
-        n += 1
-        path = root / f"{name}-{stamp}-{n}"
-    return RunDir(path)
-
-
-__all__ = ["Interrupted", "run", "run_cell", "new_run_dir", "SilentReporter"]
+__all__ = ["Interrupted", "run", "run_cell", "SilentReporter"]

@@ -228,7 +228,7 @@ class RunComparison:
 
 # ---------------------------------------------------------------------- loading
 @dataclass
-class _Run:
+class ComparedRun:
     info: RunInfo
     rows: list[ResultRow]
     order: list[str]  # setting keys in the plan's order
@@ -237,7 +237,7 @@ class _Run:
     fixed: dict[str, Any]
 
 
-def _load(path: Path | str, argument: str) -> _Run:
+def read_run(path: Path | str, argument: str) -> ComparedRun:
     path = Path(path)
     accepted = f"a results directory written by `blocklab run` (it holds {PLAN_FILE}, {RESULTS_FILE} and {ENVIRONMENT_FILE})"
     if not path.is_dir():
@@ -282,7 +282,7 @@ def _load(path: Path | str, argument: str) -> _Run:
         except (ResultsError, AttributeError):
             pass
     started = min((r.started for r in rows if r.started), default="")
-    return _Run(RunInfo(path, name, started, env), rows, order, default_metric, default_goal, fixed)
+    return ComparedRun(RunInfo(path, name, started, env), rows, order, default_metric, default_goal, fixed)
 
 
 def _key(settings: dict[str, Any]) -> str:
@@ -326,11 +326,11 @@ def compare_runs(
 ) -> RunComparison:
     """B against A for each setting both measured. Raises CompareError on bad
     input and EnvironmentMismatch (a CompareError) on unlike runs without `force`."""
-    return compare_loaded(_load(run_a, "RUN_A"), _load(run_b, "RUN_B"), metric=metric, force=force, seed=seed)
+    return compare_loaded(read_run(run_a, "RUN_A"), read_run(run_b, "RUN_B"), metric=metric, force=force, seed=seed)
 
 
 def compare_loaded(
-    a: _Run, b: _Run, *, metric: str | None = None, force: bool = False, seed: int = 0, checked: tuple[str, ...] = CHECKED_FIELDS
+    a: ComparedRun, b: ComparedRun, *, metric: str | None = None, force: bool = False, seed: int = 0, checked: tuple[str, ...] = CHECKED_FIELDS
 ) -> RunComparison:
     """compare_runs on loaded runs. `checked`: the environment fields that must match
     (analysis/fleet.py compares two hosts of one run, whose host and device differ by design)."""

@@ -224,9 +224,9 @@ HOST_CHECKED_FIELDS = ("engine", "engine_version", "dataset_rows")
 def compare_hosts(run_path: Path | str, host_a: str, host_b: str, *, metric: str | None = None, force: bool = False, seed: int = 0) -> Any:
     """Host B against host A of one fleet run, setting by setting (compare.RunComparison).
     CompareError naming HOST_A / HOST_B for a host the run does not have."""
-    from .compare import CompareError, _load, compare_loaded
+    from .compare import CompareError, compare_loaded, read_run
 
-    run = _load(run_path, "RUN_DIR")
+    run = read_run(run_path, "RUN_DIR")
     env = run.info.environment
     hosts = list((env.get("hosts") or {}).keys())
     if not hosts:

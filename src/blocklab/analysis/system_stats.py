@@ -123,9 +123,9 @@ class SystemStats:
         """What the rows beyond Oracle's mean, one line each."""
         plural = "s" if self.maxthr_sessions != 1 else ""
         return [
-            f"MAXTHR {_mb(self.maxthr_bytes_per_s)} with {self.maxthr_sessions} session{plural} scanning at once "
-            f"({', '.join(f'{k}: {_mb(v)}' for k, v in self.throughput_by_sessions.items())}); "
-            f"SLAVETHR {_mb(self.slavethr_bytes_per_s)} per session",
+            f"MAXTHR {mb_per_s_text(self.maxthr_bytes_per_s)} with {self.maxthr_sessions} session{plural} scanning at once "
+            f"({', '.join(f'{k}: {mb_per_s_text(v)}' for k, v in self.throughput_by_sessions.items())}); "
+            f"SLAVETHR {mb_per_s_text(self.slavethr_bytes_per_s)} per session",
             f"SYSSTATS_MAIN SREADTIM and MREADTIM are {self.read_time_source} over exactly the measured reads; "
             "SYSSTATS_WALL is the client's clock per read (it also holds CPU and round trips)",
             f"MREADTIM_AHEAD: what a scan with read-ahead (effective_io_concurrency {self.effective_io_concurrency}) "
@@ -168,12 +168,12 @@ def random_page_cost(sreadtim_ms: float, mreadtim_ms: float, mbrc: float) -> flo
 
 
 def alter_system_sql(costs: dict[str, float]) -> list[str]:
-    lines = [f"ALTER SYSTEM SET {name} = {_number(value)};" for name, value in costs.items()]
+    lines = [f"ALTER SYSTEM SET {name} = {typed_number(value)};" for name, value in costs.items()]
     lines.append("SELECT pg_reload_conf();")
     return lines
 
 
-def _mb(bytes_per_s: float) -> str:
+def mb_per_s_text(bytes_per_s: float) -> str:
     return f"{bytes_per_s / 1e6:,.1f} MB/s" if math.isfinite(bytes_per_s) else "n/a"
 
 
@@ -181,7 +181,7 @@ def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _number(value: float) -> str:
+def typed_number(value: float) -> str:
     """1.0 -> '1', 16.05 -> '16.05' (as a person types it)."""
     value = float(value)
     return str(int(value)) if value.is_integer() else repr(value)

@@ -102,7 +102,7 @@ def start_run(target: str, overrides: Any, request: FleetRequest, reporter: Flee
     """A new fleet run of an experiment FILE or RECIPE with the CLI's overrides (lab.Overrides)."""
     from .. import recipes
     from ..paths import results_root
-    from ..runner import new_run_dir, text_digest
+    from ..results import new_run_dir, text_digest
     from ..spec import load_spec
 
     overrides.check()
@@ -137,7 +137,8 @@ def start_run(target: str, overrides: Any, request: FleetRequest, reporter: Flee
 def resume_run(run_path: Path, request: FleetRequest, reporter: FleetReporter, *, retry: bool = True) -> FleetOutcome:
     """Measure the cells a fleet run is missing (and, with `retry`, those with no ok row
     that the engine did not refuse), each on its own host."""
-    from ..runner import retryable_cells, text_digest
+    from ..results import text_digest
+    from ..runner import retryable_cells
 
     run_dir = RunDir(run_path)
     if not run_dir.exists():

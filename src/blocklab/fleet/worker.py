@@ -115,7 +115,7 @@ class HostLab:
         after an invalid claim or an engine's death adds rows), as result-row JSON,
         each with when it ran on this host's clock (`notes.measured`: [from, to])."""
         from ..plan import Cell, Setting
-        from ..runner import EngineDied, SilentReporter, _cell_line, measure_cell
+        from ..runner import EngineDied, SilentReporter, cell_line, measure_cell
 
         exp = self._exp()
         this = Cell(int(cell["index"]), int(cell["block"]), Setting(tuple(dict(cell["settings"]).items())))
@@ -129,7 +129,7 @@ class HostLab:
             now = time.time()
             row = dataclasses.replace(row, notes={**row.notes, "measured": [round(since, 3), round(now, 3)]})
             rows.append(row.to_json())
-            lines.append(_cell_line(exp, this, row))
+            lines.append(cell_line(exp, this, row))
             since = now
 
         stopped = None

@@ -383,7 +383,7 @@ def load_run(path: Path | str) -> RunData:
             f"{rd.torn_lines} incomplete line(s) at the end of {RESULTS_FILE} ignored (a cell cut short by a crash)"
         )
     if _summary_stale(summary, rows):
-        _recompute_summary(data)
+        _refresh_stale_summary(data)
     _older_statistics_note(data)
     return data
 
@@ -407,9 +407,7 @@ def _summary_stale(summary: dict[str, Any], rows: list[ResultRow]) -> bool:
     return counted != len(rows)
 
 
-def _recompute_summary(data: RunData) -> None:
-    from ..analysis.reanalyse import recompute_summary
-
+def _refresh_stale_summary(data: RunData) -> None:
     old = data.summary
     try:
         summary = recompute_summary(data)
@@ -420,6 +418,37 @@ def _recompute_summary(data: RunData) -> None:
     data.summary_recomputed = True
     if old:
         data.notes.append(f"{SUMMARY_FILE} was older than {RESULTS_FILE}; the summary here is recomputed from the rows")
+
+
+def recompute_summary(data: RunData) -> dict[str, Any]:
+    """The summary of a loaded run, as the runner would write it today."""
+    from ..analysis.summary import summarise  # scipy: loaded when a summary is computed, not for every report
+    from ..search import sequential_looks
+
+    old = data.summary
+    measure = data.spec.get("measure") or {}
+    baseline = old.get("baseline") if old.get("baseline") in data.labels else None
+    summary = summarise(
+        data.rows,
+        metric=data.metric,
+        goal=data.goal,
+        setting_labels=data.labels,
+        settings_by_label=data.settings_by_label,
+        baseline=baseline,
+        practical=float(measure.get("practical") or 0.0),
+        seed=int(data.seed or 0),
+        describe_setting=data.describe_label,
+        knob_label=", ".join(data.knobs) or "setting",
+        unit=data.unit,
+        looks=sequential_looks(measure),
+    )
+    for key in ("experiment", "cells_planned", "seed"):
+        if key in old:
+            summary[key] = old[key]
+    summary.setdefault("experiment", data.name)
+    summary.setdefault("cells_planned", data.cells_planned)
+    summary.setdefault("seed", data.seed)
+    return summary
 
 
 def _older_statistics_note(data: RunData) -> None:

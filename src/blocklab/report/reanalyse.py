@@ -17,12 +17,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..results import PLAN_FILE, RESULTS_FILE, SUMMARY_FILE, ResultsError, RunDir
-
-if TYPE_CHECKING:
-    from ..report.data import RunData
+from .data import load_run, recompute_summary
 
 
 class AnalyseError(ValueError):
@@ -38,42 +36,9 @@ class Reanalysis:
     written: bool
 
 
-def recompute_summary(data: RunData) -> dict[str, Any]:
-    """The summary of a loaded run, as the runner would write it today."""
-    from ..search import sequential_looks
-    from .summary import summarise
-
-    old = data.summary
-    measure = data.spec.get("measure") or {}
-    baseline = old.get("baseline") if old.get("baseline") in data.labels else None
-    summary = summarise(
-        data.rows,
-        metric=data.metric,
-        goal=data.goal,
-        setting_labels=data.labels,
-        settings_by_label=data.settings_by_label,
-        baseline=baseline,
-        practical=float(measure.get("practical") or 0.0),
-        seed=int(data.seed or 0),
-        describe_setting=data.describe_label,
-        knob_label=", ".join(data.knobs) or "setting",
-        unit=data.unit,
-        looks=sequential_looks(measure),
-    )
-    for key in ("experiment", "cells_planned", "seed"):
-        if key in old:
-            summary[key] = old[key]
-    summary.setdefault("experiment", data.name)
-    summary.setdefault("cells_planned", data.cells_planned)
-    summary.setdefault("seed", data.seed)
-    return summary
-
-
 def reanalyse(path: Path | str, *, write: bool = True) -> Reanalysis:
     """Recompute (and by default rewrite) RUN_DIR/summary.json. Raises
     AnalyseError when `path` is not a results directory with measured rows."""
-    from ..report.data import load_run
-
     path = Path(path)
     accepted = f"a results directory written by `blocklab run` (it holds {PLAN_FILE} and {RESULTS_FILE})"
     if not path.is_dir():
