@@ -29,7 +29,9 @@ below it; an import of a higher floor "runs back up"):
 
 Checked: no import circle between modules; at most MAX_BACK_UP imports running
 back up the floors (each one a debt, listed when the test fails); no module over
-MAX_LINES lines; no private name (`_x`) imported from another module.
+MAX_LINES lines; no private name (`_x`) imported from another module; analysis/
+and probes/ compute and neither draw nor print (matplotlib and rich belong to
+report/ and console.py).
 """
 
 from __future__ import annotations
@@ -44,6 +46,13 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = "blocklab"
 MAX_BACK_UP = 2
 MAX_LINES = 600
+# the rooms that compute and the libraries that draw or lay out tables: figures live in
+# report/, console tables in console.py
+COMPUTING = ("blocklab.analysis", "blocklab.analysis.*", "blocklab.probes", "blocklab.probes.*")
+DRAWING = ("matplotlib", "rich")
+# still drawing, being moved to report/ by the other half of issue 24 (branch house-caps):
+# remove each from here when it lands (the test fails if one here no longer draws)
+STILL_DRAWING = {"blocklab.analysis.slob_view", "blocklab.probes.profile_view"}
 
 # (floor name, module patterns), from the ground up; the first pattern a module matches places it
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
@@ -246,6 +255,27 @@ def test_few_imports_run_back_up_the_floors():
 def test_no_module_over_the_line_limit():
     long = {m: n for m, p in modules().items() if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert not long, f"modules over {MAX_LINES} lines (split them by what they hold): {long}"
+
+
+def _draws(module: str) -> list[str]:
+    """What a module does of drawing or printing: imports of matplotlib or rich, print() calls."""
+    tree = ast.parse(modules()[module].read_text())
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.split(".")[0] in DRAWING]
+        elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] in DRAWING:
+            found.append(str(node.module))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
+            found.append(f"print() at line {node.lineno}")
+    return found
+
+
+def test_analysis_computes_and_never_draws_or_prints():
+    computing = [m for m in modules() if any(fnmatch.fnmatchcase(m, p) for p in COMPUTING)]
+    drawing = {m: d for m in computing if (d := _draws(m))}
+    assert not set(drawing) - STILL_DRAWING, f"figures go to report/, console tables to console.py: {drawing}"
+    assert set(drawing) >= STILL_DRAWING, f"no longer drawing, take them out of STILL_DRAWING: {STILL_DRAWING - set(drawing)}"
 
 
 def test_no_private_name_is_imported_from_another_module():

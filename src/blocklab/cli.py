@@ -21,7 +21,7 @@ from .cli_fleet import fleet_group, fleet_run_options, run_on_fleet, wants_fleet
 from .cli_import import import_group
 from .cli_server import clean_command, doctor_command, restore_command
 from .cli_system import calibrate_command, sysstats_command
-from .console import ConsoleReporter, make_console, print_comparison, settings_table
+from .console import ConsoleReporter, efficiency_table, make_console, overhead_tables, print_comparison, settings_table
 from .device.twin import ENV_VAR as TWIN_ENV_VAR
 from .device.twin import MODES as TWIN_MODES
 from .engines import available as available_engines
@@ -196,13 +196,13 @@ def _device_twin_only(console: Any, resume: Path | None, other_options: bool) ->
 
 def _print_efficiency(console: Any, run_dir: RunDir, summary: dict[str, Any], describe: Any) -> None:
     """The engine against its device twin, when the run has the patterns for it."""
-    from .analysis.efficiency import for_run, rich_table
+    from .analysis.efficiency import for_run
 
     if not summary.get("efficiency"):
         return
     effs = for_run(run_dir, order=list(summary.get("settings") or {}), seed=int(summary.get("seed") or 0))
     if any(e.pattern is not None for e in effs):
-        console.print(rich_table(effs, describe))
+        console.print(efficiency_table(effs, describe))
 
 
 def _owed_hint(console: Any, run_dir: RunDir) -> None:
@@ -247,7 +247,6 @@ def _print_summary(console: Any, exp: Any, summary: dict[str, Any], run_dir: Run
 
 def _print_workload_tables(console: Any, run_dir: RunDir, summary: dict[str, Any]) -> None:
     """Tables some workloads add under the verdict (e.g. the wait profile of `update`)."""
-    from .analysis.overhead import overhead_tables
     from .analysis.slob_view import points, slob_table
     from .probes.profile_view import profile_tables
 

@@ -360,51 +360,6 @@ def device_points(effs: list[SettingEfficiency]) -> dict[str, dict[str, float]]:
     return out
 
 
-# ====================================================================== tables
-def rich_table(effs: list[SettingEfficiency], describe: Describe = str) -> Any:
-    """The console's table: per setting the I/O replayed, engine and device rates, efficiency, bottleneck."""
-    from rich import box
-    from rich.table import Table
-
-    table = Table(box=box.SIMPLE_HEAD, title="The engine against its device twin (fio replaying the same I/O)",
-                  title_justify="left", pad_edge=False)
-    # narrow headings: the caption says what they are
-    for name in ("setting / I/O replayed by fio", "engine", "disk", "of disk", "busy", "CPU", "bottleneck"):
-        table.add_column(name, justify="left" if name[0] in "sb" else "right", no_wrap=name[0] != "s", overflow="fold")
-    table.caption = ("of disk: the engine's rate over fio's for the same I/O, median [95% CI]; busy: the disk's utilisation; "
-                     "CPU: cores the engine's processes used of those they could use")
-    table.caption_justify = "left"
-    for e in effs:
-        cpu, busy = _cores(e.server_cores, e.cores_available), _pct(e.util_pct)
-        what = e.pattern.compact() if e.has and e.pattern is not None else e.why_none
-        setting = f"{_short_label(describe(e.label))}\n  {what}"
-        if e.has:
-            table.add_row(setting, _rate(e.engine_rate, e.unit), _rate(e.device_rate, e.unit), e.percent(), busy, cpu, e.bottleneck or "")
-        else:
-            engine = _rate(e.engine_rate, e.unit) if math.isfinite(e.engine_rate) else "–"
-            table.add_row(setting, engine, "–", "–", busy, cpu, e.bottleneck or "")
-    return table
-
-
-def _short_label(text: str) -> str:
-    """'workload.sessions=4, workload.update_pct=0' -> 'sessions=4, update_pct=0': a narrow column."""
-    return text.replace("workload.", "")
-
-
-def _rate(x: float, unit: str) -> str:
-    return f"{x:,.0f} {unit}" if math.isfinite(x) else "–"
-
-
-def _pct(x: float) -> str:
-    return f"{x:.0f}%" if math.isfinite(x) else "–"
-
-
-def _cores(used: float, available: float) -> str:
-    if not math.isfinite(used):
-        return "–"
-    return f"{used:.2f}/{available:.0f}" if math.isfinite(available) else f"{used:.2f}"
-
-
 def by_label(effs: list[SettingEfficiency]) -> Mapping[str, SettingEfficiency]:
     return {e.label: e for e in effs}
 
@@ -420,7 +375,6 @@ __all__ = [
     "device_values",
     "engine_name",
     "for_run",
-    "rich_table",
     "sentence",
     "summary_part",
 ]
