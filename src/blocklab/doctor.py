@@ -23,7 +23,7 @@ from typing import Any
 from . import recipes
 from .engines import engine_class
 from .engines.base import GENERIC_KNOBS, ApplyClass, Engine, EngineError, KnobError
-from .spec import SpecError, spec_from_dict, version_text
+from .spec import SpecError, spec_from_dict
 
 RUNS, ADAPTED, REFUSED = "runs", "runs adapted", "refused"
 
@@ -180,10 +180,6 @@ def _another_value(info: Any) -> Any:
     if isinstance(default, int) and info.minimum is not None and info.maximum is not None:
         return int(info.minimum) if default != info.minimum else int(info.maximum)
     return default
-
-
-def version_label(version: tuple[int, ...]) -> str:
-    return version_text(version)
 
 
 def engine_display(kind: str) -> str:

@@ -121,12 +121,6 @@ class Spec(_Strict):
             )
         return self
 
-    def settings_count(self) -> int:
-        count = 1
-        for values in self.knobs.values():
-            count *= len(values)
-        return count
-
 
 # ---------------------------------------------------------------------- loading
 def load_spec(path: Path | str, overrides: dict[str, Any] | None = None, variant: str | None = None) -> tuple[Spec, str]:

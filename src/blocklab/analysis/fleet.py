@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..results import ResultRow
-from ..units import fmt_factor, human
+from ..units import fmt_factor
 from .summary import summarise
 
 
@@ -203,16 +203,6 @@ def _num(x: Any) -> float:
 
 def _names(hosts: list[str]) -> str:
     return ", ".join(hosts)
-
-
-def host_line(sweep: Sweep, host: str, summary: dict[str, Any]) -> str:
-    """'host-a: best 16 (128 kB), 25.9 M rows/s [25.1, 26.4]' for the console and the report."""
-    best = summary.get("best_label")
-    if not best:
-        return f"{host}: no measurement yet"
-    entry = summary["settings"].get(best, {})
-    value = human(_num(entry.get("median")), sweep.unit)
-    return f"{host}: best {sweep.describe_setting(best)}, {value} (n={entry.get('n', 0)})"
 
 
 # ---------------------------------------------------------------------- two hosts compared

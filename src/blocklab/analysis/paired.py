@@ -439,11 +439,6 @@ def _median_polish(cells: Sequence[BlockCell], sweeps: int = 10) -> np.ndarray:
     return resid
 
 
-def cells_of(samples: Mapping[Hashable, Sequence[tuple[int, float]]]) -> list[BlockCell]:
-    """{key: [(block, value), ...]} -> cells (a convenience for tests and benchmarks)."""
-    return [BlockCell(int(b), key, float(v)) for key, pairs in samples.items() for b, v in pairs]
-
-
 # --------------------------------------------------------------------------
 # sequential stopping
 

@@ -136,14 +136,6 @@ class Analysis:
     def confidence_per_look(self) -> float:
         return 1.0 - (1.0 - CONFIDENCE) / self.looks
 
-    def distinguishable(self) -> tuple:
-        """Measured settings other than the best that are demonstrably worse."""
-        return tuple(
-            k
-            for k, s in self.settings.items()
-            if s.n > 0 and k != self.best and k not in self.indistinguishable
-        )
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "metric": self.metric,

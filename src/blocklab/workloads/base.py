@@ -83,6 +83,3 @@ def missing_methods(dialect_class: type, protocol: type) -> list[str]:
     return [m for m in protocol_methods(protocol) if not callable(getattr(dialect_class, m, None))]
 
 
-def dialect_of(engine: Engine, workload: str) -> Any:
-    """The engine's dialect for this workload (checked in validation already)."""
-    return engine.dialect(workload)
