@@ -9,10 +9,12 @@ cli_server.py (doctor, clean, restore), cli_import.py, cli_fleet.py, cli_analyse
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
+from rich.console import Console
 
 from . import __version__, recipes
 from .cli_analyse import analyse_command
@@ -26,6 +28,7 @@ from .device.twin import ENV_VAR as TWIN_ENV_VAR
 from .device.twin import MODES as TWIN_MODES
 from .engines import available as available_engines
 from .engines.base import EngineError
+from .experiment import Experiment
 from .lab import Overrides, load_experiment, load_saved_experiment, plan_text
 from .paths import check_out_dir, results_root
 from .results import ResultsError, ResultsWriteError, RunDir, new_run_dir
@@ -151,7 +154,7 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_ser
     _print_summary(console, exp, summary, run_dir)
 
 
-def _device_twin_mode(console: Any, exp: Any, asked: str | None) -> str:
+def _device_twin_mode(console: Console, exp: Experiment, asked: str | None) -> str:
     """'on' or 'off' for this run, said before it starts; `--device-twin on` where no
     twin can run exits 2 with why (the engine is stopped first)."""
     from .device.twin import why_not
@@ -169,7 +172,7 @@ def _device_twin_mode(console: Any, exp: Any, asked: str | None) -> str:
     return mode
 
 
-def _device_twin_only(console: Any, resume: Path | None, other_options: bool) -> None:
+def _device_twin_only(console: Console, resume: Path | None, other_options: bool) -> None:
     """`--device-twin only --resume DIR`: the twin of a run already measured, its
     summary and report brought up to date; no engine is started."""
     from .device.fio import FioNotFound
@@ -194,7 +197,7 @@ def _device_twin_only(console: Any, resume: Path | None, other_options: bool) ->
     console.print(f"report:  {RunDir(resume).file('report.html')}", markup=False, highlight=False)
 
 
-def _print_efficiency(console: Any, run_dir: RunDir, summary: dict[str, Any], describe: Any) -> None:
+def _print_efficiency(console: Console, run_dir: RunDir, summary: dict[str, Any], describe: Callable[[str], str]) -> None:
     """The engine against its device twin, when the run has the patterns for it."""
     from .analysis.efficiency import for_run
 
@@ -205,7 +208,7 @@ def _print_efficiency(console: Any, run_dir: RunDir, summary: dict[str, Any], de
         console.print(efficiency_table(effs, describe))
 
 
-def _owed_hint(console: Any, run_dir: RunDir) -> None:
+def _owed_hint(console: Console, run_dir: RunDir) -> None:
     from .results import RESTORE_FILE
 
     if run_dir.file(RESTORE_FILE).exists():
@@ -213,12 +216,12 @@ def _owed_hint(console: Any, run_dir: RunDir) -> None:
                       style="red", markup=False, highlight=False)
 
 
-def _cell_text(exp: Any, cell: Any) -> str:
+def _cell_text(exp: Experiment, cell: Any) -> str:
     """The setting a cell measures, sizes as people write them ('block_size = 16 kB')."""
     return str(exp.setting_text(cell.setting.label))
 
 
-def _print_summary(console: Any, exp: Any, summary: dict[str, Any], run_dir: RunDir) -> None:
+def _print_summary(console: Console, exp: Experiment, summary: dict[str, Any], run_dir: RunDir) -> None:
     if summary.get("settings") and summary.get("best_label"):
         console.print(settings_table(summary, "", exp.describe_setting))
         best = summary["best"]
@@ -245,7 +248,7 @@ def _print_summary(console: Any, exp: Any, summary: dict[str, Any], run_dir: Run
         console.print(f"plot:    {png}")
 
 
-def _print_workload_tables(console: Any, run_dir: RunDir, summary: dict[str, Any]) -> None:
+def _print_workload_tables(console: Console, run_dir: RunDir, summary: dict[str, Any]) -> None:
     """Tables some workloads add under the verdict (e.g. the wait profile of `update`)."""
     from .analysis.slob_view import points, slob_table
     from .probes.profile_view import profile_tables

@@ -8,13 +8,15 @@ which cannot import them from cli.py: cli.py imports those modules.
 from __future__ import annotations
 
 import sys
-from typing import Any, NoReturn
+from typing import NoReturn
+
+from rich.console import Console
 
 EXIT_BAD_INPUT = 2
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130
 
 
-def fail(console: Any, message: str, code: int) -> NoReturn:
+def fail(console: Console, message: str, code: int) -> NoReturn:
     console.print(f"error: {message}", style="red", markup=False, highlight=False)
     sys.exit(code)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.console import Console
 
 from .cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, fail
 from .console import ConsoleReporter, make_console, print_comparison
@@ -33,7 +34,7 @@ from .units import human
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 
-def _print(console: Any, text: str, style: str | None = None) -> None:
+def _print(console: Console, text: str, style: str | None = None) -> None:
     console.print(text, markup=False, highlight=False, style=style)
 
 
@@ -196,7 +197,7 @@ def status_command(address: str, certs: Path | None, insecure: bool, timeout_s: 
     _print_status(console, address, workers)
 
 
-def _print_status(console: Any, address: str, workers: list[dict[str, Any]]) -> None:
+def _print_status(console: Console, address: str, workers: list[dict[str, Any]]) -> None:
     from rich import box
     from rich.table import Table
 
@@ -445,7 +446,7 @@ def run_on_fleet(target: str | None, overrides: Any, out: Path | None, resume: P
         sys.exit(EXIT_FAILED)
 
 
-def _print_fleet_summary(console: Any, outcome: Any) -> None:
+def _print_fleet_summary(console: Console, outcome: Any) -> None:
     from rich import box
     from rich.table import Table
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import click
+from rich.console import Console
 
 from .cli_errors import EXIT_BAD_INPUT, fail
 from .console import make_console
@@ -20,7 +21,7 @@ from .units import label_of, parse_size
 ORACLE_BLOCK_SIZES = (2048, 4096, 8192, 16384, 32768)
 
 
-def _fail(console: Any, message: str) -> NoReturn:
+def _fail(console: Console, message: str) -> NoReturn:
     fail(console, message, EXIT_BAD_INPUT)
 
 
@@ -59,7 +60,7 @@ def _command(name: str, args: Any, **options: Any) -> str:
     return " ".join(words)
 
 
-def _print(console: Any, text: str) -> None:
+def _print(console: Console, text: str) -> None:
     console.print(text, markup=False, highlight=False)
 
 
@@ -296,7 +297,7 @@ def _own_sysstats(given: Path | None) -> Path | None:
     return found[-1] if found else None
 
 
-def _print_aux_stats(console: Any, stats: list[Any], own: dict[str, str], own_path: Path | None, doc: dict[str, Any]) -> None:
+def _print_aux_stats(console: Console, stats: list[Any], own: dict[str, str], own_path: Path | None, doc: dict[str, Any]) -> None:
     from rich import box
     from rich.table import Table
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.console import Console
 
 from .cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, fail
 from .console import make_console
@@ -86,7 +87,7 @@ def sysstats_command(dsn, rows, apply_costs, allow_server_changes, direct_io, si
         sys.exit(EXIT_FAILED)
 
 
-def _print_sysstats(console: Any, result: Any) -> None:
+def _print_sysstats(console: Console, result: Any) -> None:
     from rich import box
     from rich.table import Table
 

@@ -44,7 +44,7 @@ def make_console() -> Console:
 
 
 class ConsoleReporter:
-    def __init__(self, console: Console, knob_describer: Any = None):
+    def __init__(self, console: Console, knob_describer: Callable[[Cell], str] | None = None):
         self.console = console
         self.progress: Progress | None = None
         self.task: Any = None
@@ -87,7 +87,7 @@ class ConsoleReporter:
             self.progress = None
 
 
-def settings_table(summary: dict[str, Any], unit: str, describe: Any) -> Table:
+def settings_table(summary: dict[str, Any], unit: str, describe: Callable[[str], str]) -> Table:
     """Median, interval, min and max per setting, the best marked."""
     table = Table(title=f"{summary['metric']} per setting ({summary['goal']} is best)")
     for col in ("setting", "n", "median", "95% CI", "min", "max", "vs best", "note"):

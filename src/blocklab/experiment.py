@@ -85,7 +85,7 @@ class Experiment:
             return f"{next(iter(self.knobs))} = {self.describe_setting(label)}"
         return self.describe_setting(label)
 
-    def _describe_value(self, knob: str, value: Any) -> str:
+    def _describe_value(self, knob: str, value: object) -> str:
         info = self.knob_infos.get(knob)
         if info is None or info.kind == "workload":
             return str(value) if not isinstance(value, bool) else ("on" if value else "off")
@@ -282,7 +282,7 @@ def _grid_points(knobs: dict[str, list[Any]]) -> list[dict[str, Any]]:
     return [s.as_dict() for s in grid(knobs)] if knobs else []
 
 
-def _axis_info(workload_cls: Any, name: str) -> KnobInfo:
+def _axis_info(workload_cls: object, name: str) -> KnobInfo:
     """A swept workload option as a knob: its cost tells the plan how to order it
     (a workload declares costly options, e.g. one that rebuilds its data, in AXIS_COST)."""
     option = name[len(WORKLOAD_AXIS):]

@@ -158,7 +158,7 @@ class RunDir:
     def create(self) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
 
-    def write_json(self, name: str, data: Any) -> None:
+    def write_json(self, name: str, data: object) -> None:
         write_atomic(self.file(name), (json.dumps(data, indent=2, default=str) + "\n").encode())
 
     def remove(self, name: str) -> None:

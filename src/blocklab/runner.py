@@ -14,6 +14,7 @@ import datetime as dt
 import signal
 import time
 from collections.abc import Callable
+from types import FrameType
 from typing import Any, Protocol
 
 from . import claims
@@ -231,7 +232,7 @@ def cell_line(exp: Experiment, cell: Cell, row: ResultRow) -> str:
     return f"{line}  [flag: {'; '.join(flags)}]" if flags else line
 
 
-def _raise_interrupt(signum: int, frame: Any) -> None:
+def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
@@ -243,7 +244,7 @@ class _engine_stopped_at_exit:
     def __enter__(self) -> None:
         self.engine.start()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         # a second Ctrl-C while stopping must not leave the server running
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:

@@ -303,7 +303,7 @@ def _merge_dotted(raw: dict[str, Any], updates: dict[str, Any], source: str, wha
         _set_dotted(raw, dotted, value)
 
 
-def _set_dotted(raw: dict[str, Any], dotted: str, value: Any) -> None:
+def _set_dotted(raw: dict[str, Any], dotted: str, value: object) -> None:
     # knob names may contain dots themselves (pg.io_combine_limit): split only the section part
     for section in ("knobs.", "engine.settings."):
         if dotted.startswith(section):

@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from typing import Any
 
 
 class UnitError(ValueError):
@@ -29,14 +28,14 @@ class UnitError(ValueError):
 
 
 # ---------------------------------------------------------------------- labels
-def value_text(value: Any) -> str:
+def value_text(value: object) -> str:
     """A knob value as a label shows it: True -> 'on', 16 -> '16'."""
     if isinstance(value, bool):
         return "on" if value else "off"
     return str(value)
 
 
-def label_of(settings: Mapping[str, Any]) -> str:
+def label_of(settings: Mapping[str, object]) -> str:
     """A setting as one label: 'multiblock_read=16, checksum=on'; '(defaults)' when empty."""
     return ", ".join(f"{k}={value_text(v)}" for k, v in settings.items()) or "(defaults)"
 
@@ -49,7 +48,7 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:([kmgt])(?:i?b)?|b)?\s*$", re.IGNO
 SIZE_SPELLINGS = "bytes or a number with k, M, G or T (e.g. 8192, 8k, 8kB, 8KiB, 1M; k is 1024 bytes)"
 
 
-def size_bytes(value: Any) -> int | None:
+def size_bytes(value: object) -> int | None:
     """The bytes a size stands for in the one grammar ('8k', '8KiB', '1.5M', 8192),
     or None when `value` is not a size or not a whole number of bytes."""
     if isinstance(value, bool):
@@ -65,7 +64,7 @@ def size_bytes(value: Any) -> int | None:
     return int(exact) if exact.is_integer() else None
 
 
-def reported_size(text: Any) -> int | None:
+def reported_size(text: object) -> int | None:
     """A size as an engine reports it, with its unit ('128kB', '8 kB'); None for a
     bare number, which counts something (blocks, pages) rather than bytes."""
     m = _SIZE.match(str(text))
@@ -74,7 +73,7 @@ def reported_size(text: Any) -> int | None:
     return size_bytes(text)
 
 
-def parse_size(value: Any, what: str = "size", *, positive: bool = False) -> int:
+def parse_size(value: object, what: str = "size", *, positive: bool = False) -> int:
     """`size_bytes`, or UnitError naming `what` and the grammar. `positive`: 0 is refused too."""
     size = size_bytes(value)
     if size is None:
@@ -84,7 +83,7 @@ def parse_size(value: Any, what: str = "size", *, positive: bool = False) -> int
     return size
 
 
-def parse_count(value: Any) -> int | None:
+def parse_count(value: object) -> int | None:
     """A whole number written as one (16, 16.0, '16'), or None. Sizes are not counts."""
     if isinstance(value, bool):
         return None
@@ -114,7 +113,7 @@ def short_size(size: int) -> str:
     return str(size)
 
 
-def describe_size(value: Any, size: int | None) -> str:
+def describe_size(value: object, size: int | None) -> str:
     """A knob value next to the bytes it stands for: the size alone when the value
     is already in bytes (16384 -> '16 kB'), both when it counts blocks
     (16 -> '16 (128 kB)'), the value as it is when it is not a size."""
@@ -166,7 +165,7 @@ def _with_unit(number: str, prefix: str, unit: str) -> str:
     return " ".join(part for part in (number, prefix, unit) if part)
 
 
-def _finite(value: Any) -> bool:
+def _finite(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 

@@ -289,7 +289,7 @@ def _key(settings: dict[str, Any]) -> str:
     return json.dumps(settings, sort_keys=True, default=str)
 
 
-def _show(value: Any) -> str:
+def _show(value: object) -> str:
     if value is None:
         return "(missing)"
     if isinstance(value, int) and not isinstance(value, bool):

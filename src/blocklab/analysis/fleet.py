@@ -28,6 +28,7 @@ from typing import Any
 
 from ..results import ResultRow
 from ..units import fmt_factor
+from .compare import CompareError, RunComparison, compare_loaded, read_run
 from .summary import summarise
 
 
@@ -197,7 +198,7 @@ def _slowdown(entry: dict[str, Any], goal: str) -> tuple[float, float, float]:
     return inv(r), inv(hi), inv(lo)
 
 
-def _num(x: Any) -> float:
+def _num(x: object) -> float:
     return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else math.nan
 
 
@@ -211,11 +212,9 @@ def _names(hosts: list[str]) -> str:
 HOST_CHECKED_FIELDS = ("engine", "engine_version", "dataset_rows")
 
 
-def compare_hosts(run_path: Path | str, host_a: str, host_b: str, *, metric: str | None = None, force: bool = False, seed: int = 0) -> Any:
+def compare_hosts(run_path: Path | str, host_a: str, host_b: str, *, metric: str | None = None, force: bool = False, seed: int = 0) -> RunComparison:
     """Host B against host A of one fleet run, setting by setting (compare.RunComparison).
     CompareError naming HOST_A / HOST_B for a host the run does not have."""
-    from .compare import CompareError, compare_loaded, read_run
-
     run = read_run(run_path, "RUN_DIR")
     env = run.info.environment
     hosts = list((env.get("hosts") or {}).keys())

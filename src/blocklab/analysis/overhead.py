@@ -110,7 +110,7 @@ def fmt_pct(ratio: float) -> str:
     return f"{(ratio - 1.0) * 100.0:+.2f}%"
 
 
-def is_on(value: Any) -> bool:
+def is_on(value: object) -> bool:
     if isinstance(value, str):
         return value.strip().lower() not in _OFF
     return value not in _OFF

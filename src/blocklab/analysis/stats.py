@@ -51,7 +51,7 @@ _MEANAD_FACTOR = 1.253314
 # result types
 
 
-def jsonable(value: Any) -> Any:
+def jsonable(value: object) -> Any:
     """A JSON-friendly copy: NaN/inf -> None, tuples -> lists, numpy -> Python."""
     if isinstance(value, (bool, type(None), str)):
         return value

@@ -209,7 +209,7 @@ class Twin:
         )
 
 
-def _nan_to_none(x: Any) -> Any:
+def _nan_to_none(x: object) -> Any:
     if isinstance(x, float) and math.isnan(x):
         return None
     if isinstance(x, dict):

@@ -84,7 +84,7 @@ class KnobInfo:
             return f"an integer from {fmt_number(self.minimum)} to {fmt_number(self.maximum)}{unit}"
         return f"a {self.kind}"
 
-    def normalise(self, value: Any, engine: str, name: str | None = None) -> Any:
+    def normalise(self, value: object, engine: str, name: str | None = None) -> Any:
         """Check one asked value; return it in canonical form or raise KnobError
         naming the knob as it was given (`name`)."""
         label = name or self.generic or self.native
@@ -119,7 +119,7 @@ class KnobInfo:
             return number * self.unit_bytes
         return number if self.unit == "bytes" else None
 
-    def describe_value(self, value: Any) -> str:
+    def describe_value(self, value: object) -> str:
         """Value as a person writes it: a page size of 16384 -> '16 kB';
         16 blocks of 8 kB -> '16 (128 kB)'; True -> 'on'."""
         if isinstance(value, bool):
@@ -127,7 +127,7 @@ class KnobInfo:
         return describe_size(value, self.size_bytes(value))
 
 
-def parse_bool(value: Any, where: str) -> bool:
+def parse_bool(value: object, where: str) -> bool:
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower()
@@ -138,7 +138,7 @@ def parse_bool(value: Any, where: str) -> bool:
     raise KnobError(f"{where}: {value!r} is not accepted; accepted: on or off")
 
 
-def parse_int(value: Any, where: str, info: KnobInfo | None = None) -> int:
+def parse_int(value: object, where: str, info: KnobInfo | None = None) -> int:
     """An integer in the knob's own unit (16 blocks, 16384 bytes), or for a knob
     counted in bytes or blocks a size in blocklab's one size grammar ('128k',
     '128kB', '128KiB'; units.py), converted into that unit."""
@@ -307,6 +307,10 @@ class Engine(Protocol):
     change_seconds: ClassVar[Mapping[ApplyClass, float]]
     mode: str  # embedded | dsn | file
 
+    def __init__(self, *, cache_dir: Path | None = None, **dsn_options: Any) -> None:
+        """What the registry passes (engines.make_engine): every engine takes
+        cache_dir; one that accepts_dsn also dsn= and allow_server_changes=."""
+
     # lifecycle ------------------------------------------------------------
     def start(self) -> None:
         """Provision (if embedded) and start; idempotent."""
@@ -326,13 +330,15 @@ class Engine(Protocol):
     def change_cost(self, apply_class: ApplyClass, knobs: list[str]) -> float:
         """Seconds a change of these knobs costs (for the plan's estimate)."""
 
-    def dialect(self, workload: str) -> Any:
-        """The engine's implementation of what `workload` needs (see the workload's
-        Dialect protocol); KnobError if the engine has none."""
+    def dialect(self, workload: str) -> object:
+        """The engine's implementation of what `workload` needs: an object of the
+        workload's Dialect protocol, which the workload casts it to; KnobError
+        if the engine has none."""
 
-    def native_name(self, knob: str) -> str:
-        """The engine's own name of a knob ('multiblock_read' -> 'io_combine_limit'; a
-        classmethod, usable without an instance)."""
+    @classmethod
+    def native_name(cls, knob: str) -> str:
+        """The engine's own name of a knob ('multiblock_read' -> 'io_combine_limit'),
+        usable without an instance."""
 
     # settings -------------------------------------------------------------
     def apply(self, settings: dict[str, Any]) -> dict[str, str]:
@@ -488,8 +494,8 @@ class EngineBase:
     dialects: ClassVar[Mapping[str, type]] = {}
     change_seconds: ClassVar[Mapping[ApplyClass, float]] = {}
 
-    def dialect(self, workload: str) -> Any:
-        made: dict[str, Any] = self.__dict__.setdefault("_dialects_made", {})
+    def dialect(self, workload: str) -> object:
+        made: dict[str, object] = self.__dict__.setdefault("_dialects_made", {})
         if workload not in made:
             cls = self.dialects.get(workload)
             if cls is None:

@@ -38,6 +38,7 @@ import uuid
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Any, Protocol
 
 from ..analysis.fleet import Sweep
@@ -480,7 +481,7 @@ def _what(sweep: Sweep, cell: Cell) -> str:
     return label
 
 
-def _sigterm(signum: int, frame: Any) -> None:
+def _sigterm(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 

@@ -116,5 +116,5 @@ class FleetPlan:
                    share_disk=bool(fleet.get("share_disk")), scheduler=str(fleet.get("scheduler") or ""))
 
 
-def is_fleet_plan(data: Any) -> bool:
+def is_fleet_plan(data: object) -> bool:
     return isinstance(data, dict) and isinstance(data.get("fleet"), dict)

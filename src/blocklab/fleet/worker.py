@@ -172,7 +172,7 @@ def _janitor_class() -> type:
                     # on the lab's own thread, after the cell in flight: never two threads on one engine
                     self.worker.executors["actor"].submit(lab.close)
 
-        def teardown(self, worker: Any) -> None:
+        def teardown(self, worker: object) -> None:
             with _LABS_LOCK:
                 labs = list(_LABS.values())
             for lab in labs:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from typing import Any
 
 from ..engines.base import Engine, IoWindow, Session
 from .os_stats import DiskCounters, device_of, disk_counters, process_cpu_seconds, system_cpu_times
@@ -56,7 +55,7 @@ class HostWindow:
         self._sys0 = system_cpu_times()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self.seconds is not None:
             self.seconds.__exit__(*exc)
         sys1 = system_cpu_times()
@@ -184,7 +183,7 @@ class RunProbe:
         self.host.__enter__()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.host.__exit__(*exc)
         self.io.__exit__(*exc)
         if exc[0] is None:

@@ -63,7 +63,7 @@ def export_csv(data: RunData) -> bytes:
     return buf.getvalue().encode("utf-8")
 
 
-def _cell(value: Any) -> Any:
+def _cell(value: object) -> Any:
     if value is None:
         return ""
     if isinstance(value, bool):

@@ -222,7 +222,7 @@ class RunData:
         return " · ".join(parts)
 
     # ------------------------------------------------------------------ how things read
-    def describe_value(self, knob: str, value: Any) -> str:
+    def describe_value(self, knob: str, value: object) -> str:
         """As people write it: a page size of 16384 -> '16 kB', 16 blocks -> '16 (128 kB)'
         (from the plan's sizes, else from the size the engine read back)."""
         if isinstance(value, bool):
@@ -235,7 +235,7 @@ class RunData:
             return describe_size(value, size)
         return str(value)
 
-    def value_parts(self, knob: str, value: Any) -> tuple[str, str]:
+    def value_parts(self, knob: str, value: object) -> tuple[str, str]:
         """('16', '128 kB') for a two-line tick label; ('on', '') otherwise."""
         text = self.describe_value(knob, value)
         if text.endswith(")") and " (" in text:
@@ -268,7 +268,7 @@ class RunData:
             return self.describe_value(knob, value)
         return ", ".join(f"{k}={self.describe_value(k, v)}" for k, v in settings.items())
 
-    def _applied_size(self, knob: str, value: Any) -> int | None:
+    def _applied_size(self, knob: str, value: object) -> int | None:
         for row in self.rows:
             if row.settings.get(knob) == value and knob in row.applied:
                 size = reported_size(row.applied[knob])

@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from matplotlib.axes import Axes
+
 from ..analysis import efficiency
 from ..analysis.efficiency import SettingEfficiency
 from ..device.twin import load as load_twins
@@ -35,7 +37,7 @@ def has_device(data: RunData) -> bool:
 
 
 # ====================================================================== plots
-def device_line(ax: Any, data: RunData, knob: str, metric: str) -> tuple[Any, str]:
+def device_line(ax: Axes, data: RunData, knob: str, metric: str) -> tuple[Any, str]:
     """The disk's line on a sweep's axes: at each setting, what `metric` would be if
     the engine got all that fio gets for its I/O. Returns (legend handle, the caption's
     sentence), (None, '') when the run has no twin."""

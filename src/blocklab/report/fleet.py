@@ -118,7 +118,7 @@ def _shared_disks(data: RunData) -> list[str]:
     return [", ".join(g) for g in groups.values() if len(g) > 1]
 
 
-def _finite(x: Any) -> bool:
+def _finite(x: object) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 

@@ -257,7 +257,7 @@ def _environment(data: RunData) -> list[tuple[str, str]]:
     env = data.environment
     items: list[tuple[str, str]] = []
 
-    def add(name: str, value: Any) -> None:
+    def add(name: str, value: object) -> None:
         if value not in (None, "", {}):
             items.append((name, str(value)))
 
@@ -298,7 +298,7 @@ def _fixed(data: RunData) -> list[tuple[str, str, str]]:
     return [(str(k), _plain(v), str(applied.get(k, ""))) for k, v in asked.items()]
 
 
-def _plain(value: Any) -> str:
+def _plain(value: object) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
     if isinstance(value, list):

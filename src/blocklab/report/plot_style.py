@@ -12,6 +12,7 @@ import math
 from typing import Any
 
 from matplotlib import ticker
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.layout_engine import ConstrainedLayoutEngine
@@ -122,7 +123,7 @@ def single_numeric_knob(data: RunData) -> str | None:
     return knobs[0]
 
 
-def _is_number(v: Any) -> bool:
+def _is_number(v: object) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
@@ -139,7 +140,7 @@ def log2_axis(xs: list[float]) -> bool:
     return max(xs) / min(xs) >= 8
 
 
-def knob_ticks(ax: Any, data: RunData, knob: str, xs: list[float], log2: bool) -> None:
+def knob_ticks(ax: Axes, data: RunData, knob: str, xs: list[float], log2: bool) -> None:
     """A tick at every value the plan sweeps (measured or not yet), labelled '16\\n128 kB'."""
     measured = set(xs)
     xs = axis_values(data, knob, xs)

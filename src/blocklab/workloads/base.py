@@ -12,7 +12,7 @@ its own with `engine.dialect(self.name)`.
 from __future__ import annotations
 
 import inspect
-from typing import Any, ClassVar, Protocol
+from typing import ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -53,7 +53,7 @@ class Workload(Protocol):
         (its dialect's bytes_per_row), checked against the free space before anything runs."""
 
 
-def timed_series(workload: Any) -> tuple[dict[str, list[float]], str] | None:
+def timed_series(workload: object) -> tuple[dict[str, list[float]], str] | None:
     """A timed workload's per-second series of its last run and the name of the
     series its steadiness is judged on (analysis/series.py drift()); None for a
     workload that is not timed. Timed workloads say so with two attributes:
