@@ -141,3 +141,11 @@ def test_every_engine_takes_the_same_size_spellings(engines, engine_name):
     for spelling in ["8q", "8.3k", "eight"]:
         with pytest.raises(KnobError, match="block_size"):
             engine.check_settings({"block_size": spelling}, partial=True)
+
+
+def test_a_size_given_to_a_knob_counted_in_blocks_is_converted_into_blocks(engines):
+    postgres = engines["postgres"]  # io_combine_limit counts 8 kB blocks
+    for spelling in (16, "16", "128k", "128kB", "128KiB", "131072B"):
+        assert postgres.check_settings({"multiblock_read": spelling}, partial=True) == {"multiblock_read": 16}, spelling
+    with pytest.raises(KnobError, match="multiblock_read"):
+        postgres.check_settings({"multiblock_read": "12k"}, partial=True)  # not whole blocks
