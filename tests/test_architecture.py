@@ -11,8 +11,8 @@ below it; an import of a higher floor "runs back up"):
 
  1. ground      units, errors, paths, engines/service_user, the package's __version__:
                 pure helpers, imported by everyone, importing nothing of blocklab's floors above
- 2. core        the engine protocol (engines/base, engines/host, the engine registry
-                engines/__init__), results files, the experiment file (spec, recipes),
+ 2. core        the engine protocol (engines/base, the knob vocabulary engines/vocabulary,
+                engines/host, the engine registry engines/__init__), results files, the experiment file (spec, recipes),
                 the plan (grid x repeats), the environment, the kernel probes (probes/)
  3. device      fio, calibration, the device twin (device/)
  4. workloads   what a workload or a feature (system statistics) needs from an engine,
@@ -57,7 +57,7 @@ STILL_DRAWING = {"blocklab.analysis.slob_view", "blocklab.probes.profile_view"}
 # (floor name, module patterns), from the ground up; the first pattern a module matches places it
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("ground", ("blocklab", "blocklab.units", "blocklab.errors", "blocklab.paths", "blocklab.engines.service_user")),
-    ("core", ("blocklab.engines", "blocklab.engines.base", "blocklab.engines.host", "blocklab.results",
+    ("core", ("blocklab.engines", "blocklab.engines.base", "blocklab.engines.vocabulary", "blocklab.engines.host", "blocklab.results",
               "blocklab.spec", "blocklab.recipes", "blocklab.plan", "blocklab.environment", "blocklab.probes", "blocklab.probes.*")),
     ("device", ("blocklab.device", "blocklab.device.*")),
     ("workloads", ("blocklab.workloads", "blocklab.workloads.*", "blocklab.features", "blocklab.features.*")),
@@ -222,7 +222,7 @@ def test_the_graph_is_read():
     """The reader sees what it should: a known edge of each kind is found."""
     edges = {(i.source, i.target) for i in imports()}
     assert ("blocklab.runner", "blocklab.plan") in edges  # module level, relative
-    assert ("blocklab.engines.base", "blocklab.units") in edges
+    assert ("blocklab.engines.vocabulary", "blocklab.units") in edges
     assert len(modules()) > 100 and len(edges) > 300
 
 

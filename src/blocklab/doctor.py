@@ -22,7 +22,8 @@ from typing import Any
 
 from . import recipes
 from .engines import engine_class
-from .engines.base import GENERIC_KNOBS, ApplyClass, Engine, EngineError, KnobError
+from .engines.base import Engine, EngineError
+from .engines.vocabulary import GENERIC_KNOBS, ApplyClass, KnobError
 from .spec import SpecError, spec_from_dict
 
 RUNS, ADAPTED, REFUSED = "runs", "runs adapted", "refused"

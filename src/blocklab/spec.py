@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .engines import DEFAULT_ENGINE, engine_class
 from .engines import available as available_engines
-from .engines.base import GENERIC_KNOBS
+from .engines.vocabulary import GENERIC_KNOBS
 from .errors import SpecError
 
 Scalar = bool | int | float | str

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pymysql
 
 from ...units import fmt_bytes
-from ..base import ApplyClass, KnobError, KnobInfo, parse_bool, parse_int
+from ..vocabulary import ApplyClass, KnobError, KnobInfo, parse_bool, parse_int
 from .dsn import DATABASE
 
 ENGINE_NAME = "mariadb"

@@ -27,7 +27,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from typing import Any
 
-from ..base import ApplyClass, EngineError, KnobError, KnobInfo, parse_bool, parse_int
+from ..base import EngineError
+from ..vocabulary import ApplyClass, KnobError, KnobInfo, parse_bool, parse_int
 
 TOOL_FILE = "db_bench_tool.cc"  # the flags db_bench itself defines (357 of 430 in 7.8.3)
 HELP_TIMEOUT_S = 30.0

@@ -25,7 +25,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from ..base import ApplyClass, KnobError, KnobInfo, parse_bool, parse_int
+from ..vocabulary import ApplyClass, KnobError, KnobInfo, parse_bool, parse_int
 from .flags import INT_RANGES, Flag, FlagTable, flag_text
 
 PREFIX = "rocksdb."
