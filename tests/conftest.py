@@ -17,6 +17,17 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+FIO_MISSING = "fio is not installed: run `make test` (it installs it as root) or `sudo apt-get install fio`"
+
+
+@pytest.fixture
+def fio_installed():
+    """One rule for every test that runs fio: a machine without it fails with what to
+    install, never skips (make test installs it)."""
+    if shutil.which("fio") is None:
+        pytest.fail(FIO_MISSING)
+
+
 @pytest.fixture(scope="session")
 def cache_dir() -> Path:
     path = Path(tempfile.mkdtemp(prefix="blocklab-test-", dir="/var/tmp"))

@@ -12,7 +12,8 @@ below it; an import of a higher floor "runs back up"):
  1. ground      units, errors, paths, engines/service_user, the package's __version__:
                 pure helpers, imported by everyone, importing nothing of blocklab's floors above
  2. core        the engine protocol (engines/base, the knob vocabulary engines/vocabulary,
-                engines/host, the engine registry engines/__init__), results files, the experiment file (spec, recipes),
+                what an engine declares engines/capabilities, engines/host, the
+                engine registry engines/__init__), results files, the experiment file (spec, recipes),
                 the plan (grid x repeats), the environment, the kernel probes (probes/)
  3. device      fio, calibration, the device twin (device/)
  4. workloads   what a workload or a feature (system statistics) needs from an engine,
@@ -50,14 +51,12 @@ MAX_LINES = 600
 # report/, console tables in console.py
 COMPUTING = ("blocklab.analysis", "blocklab.analysis.*", "blocklab.probes", "blocklab.probes.*")
 DRAWING = ("matplotlib", "rich")
-# still drawing, being moved to report/ by the other half of issue 24 (branch house-caps):
-# remove each from here when it lands (the test fails if one here no longer draws)
-STILL_DRAWING = {"blocklab.analysis.slob_view", "blocklab.probes.profile_view"}
 
 # (floor name, module patterns), from the ground up; the first pattern a module matches places it
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("ground", ("blocklab", "blocklab.units", "blocklab.errors", "blocklab.paths", "blocklab.engines.service_user")),
-    ("core", ("blocklab.engines", "blocklab.engines.base", "blocklab.engines.vocabulary", "blocklab.engines.host", "blocklab.results",
+    ("core", ("blocklab.engines", "blocklab.engines.base", "blocklab.engines.vocabulary",
+              "blocklab.engines.capabilities", "blocklab.engines.host", "blocklab.results",
               "blocklab.spec", "blocklab.recipes", "blocklab.plan", "blocklab.environment", "blocklab.probes", "blocklab.probes.*")),
     ("device", ("blocklab.device", "blocklab.device.*")),
     ("workloads", ("blocklab.workloads", "blocklab.workloads.*", "blocklab.features", "blocklab.features.*")),
@@ -274,8 +273,7 @@ def _draws(module: str) -> list[str]:
 def test_analysis_computes_and_never_draws_or_prints():
     computing = [m for m in modules() if any(fnmatch.fnmatchcase(m, p) for p in COMPUTING)]
     drawing = {m: d for m in computing if (d := _draws(m))}
-    assert not set(drawing) - STILL_DRAWING, f"figures go to report/, console tables to console.py: {drawing}"
-    assert set(drawing) >= STILL_DRAWING, f"no longer drawing, take them out of STILL_DRAWING: {STILL_DRAWING - set(drawing)}"
+    assert not drawing, f"figures go to report/, console tables to report/console_tables.py or console.py: {drawing}"
 
 
 def test_no_private_name_is_imported_from_another_module():

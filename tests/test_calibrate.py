@@ -23,7 +23,9 @@ from blocklab.device.fio import FioNotFound, find_fio, parse_read, run_fio
 from blocklab.results import RunDir
 from blocklab.units import parse_size
 
-pytestmark = pytest.mark.skipif(shutil.which("fio") is None, reason="fio not installed (apt-get install fio)")
+# the tests that run fio fail with what to install when it is missing (conftest.py fio_installed), as the
+# device twin's do; the parsing and refusal tests need no fio and run everywhere
+needs_fio = pytest.mark.usefixtures("fio_installed")
 
 SMALL = dict(file_size="64M", runtime_s=1.0, ramp_s=0.2)
 
@@ -35,6 +37,10 @@ def leftovers(directory: Path) -> list[Path]:
 @pytest.fixture(scope="module")
 def real_run(tmp_path_factory):
     """One real calibration of three points, saved as a run, shared by the tests below."""
+    from conftest import FIO_MISSING
+
+    if shutil.which("fio") is None:
+        pytest.fail(FIO_MISSING)
     base = tmp_path_factory.mktemp("calib")
     data_dir = base / "data"
     data_dir.mkdir()
@@ -100,6 +106,7 @@ def test_save_and_find_latest(real_run, tmp_path):
     assert find_latest_calibration(tmp_path / "nowhere", "vda") is None
 
 
+@needs_fio
 def test_parse_saved_real_json(tmp_path):
     target = tmp_path / "f"
     args = ["--name=t", f"--filename={target}", "--size=16M", "--direct=1", "--ioengine=psync",
@@ -112,6 +119,7 @@ def test_parse_saved_real_json(tmp_path):
     assert p.mb_per_s == pytest.approx(p.iops * 4096 / 1e6, rel=0.01)
 
 
+@needs_fio
 def test_psync_emulates_queue_depth_with_jobs(tmp_path):
     plan = make_plan("quick", block_sizes=["8k"], iodepths=[2], seq_block_sizes=[], **SMALL)
     cal = run_calibration(tmp_path, plan, ioengine="psync")
@@ -119,6 +127,7 @@ def test_psync_emulates_queue_depth_with_jobs(tmp_path):
     assert leftovers(tmp_path) == []
 
 
+@needs_fio
 def test_interrupt_removes_file_and_keeps_finished_points(tmp_path):
     data_dir = tmp_path / "data"
     data_dir.mkdir()
@@ -136,6 +145,7 @@ def test_interrupt_removes_file_and_keeps_finished_points(tmp_path):
     assert find_latest_calibration(tmp_path, partial.device_name) is None  # incomplete runs are not limits
 
 
+@needs_fio
 def test_failed_point_is_recorded_and_the_rest_go_on(tmp_path, monkeypatch):
     real_args = cal_mod.point_args
 
@@ -225,6 +235,7 @@ def test_bad_plan_inputs(kwargs, message):
     assert message in str(err.value)
 
 
+@needs_fio
 def test_bad_run_inputs_fail_before_fio(tmp_path, monkeypatch):
     def no_fio(*args, **kwargs):
         raise AssertionError("fio must not run for bad inputs")

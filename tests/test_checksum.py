@@ -15,6 +15,7 @@ from conftest import blocklab_bin
 
 from blocklab.analysis.overhead import fmt_pct, normalised, overheads, reference_label
 from blocklab.console import overhead_tables
+from blocklab.engines.base import DialectBase
 from blocklab.experiment import prepare
 from blocklab.report.overhead_plot import overhead_figure
 from blocklab.results import ResultRow, RunDir
@@ -108,7 +109,7 @@ class NoNeeds(Protocol):
     """The test workload asks nothing of the engine's dialect."""
 
 
-class ScanAllDialect:
+class ScanAllDialect(DialectBase):
     def __init__(self, engine):
         self.engine = engine
 

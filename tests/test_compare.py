@@ -234,9 +234,9 @@ def test_compare_refuses_another_data_size_without_force(real_runs):
     runs, env = real_runs
     result = blocklab(["compare", str(runs["a"]), str(runs["small"])], env)
     assert result.returncode == 2, result.stdout + result.stderr
-    assert "RUN_A and RUN_B were measured under different conditions" in result.stdout
-    assert "dataset_rows: A 100,000 vs B 50,000" in result.stdout
-    assert "add --force" in result.stdout
+    assert "RUN_A and RUN_B were measured under different conditions" in result.stderr
+    assert "dataset_rows: A 100,000 vs B 50,000" in result.stderr
+    assert "add --force" in result.stderr
     forced = blocklab(["compare", str(runs["a"]), str(runs["small"]), "--force", "--metric", "elapsed_s"], env)
     assert forced.returncode == 0, forced.stdout + forced.stderr
     assert "compared with --force although the runs differ in:" in forced.stdout
@@ -249,8 +249,8 @@ def test_compare_bad_input_exits_2_naming_the_argument(real_runs, tmp_path):
     runs, env = real_runs
     bad_metric = blocklab(["compare", str(runs["a"]), str(runs["b"]), "--metric", "nope"], env)
     assert bad_metric.returncode == 2
-    assert "--metric: 'nope' is not measured in both runs; metrics present in both:" in bad_metric.stdout
-    assert "rows_per_s" in bad_metric.stdout and "avg_read_kb" in bad_metric.stdout
+    assert "--metric: 'nope' is not measured in both runs; metrics present in both:" in bad_metric.stderr
+    assert "rows_per_s" in bad_metric.stderr and "avg_read_kb" in bad_metric.stderr
     not_dir = blocklab(["compare", str(runs["a"]), str(tmp_path)], env)
     assert not_dir.returncode == 2
-    assert f"RUN_B: {tmp_path} is not a blocklab results directory" in not_dir.stdout
+    assert f"RUN_B: {tmp_path} is not a blocklab results directory" in not_dir.stderr

@@ -34,14 +34,7 @@ KiB, MiB = 1024, 1024**2
 HAS_FIO = shutil.which("fio") is not None
 
 
-@pytest.fixture
-def fio_installed():
-    """make test installs fio: a machine without it fails these tests with what to do, never skips them."""
-    if not HAS_FIO:
-        pytest.fail("fio is not installed: run `make test` (it installs it as root) or `sudo apt-get install fio`")
-
-
-needs_fio = pytest.mark.usefixtures("fio_installed")
+needs_fio = pytest.mark.usefixtures("fio_installed")  # conftest.py: fails with what to install, never skips
 
 
 # ====================================================================== quantising
@@ -418,9 +411,9 @@ def test_cli_refuses_a_bad_mode_naming_the_option_and_the_choices(cli_env):
 
 def test_cli_only_needs_a_run_to_replay(cli_env, tmp_path):
     result = _cli(["run", "mbrc", "--device-twin", "only"], cli_env)
-    assert result.returncode == 2 and "--device-twin only replays the I/O of a run already measured: give --resume DIR" in result.stdout
+    assert result.returncode == 2 and "--device-twin only replays the I/O of a run already measured: give --resume DIR" in result.stderr
     result = _cli(["run", "--resume", str(tmp_path), "--device-twin", "only"], cli_env)
-    assert result.returncode == 2 and "not a blocklab results directory" in result.stdout
+    assert result.returncode == 2 and "not a blocklab results directory" in result.stderr
     assert not Path(cli_env["BLOCKLAB_RESULTS"]).exists()
 
 
@@ -634,7 +627,7 @@ def test_plan_says_what_the_twin_may_cost(cli_env):
 def test_sysstats_twins_read_what_sreadtim_and_mreadtim_read():
     from types import SimpleNamespace
 
-    from blocklab.analysis.sysstats_twin import patterns
+    from blocklab.features.sysstats_twin import patterns
 
     stats = SimpleNamespace(relation_bytes=150e6, direct_io=True, block_size=8192, mbrc=15.6)
     got = patterns(stats)  # type: ignore[arg-type]
@@ -660,7 +653,7 @@ def test_sysstats_prints_the_disks_share_of_each_read_time(cli_env, tmp_path):
     off = _cli(["sysstats", "--rows", "200000", "--repeats", "1", "--reads", "300", "--out", str(tmp_path / "off")], cli_env)
     assert off.returncode == 0 and json.loads((tmp_path / "off" / "sysstats.json").read_text())["device_twin"] == []
     only = _cli(["sysstats", "--device-twin", "only"], cli_env)
-    assert only.returncode == 2 and "--device-twin only is for `blocklab run --resume DIR`" in only.stdout
+    assert only.returncode == 2 and "--device-twin only is for `blocklab run --resume DIR`" in only.stderr
 
 
 def test_the_engines_own_wait_bounds_its_time_in_flight():

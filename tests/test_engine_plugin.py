@@ -11,12 +11,14 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from engine_leaks import leaks_in, leaks_outside_engines
 
 from blocklab import engines
 from blocklab.engines.base import (
     IO_KEYS,
     ApplyClass,
     CounterWindow,
+    DialectBase,
     Engine,
     EngineBase,
     EngineInfo,
@@ -49,7 +51,7 @@ class MemorySession(SessionBase):
         pass
 
 
-class MemoryNullDialect:
+class MemoryNullDialect(DialectBase):
     """What the null workload needs, kept in a dict."""
 
     def __init__(self, engine: MemoryEngine):
@@ -203,7 +205,7 @@ def test_an_engine_without_the_workloads_dialect_is_refused_naming_what_is_missi
 
 
 def test_a_dialect_lacking_a_method_is_refused(memory_engine, monkeypatch):
-    class Half:
+    class Half(DialectBase):
         def __init__(self, engine):
             pass
 
@@ -213,6 +215,44 @@ def test_a_dialect_lacking_a_method_is_refused(memory_engine, monkeypatch):
     monkeypatch.setattr(MemoryEngine, "dialects", {"null": Half})
     with pytest.raises(SpecError, match=r"memory engine's null dialect \(.*Half\) lacks build_table, count_rows"):
         make_workload(spec_from_dict({"workload": {"kind": "null"}}, "t", {}).workload, spec_from_dict({}, "t", {}).dataset, "memory")
+
+
+def test_a_dialect_not_deriving_from_dialect_base_is_refused(memory_engine, monkeypatch):
+    class Bare:  # every method, but none of DialectBase's declarations (bytes_per_row, refused_options ...)
+        def __init__(self, engine):
+            pass
+
+        def build_table(self, table, rows, fingerprint):
+            pass
+
+        def count_rows(self, session, table):
+            return 0
+
+        def level(self):
+            return 0
+
+    monkeypatch.setattr(MemoryEngine, "dialects", {"null": Bare})
+    with pytest.raises(SpecError, match=r"memory engine's null dialect .*Bare.* is not a class deriving from blocklab.engines.base.DialectBase"):
+        make_workload(spec_from_dict({"workload": {"kind": "null"}}, "t", {}).workload, spec_from_dict({}, "t", {}).dataset, "memory")
+
+
+def test_a_workload_an_engine_lacks_is_refused_with_the_engines_reason(memory_engine, monkeypatch):
+    from blocklab.engines.base import Capabilities
+
+    monkeypatch.setattr(MemoryEngine, "capabilities", Capabilities(lacks={"slob": "a dict has no pages to read"}))
+    with pytest.raises(SpecError, match=r"workload 'slob' does not run on engine 'memory': a dict has no pages to read"):
+        make_workload(spec_from_dict({"workload": {"kind": "slob"}}, "t", {}).workload, spec_from_dict({}, "t", {}).dataset, "memory")
+
+
+def test_a_dialect_lacking_a_declared_class_attribute_is_refused():
+    """rows_per_s is declared by the insert protocol: a dialect without it is refused, not guessed at."""
+    from blocklab.engines.base import protocol_methods
+    from blocklab.workloads.row_insert import InsertDialect
+
+    methods = {name: (lambda self, *args: None) for name in protocol_methods(InsertDialect)}
+    no_rate = type("NoRate", (DialectBase,), methods)
+    assert missing_methods(no_rate, InsertDialect) == ["rows_per_s"]
+    assert missing_methods(type("Rate", (no_rate,), {"rows_per_s": 1000.0}), InsertDialect) == []
 
 
 def test_a_broken_engine_class_is_refused_at_registration():
@@ -228,7 +268,8 @@ def test_every_built_in_dialect_implements_its_workloads_protocol():
     checked = 0
     for kind in engines.available(listed_only=False):
         cls = engines.engine_class(kind)
-        for name in ("name", "display", "native_prefix", "summary", "accepts_dsn", "dialects", "change_seconds", "install_bytes"):
+        for name in ("name", "display", "native_prefix", "summary", "accepts_dsn", "dialects", "change_seconds", "install_bytes",
+                     "capabilities"):
             assert hasattr(cls, name), (kind, name)
         for workload, dialect in cls.dialects.items():
             if workload in available_workloads():
@@ -251,3 +292,62 @@ def test_no_engine_names_outside_the_engine_packages():
         ["grep", "-rnE", rf"\(\s*\"({names})\",\s*\"({names})\"", "src/blocklab"], cwd=ROOT, capture_output=True, text=True, check=False,
     ).stdout
     assert [line for line in lists.splitlines() if not line.startswith("src/blocklab/engines/")] == []
+
+
+def test_no_engine_knowledge_leaks_outside_the_engine_packages():
+    """DESIGN.md: capabilities are data the engine declares. Outside engines/, no engine
+    name, no engine metric key (guessing the engine from its metrics), no getattr /
+    hasattr probe of an engine or a dialect (tests/engine_leaks.py)."""
+    assert leaks_outside_engines(ROOT / "src" / "blocklab") == []
+
+
+LEAKY = """\
+\"\"\"A module that knows too much: each line below is one leak kind (its docstring names postgres freely).\"\"\"
+
+def describe(m, engine, dialect_class, plugin, engine_kind):
+    text = "fine prose naming PostgreSQL and innodb.pages_written is documentation"
+    if "innodb.buffer_pool_wait_free" in m:  # sniffing MariaDB from a metric key
+        text += "x"
+    if m.get("data_file.read_s"):
+        text += "y"
+    keys = ("journal_writes", "bgwriter_writes")
+    kind = "postgres"
+    if engine.name == kind or engine_kind == "sqlite":
+        text += "z"
+    rate = getattr(dialect_class, "rows_per_s", 1.0)
+    version = getattr(plugin, "installed_version", None)
+    if hasattr(engine, "anything"):
+        text += str(getattr(object(), "refused_options", None))
+    return text, keys, rate, version
+"""
+
+
+def test_the_leak_guard_finds_each_leak_kind_in_an_injected_file(tmp_path):
+    """The guard's own test: a file with one leak of every kind, each found; prose and docstrings are not leaks."""
+    leaky = tmp_path / "leaky.py"
+    leaky.write_text(LEAKY)
+    found = leaks_in(leaky)
+    text = "\n".join(found)
+    for expected in (
+        ":5: engine metric key: 'innodb.buffer_pool_wait_free'",
+        ":7: engine metric key: 'data_file.read_s'",
+        ":9: engine metric key: 'journal_writes'",
+        ":9: engine metric key: 'bgwriter_writes'",
+        ":10: engine name: 'postgres'",
+        ":11: engine name: 'sqlite'",
+        ":11: engine name compared: engine.name == kind",
+        ":13: getattr probe: getattr(dialect_class, \"rows_per_s\", 1.0)",
+        ":14: getattr probe: getattr(plugin, \"installed_version\", None)",
+        ":15: hasattr probe: hasattr(engine, \"anything\")",
+        ":16: getattr probe: getattr(object(), \"refused_options\", None)",  # an engine's attribute, whatever the object
+    ):
+        assert expected in text, (expected, found)
+    assert not [line for line in found if ":1:" in line or ":4:" in line]  # the docstring and the prose
+    # and the guard over src/ fails on it: the injected file inside a copy of the tree is reported
+    tree = tmp_path / "src"
+    (tree / "engines").mkdir(parents=True)
+    (tree / "engines" / "mine.py").write_text(LEAKY)  # inside engines/: an engine may know itself
+    (tree / "workloads").mkdir()
+    (tree / "workloads" / "leaky.py").write_text(LEAKY)
+    outside = leaks_outside_engines(tree)
+    assert outside and all("workloads/leaky.py" in line for line in outside)

@@ -109,7 +109,7 @@ def test_malformed_toml_message(cli_env, tmp_path):
     bad.write_text("[knobs\nmultiblock_read = [1]\n")
     result = blocklab(["run", str(bad)], cli_env)
     assert result.returncode == 2
-    assert f"{bad}: malformed TOML" in result.stdout
+    assert f"{bad}: malformed TOML" in result.stderr
 
 
 def test_plan_shows_cells_and_restarts(cli_env):
@@ -145,9 +145,9 @@ def test_dsn_server_by_connection_string(cache_dir, tmp_path, cli_env):
         assert "adapted on a server given by --dsn blocklab never restarts it" in adapted.stdout
         refused = blocklab(["plan", "mbrc", "--dsn", dsn, "--set", "pg.io_max_combine_limit=64"], cli_env)
         assert refused.returncode == 2
-        assert "needs a server restart; blocklab never restarts a server given by --dsn" in refused.stdout
+        assert "needs a server restart; blocklab never restarts a server given by --dsn" in refused.stderr
         reload_knob = blocklab(["plan", str(exp), "--dsn", dsn, "--set", "writers=2"], cli_env)
-        assert reload_knob.returncode == 2 and "--allow-server-changes" in reload_knob.stdout
+        assert reload_knob.returncode == 2 and "--allow-server-changes" in reload_knob.stderr
     finally:
         other.stop()
 

@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 from conftest import blocklab_bin, interrupt_mid_point
 
-from blocklab.analysis.slob_view import petal_figures, points, saturation_points, slob_table
+from blocklab.analysis.slob_view import points, saturation_points
 from blocklab.engines.postgres.slob import rows_per_page
+from blocklab.report.console_tables import slob_table
+from blocklab.report.slob_plot import petal_figures
 from blocklab.spec import DatasetSpec, SpecError, WorkloadSpec
 from blocklab.workloads import make_workload
 
@@ -55,8 +57,17 @@ def test_one_row_per_heap_page(pg_engine):
 
 
 def test_observed_update_share_and_metrics(pg_engine):
+    from blocklab.probes.page_cache import resident_bytes
+
     w = _slob(sessions=2, update_pct=20, work_unit=4, run_time_s=3)
     w.prepare(pg_engine)
+    # the state the disk assertion below needs, made and proven: neither shared buffers nor the
+    # OS page cache holds the tables (a fresh clone's small tables would otherwise be cached)
+    done = pg_engine.evict(w.relations())
+    files = [f for r in w.relations() for f in pg_engine.relation_files(r)]
+    resident, total = resident_bytes(files)
+    assert done["os_drop_possible"] and total > 0 and resident == 0, (done, resident, total)
+    assert pg_engine.cached_bytes(w.relations()) == 0
     m = w.run(pg_engine)
     assert m["iterations"] >= 2000, m  # enough for +-3 points: sd of the share ~0.9 points at 2,000
     assert abs(m["update_share"] * 100 - 20) <= 3, m
@@ -70,7 +81,7 @@ def test_observed_update_share_and_metrics(pg_engine):
     assert 2 <= len(t) <= 5 and t == sorted(t), w.series
     assert set(w.series) >= {"t", "device_read_iops", "device_mb_per_s", "device_read_latency_ms", "cpu_busy_pct"}
     assert all(len(v) == len(t) for v in w.series.values())
-    assert sum(w.series["device_read_iops"]) > 0  # the loop's reads reach the disk (direct I/O off: cold enough)
+    assert sum(w.series["device_read_iops"]) > 0  # the loop's first reads of each page reach the disk: it began cold
     after = rows_per_page(pg_engine, w.tables()[0])
     # HOT updates keep one row per page; a page whose three spare versions fill up before pruning
     # frees them moves that row to a new page (a non-HOT update), so the table may grow a few pages

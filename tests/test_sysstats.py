@@ -1,5 +1,6 @@
-"""`blocklab sysstats`: the arithmetic, the refusals, and the measurements on a
-real embedded PostgreSQL 18 with a small table and direct I/O."""
+"""`blocklab sysstats`: the arithmetic, the refusals (an engine without optimizer
+costs refused with its dialect's reason), and the measurements on a real
+embedded PostgreSQL 18 with a small table and direct I/O."""
 
 from __future__ import annotations
 
@@ -11,16 +12,18 @@ from pathlib import Path
 import pytest
 from conftest import blocklab_bin
 
-from blocklab.analysis import sysstats as ss
-from blocklab.analysis.sysstats import (
+from blocklab import engines
+from blocklab.engines.postgres.sysstats import SysstatsReads, alter_system_sql, random_page_cost
+from blocklab.features import sysstats as ss
+from blocklab.features.sysstats import (
     SysstatsInputError,
-    alter_system_sql,
-    apply_planner_costs,
+    apply_costs,
     check_options,
     gather,
-    random_page_cost,
     read_costs,
 )
+
+COSTS = ("seq_page_cost", "random_page_cost")
 
 TABLE = "blocklab_scan"
 ROWS = 400_000  # ~2,550 blocks, 20 MB: a scan has ~160 reads of 16 blocks
@@ -55,8 +58,8 @@ def _stats(**overrides):
     base = dict(
         sreadtim_ms=0.126, mreadtim_ms=0.254, mbrc=15.96, maxthr_bytes_per_s=7.2e8, slavethr_bytes_per_s=1.9e8,
         maxthr_sessions=4, sreadtim_wall_ms=0.139, mreadtim_wall_ms=0.358, mreadtim_ahead_ms=0.008,
-        effective_io_concurrency=16, throughput_by_sessions={1: 6.7e8, 2: 7.1e8, 4: 7.2e8}, block_size=8192,
-        io_combine_limit=16, io_method="worker", direct_io=True, table=TABLE, rows=3_000_000,
+        throughput_by_sessions={1: 6.7e8, 2: 7.1e8, 4: 7.2e8}, block_size=8192,
+        settings={"io_combine_limit": "16", "io_method": "worker", "effective_io_concurrency": "16"}, direct_io=True, table=TABLE, rows=3_000_000,
         relation_bytes=156_459_008, single_reads=2000, repeats=3, dstart="2026-11-22 22:34:45",
         dstop="2026-11-22 22:34:50", phases=(),
     )
@@ -66,9 +69,9 @@ def _stats(**overrides):
 
 def test_planner_costs_and_aux_stats_shape():
     stats = _stats()
-    assert stats.random_page_cost == pytest.approx(0.126 / (0.254 / 15.96))
-    assert stats.planner_costs() == {"seq_page_cost": 1.0, "random_page_cost": 7.92}
-    assert "= 0.126 / (0.254 / 15.96) = 7.92" in stats.formula()
+    costs, formula = SysstatsReads.implied_costs(None, stats.sreadtim_ms, stats.mreadtim_ms, stats.mbrc)  # type: ignore[arg-type]
+    assert costs == {"seq_page_cost": 1.0, "random_page_cost": 7.92}
+    assert "= 0.126 / (0.254 / 15.96) = 7.92" in formula
     rows = {(r[0], r[1]): r for r in stats.aux_stats()}
     assert rows[("SYSSTATS_MAIN", "SREADTIM")] == ("SYSSTATS_MAIN", "SREADTIM", "0.126", "", "ms")
     assert rows[("SYSSTATS_MAIN", "MREADTIM")][2:] == ("0.254", "", "ms")
@@ -76,15 +79,18 @@ def test_planner_costs_and_aux_stats_shape():
     assert rows[("SYSSTATS_MAIN", "MAXTHR")][2:] == ("720000000", "", "bytes/s")
     assert rows[("SYSSTATS_INFO", "STATUS")][3] == "COMPLETED"
     assert rows[("SYSSTATS_WALL", "SREADTIM")][2] == "0.139"
+    assert rows[("SYSSTATS_ENGINE", "IO_COMBINE_LIMIT")][2] == "16"  # the engine's own settings, by its names
+    assert "io_combine_limit 16, io_method worker" in stats.conditions()
     json.dumps(stats.to_dict())
 
 
 def test_options_refused_before_anything_starts(tmp_path):
-    ok = dict(dsn=None, rows=ROWS, apply=False, allow_server_changes=False, direct_io=None, single_reads=100,
+    ok = dict(engine_kind="postgres", dsn=None, rows=ROWS, apply=False, allow_server_changes=False, direct_io=None, single_reads=100,
               repeats=1, sessions=(2,), table=TABLE, out=None)
     check_options(**ok)
     cases = [
-        ({"dsn": "host=x", "apply": True}, "--apply on a --dsn server changes its planner settings for everyone"),
+        ({"dsn": "host=x", "apply": True}, "--apply on a --dsn server changes its optimizer settings for everyone"),
+        ({"engine_kind": "nope"}, "--engine: unknown engine 'nope'; accepted: "),
         ({"dsn": "host=x", "direct_io": True}, "--direct-io needs a server restart"),
         ({"rows": 100}, "--rows 100: too few to measure reads; give at least 5,000"),
         ({"single_reads": 0}, "--reads 0: must be at least 1"),
@@ -100,10 +106,41 @@ def test_options_refused_before_anything_starts(tmp_path):
         check_options(**{**ok, "out": tmp_path})
 
 
+@pytest.mark.parametrize("kind", ["mariadb", "sqlite", "rocksdb"])
+def test_an_engine_without_optimizer_costs_is_refused_with_its_dialects_reason(kind, cli_env):
+    """The reason is the engine's own (its capabilities), said before anything starts: no engine, no directory."""
+    why = engines.engine_class(kind).capabilities.why_not("sysstats")
+    assert why  # each engine that has no sysstats dialect says why
+    result = blocklab(["sysstats", "--engine", kind, "--rows", "60000"], cli_env, timeout=60)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"--engine {kind}: system statistics are not gathered on {engines.engine_class(kind).display}: {why}" in " ".join(
+        (result.stdout + result.stderr).split())
+    assert not Path(cli_env["BLOCKLAB_RESULTS"]).exists()
+    assert not list(Path(cli_env["BLOCKLAB_CACHE"]).glob(f"{kind}*"))  # no engine was provisioned
+
+
+@pytest.mark.engine
+def test_mariadbs_reason_is_what_its_server_says(cache_dir):
+    """MariaDB 10.11 has no disk cost variable to set (they came in 11.0): the reason its dialect states holds
+    on blocklab's own mariadbd (the one a fresh clone has)."""
+    from blocklab.engines.mariadb import MariadbEngine
+
+    engine = MariadbEngine(cache_dir=cache_dir / "sysstats-mariadb")
+    try:
+        engine.start()
+        version = engine.version_tuple()
+        names = [str(row[0]) for row in engine.query("SHOW GLOBAL VARIABLES LIKE 'optimizer%'")]
+    finally:
+        engine.stop()
+    assert version[:2] == (10, 11) and "optimizer_search_depth" in names  # the server answered the question asked
+    assert [n for n in names if n.endswith("_cost")] == [], names  # 11.0's optimizer_disk_read_cost and kin
+    assert "11.0" in engines.engine_class("mariadb").capabilities.why_not("sysstats")
+
+
 def test_cli_refuses_apply_on_dsn_without_permission(cli_env):
     result = blocklab(["sysstats", "--dsn", "host=/nonexistent dbname=x", "--apply"], cli_env)
     assert result.returncode == 2, result.stdout + result.stderr
-    assert "add --allow-server-changes" in result.stdout
+    assert "add --allow-server-changes" in result.stderr
     assert not Path(cli_env["BLOCKLAB_RESULTS"]).exists()
 
 
@@ -138,7 +175,7 @@ def _server_io(engine) -> tuple[float, float, float]:
 def test_gather_on_embedded_postgres_with_direct_io(engine):
     stats = gather(engine, table=TABLE, rows=ROWS, single_reads=300, repeats=2, sessions=(2,), seed=3)
     assert stats.direct_io and stats.block_size == 8192
-    assert stats.io_combine_limit == 16
+    assert stats.settings["io_combine_limit"] == "16"
     for value in (stats.sreadtim_ms, stats.mreadtim_ms, stats.mbrc, stats.maxthr_bytes_per_s,
                   stats.slavethr_bytes_per_s, stats.sreadtim_wall_ms, stats.mreadtim_wall_ms):
         assert value > 0
@@ -152,8 +189,9 @@ def test_gather_on_embedded_postgres_with_direct_io(engine):
     assert sread.read_bytes == 300 * 8192
     assert all(p.cold_proven for p in stats.phases), [(p.name, p.cold_ratio) for p in stats.phases]
     # the implied cost is the formula on the gathered figures
-    assert stats.random_page_cost == pytest.approx(stats.sreadtim_ms / (stats.mreadtim_ms / stats.mbrc))
-    assert stats.planner_costs()["random_page_cost"] == round(stats.random_page_cost, 2)
+    cost = random_page_cost(stats.sreadtim_ms, stats.mreadtim_ms, stats.mbrc)
+    assert cost == pytest.approx(stats.sreadtim_ms / (stats.mreadtim_ms / stats.mbrc))
+    assert stats.costs == {"seq_page_cost": 1.0, "random_page_cost": round(cost, 2)}
 
 
 @pytest.mark.engine
@@ -182,10 +220,10 @@ def test_read_times_agree_with_pg_stat_io_averages(engine):
 @pytest.mark.engine
 def test_apply_sets_random_page_cost_and_reads_it_back(engine):
     try:
-        applied = apply_planner_costs(engine, {"seq_page_cost": 1.0, "random_page_cost": 3.21})
+        applied = apply_costs(engine, {"seq_page_cost": 1.0, "random_page_cost": 3.21})
         assert applied.confirmed
         assert applied.before["random_page_cost"] == "4"
-        assert read_costs(engine)["random_page_cost"] == "3.21"
+        assert read_costs(engine, COSTS)["random_page_cost"] == "3.21"
     finally:
         with engine.pg_connect(session=False) as conn:
             conn.execute("ALTER SYSTEM RESET random_page_cost")
@@ -224,7 +262,7 @@ def test_cli_sysstats_prints_saves_and_applies_on_the_embedded_server(cli_env):
     eng = PostgresEngine(cache_dir=Path(cli_env["BLOCKLAB_CACHE"]))
     eng.start()
     try:
-        assert float(read_costs(eng)["random_page_cost"]) == pytest.approx(float(value))
+        assert float(read_costs(eng, COSTS)["random_page_cost"]) == pytest.approx(float(value))
     finally:
         eng.stop()
 
@@ -238,7 +276,7 @@ def test_cli_sysstats_on_a_dsn_server_applies_only_when_allowed(engine, cli_env)
         assert result.returncode == 0, result.stdout + result.stderr
         value = re.search(r"ALTER SYSTEM SET random_page_cost = ([0-9.]+);", result.stdout).group(1)
         assert "applied on the --dsn server" in result.stdout
-        assert float(read_costs(engine)["random_page_cost"]) == pytest.approx(float(value))
+        assert float(read_costs(engine, COSTS)["random_page_cost"]) == pytest.approx(float(value))
     finally:
         with engine.pg_connect(session=False) as conn:
             conn.execute("ALTER SYSTEM RESET random_page_cost")

@@ -193,7 +193,10 @@ def _fake_rows():
 def test_profile_tables_and_figure():
     from rich.console import Console
 
-    from blocklab.probes.profile_view import profile_figure, profile_tables, setting_profiles
+    from blocklab.engines import capabilities_of
+    from blocklab.probes.profile_view import setting_profiles
+    from blocklab.report.console_tables import profile_tables
+    from blocklab.report.profile_plot import method_caption, profile_figure
 
     rows = _fake_rows()
     profiles = setting_profiles(rows)
@@ -202,7 +205,7 @@ def test_profile_tables_and_figure():
     assert on.slowest.waits["IO:DataFileWrite"] == pytest.approx(5.5)
     assert sum(on.total.parts().values()) == pytest.approx(on.total.elapsed_s)
 
-    tables = profile_tables(rows)
+    tables = profile_tables(rows, capabilities=capabilities_of("postgres"))  # the rows' keys are PostgreSQL's
     assert len(tables) == 2
     console = Console(width=100, record=True)
     for table in tables:
@@ -212,6 +215,14 @@ def test_profile_tables_and_figure():
         assert word in text
     assert "writers=3" not in text  # knobs every setting shares are left out of the titles
     assert profile_tables({"metric": "elapsed_s"}) == []
+    # the captions are the engine's words, asked of its capabilities, never guessed from the rows' keys
+    console = Console(width=100, record=True)
+    console.print(profile_tables(rows, capabilities=capabilities_of("mariadb"))[0])
+    text = console.export_text()
+    assert "performance_schema" in text and "backend writes" not in text and "sampled" not in text
+    assert "sampling" in method_caption(profiles, capabilities_of("postgres"))
+    assert "performance_schema" in method_caption(profiles, capabilities_of("mariadb"))
+    assert "does not say" in method_caption(profiles, capabilities_of("no-such-engine"))
 
     fig = profile_figure(rows)
     assert len(fig.axes) == 2

@@ -8,6 +8,7 @@ cli_server.py (doctor, clean, restore), cli_import.py, cli_fleet.py, cli_analyse
 
 from __future__ import annotations
 
+import errno
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -27,7 +28,7 @@ from .console import ConsoleReporter, efficiency_table, make_console, overhead_t
 from .device.twin import ENV_VAR as TWIN_ENV_VAR
 from .device.twin import MODES as TWIN_MODES
 from .engines import available as available_engines
-from .engines.base import EngineError
+from .engines.base import EngineError, KnobError
 from .experiment import Experiment
 from .lab import Overrides, load_experiment, load_saved_experiment, plan_text
 from .paths import check_out_dir, results_root
@@ -57,7 +58,28 @@ def _overrides(sets, repeats, rows, engine, dsn, seed, quick) -> Overrides:
     return Overrides(list(sets), repeats, rows, engine, dsn, seed, quick)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+BAD_PATH_ERRNOS = {errno.ENAMETOOLONG, errno.ELOOP, errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM}
+
+
+class Commands(click.Group):
+    """The command group, with a last line of defence: an input error that a command
+    did not catch itself (a knob, an experiment field, an environment variable)
+    still ends as one line on stderr and exit 2, never a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (SpecError, KnobError) as err:
+            fail(None, str(err), EXIT_BAD_INPUT)
+        except OSError as err:
+            if err.filename is None:
+                raise
+            # a path the user gave that the system refuses (too long, a symlink loop, no access)
+            code = EXIT_BAD_INPUT if err.errno in BAD_PATH_ERRNOS else EXIT_FAILED
+            fail(None, f"{err.filename}: {err.strerror or err}", code)
+
+
+@click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="blocklab")
 def main() -> None:
     """blocklab: what does this storage parameter do to my database, on my disk?
@@ -250,11 +272,17 @@ def _print_summary(console: Console, exp: Experiment, summary: dict[str, Any], r
 
 def _print_workload_tables(console: Console, run_dir: RunDir, summary: dict[str, Any]) -> None:
     """Tables some workloads add under the verdict (e.g. the wait profile of `update`)."""
-    from .analysis.slob_view import points, slob_table
-    from .probes.profile_view import profile_tables
+    from .analysis.slob_view import points
+    from .engines import capabilities_of
+    from .report.console_tables import profile_tables, slob_table
 
     rows = run_dir.rows()
-    for table in profile_tables(rows, order=list(summary.get("settings", {}))):
+    try:
+        engine = str(run_dir.read_json("environment.json").get("engine", ""))
+    except ResultsError:  # a run without its environment: captions without the engine's words
+        engine = ""
+    capabilities = capabilities_of(engine)
+    for table in profile_tables(rows, order=list(summary.get("settings", {})), capabilities=capabilities):
         console.print(table)
     for table in overhead_tables(rows, summary.get("metric", "elapsed_s")):
         console.print(table)
@@ -334,7 +362,7 @@ def report_command(run_dir: Path) -> None:
 
 @main.command("export")
 @click.argument("run_dir", metavar="RUN_DIR", type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["csv", "json", "parquet"], case_sensitive=False), default="csv", show_default=True, help="csv: one line per cell; json: the whole run; parquet: needs pyarrow")
+@click.option("--format", "fmt", type=click.Choice(["csv", "json", "parquet"], case_sensitive=False), default="csv", show_default=True, help="csv: one line per cell; json: the whole run; parquet: optional, needs pyarrow (pip install 'blocklab[parquet]')")
 @click.option("--output", "-o", type=click.Path(path_type=Path, dir_okay=False), help="write to FILE instead of stdout")
 def export_command(run_dir: Path, fmt: str, output: Path | None) -> None:
     """Export the results of a run as CSV, JSON or Parquet (stdout by default).
@@ -392,11 +420,9 @@ def compare_command(run_a: Path, run_b: Path, force: bool, metric: str | None) -
     try:
         result = compare_runs(run_a, run_b, metric=metric, force=force)
     except EnvironmentMismatch as err:
-        console.print("error: RUN_A and RUN_B were measured under different conditions:", style="red", markup=False, highlight=False)
-        for difference in err.differences:
-            console.print(f"  {difference.text()}", markup=False, highlight=False)
-        console.print("their numbers are not comparable as they stand; add --force to compare them anyway", markup=False)
-        sys.exit(EXIT_BAD_INPUT)
+        lines = [f"  {difference.text()}" for difference in err.differences]
+        fail(console, "\n".join(["RUN_A and RUN_B were measured under different conditions:", *lines,
+                                   "their numbers are not comparable as they stand; add --force to compare them anyway"]), EXIT_BAD_INPUT)
     except CompareError as err:
         fail(console, str(err), EXIT_BAD_INPUT)
     print_comparison(console, result)

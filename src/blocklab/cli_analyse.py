@@ -4,12 +4,11 @@ A module of its own so that cli.py gains one line, not a command's worth."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
-from .cli_errors import EXIT_BAD_INPUT
+from .cli_errors import EXIT_BAD_INPUT, fail
 from .console import make_console
 
 
@@ -36,8 +35,7 @@ def analyse_command(run_dir: Path, dry_run: bool) -> None:
     try:
         result = reanalyse(run_dir, write=not dry_run)
     except AnalyseError as err:
-        console.print(f"error: {err}", style="red", markup=False, highlight=False)
-        sys.exit(EXIT_BAD_INPUT)
+        fail(console, str(err), EXIT_BAD_INPUT)
 
     def say(text: str) -> None:
         console.print(text, markup=False, highlight=False)

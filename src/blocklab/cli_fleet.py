@@ -247,11 +247,9 @@ def compare_command(run_dir: Path, host_a: str, host_b: str, metric: str | None,
     try:
         result = compare_hosts(run_dir, host_a, host_b, metric=metric, force=force)
     except EnvironmentMismatch as err:
-        _print(console, "error: HOST_A and HOST_B ran the experiment under different conditions:", style="red")
-        for difference in err.differences:
-            _print(console, f"  {difference.text()}")
-        _print(console, "their numbers are not comparable as they stand; add --force to compare them anyway")
-        sys.exit(EXIT_BAD_INPUT)
+        lines = [f"  {difference.text()}" for difference in err.differences]
+        fail(console, "\n".join(["HOST_A and HOST_B ran the experiment under different conditions:", *lines,
+                                   "their numbers are not comparable as they stand; add --force to compare them anyway"]), EXIT_BAD_INPUT)
     except CompareError as err:
         fail(console, str(err), EXIT_BAD_INPUT)
     print_comparison(console, result)

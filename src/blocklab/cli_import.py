@@ -105,9 +105,9 @@ def slob_command(paths: tuple[Path, ...], update_pct: float | None, block_size: 
       blocklab import slob awr_info.out --block-size 8k --update-pct 0
       blocklab import slob harness/ --calibration results/orion-lun1 && blocklab report results/slob-import-...
     """
-    from .analysis.slob_view import slob_table
     from .importers.rundir import write_run
     from .importers.slob import import_slob
+    from .report.console_tables import slob_table
 
     console = make_console()
     try:
@@ -152,7 +152,8 @@ def awr_command(files: tuple[Path, ...], labels: tuple[str, ...], out: Path | No
     """
     from .importers.profile import import_awr_profiles
     from .importers.rundir import write_run
-    from .probes.profile_view import profile_table, setting_profiles, side_by_side_table
+    from .probes.profile_view import setting_profiles
+    from .report.console_tables import profile_table, side_by_side_table
 
     console = make_console()
     try:

@@ -15,6 +15,7 @@ import click
 
 from .cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, fail
 from .console import make_console
+from .engines import DEFAULT_ENGINE
 from .engines import available as available_engines
 from .engines.base import EngineError
 from .results import ResultsError
@@ -22,7 +23,7 @@ from .spec import SpecError
 
 
 @click.command("doctor")
-@click.option("--engine", "engine_kind", default="postgres", show_default=True, help=f"the engine ({', '.join(available_engines())})")
+@click.option("--engine", "engine_kind", default=DEFAULT_ENGINE, show_default=True, help=f"the engine ({', '.join(available_engines())})")
 @click.option("--dsn", default=None, help="someone else's server (default: blocklab's own engine)")
 @click.option("--allow-server-changes", is_flag=True, help="as run would be given it: server-wide knobs may be changed")
 @click.option("--versions", "versions_only", is_flag=True, help="print only the table of every recipe on every kind of server (markdown), from the recipes; no server needed")
@@ -77,7 +78,7 @@ def doctor_command(engine_kind: str, dsn: str | None, allow_server_changes: bool
 
 
 @click.command("clean")
-@click.option("--engine", "engine_kind", default="postgres", show_default=True, help=f"the server's engine ({', '.join(available_engines())})")
+@click.option("--engine", "engine_kind", default=DEFAULT_ENGINE, show_default=True, help=f"the server's engine ({', '.join(available_engines())})")
 @click.option("--dsn", required=True, help="the server (password from the environment or the engine's own password file)")
 @click.option("--dry-run", is_flag=True, help="list what would be removed, remove nothing")
 def clean_command(engine_kind: str, dsn: str, dry_run: bool) -> None:
@@ -126,5 +127,8 @@ def restore_command(run_dir: Path) -> None:
         fail(console, str(err), EXIT_BAD_INPUT)
     except EngineError as err:
         fail(console, f"{err}; the settings are still kept in {run_dir}", EXIT_FAILED)
+    if done is None:
+        console.print(f"nothing to restore: {run_dir} owes no server any setting (no restore.json)", markup=False, highlight=False)
+        return
     for line in done:
         console.print(f"restored {line}", markup=False, highlight=False)

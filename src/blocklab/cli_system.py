@@ -2,7 +2,7 @@
 experiment's settings:
 
     blocklab sysstats     SREADTIM, MREADTIM, MBRC, MAXTHR on the engine's own data files
-                          (analysis/sysstats.py) and the random_page_cost they imply
+                          (features/sysstats.py) and the optimizer costs they imply
     blocklab calibrate    the disk's own limits with fio, ORION-style (device/calibrate.py)
 """
 
@@ -24,10 +24,19 @@ from .paths import results_root
 from .results import RunDir, new_run_dir
 
 
+def _engine_option(what: str) -> Any:
+    from .engines import DEFAULT_ENGINE
+    from .engines import available as available_engines
+
+    return click.option("--engine", "engine_kind", default=DEFAULT_ENGINE, show_default=True,
+                        help=f"{what} ({', '.join(available_engines())})")
+
+
 @click.command("sysstats")
+@_engine_option("the engine whose data files are read; one without optimizer costs is refused with its reason")
 @click.option("--dsn", type=str, help="measure this server instead of the embedded one (password from the environment)")
 @click.option("--rows", type=int, default=3_000_000, show_default=True, help="rows in the scan table (built once, then reused)")
-@click.option("--apply", "apply_costs", is_flag=True, help="set the implied random_page_cost (ALTER SYSTEM + reload)")
+@click.option("--apply", "apply_costs", is_flag=True, help="set the implied optimizer costs server-wide (PostgreSQL: ALTER SYSTEM + reload)")
 @click.option("--allow-server-changes", is_flag=True, help="let --apply change a --dsn server's settings")
 @click.option("--direct-io/--buffered-io", "direct_io", default=None, help="embedded only: read with or without the OS page cache (restart); default as the server is")
 @click.option("--reads", "single_reads", type=int, default=2000, show_default=True, help="random single-block reads for SREADTIM")
@@ -36,19 +45,20 @@ from .results import RunDir, new_run_dir
 @click.option("--device-twin", "device_twin", type=click.Choice(TWIN_MODES), default=None, envvar=TWIN_ENV_VAR, show_envvar=True,
               help="after measuring, fio reads what SREADTIM and MREADTIM read (same sizes, one at a time): the disk's "
                    "share of each (on, the default where fio is installed and the data is on this host; off: not)")
-def sysstats_command(dsn, rows, apply_costs, allow_server_changes, direct_io, single_reads, repeats, out, device_twin) -> None:
+def sysstats_command(engine_kind, dsn, rows, apply_costs, allow_server_changes, direct_io, single_reads, repeats, out, device_twin) -> None:
     """Gather system statistics (SREADTIM, MREADTIM, MBRC, MAXTHR) on the engine's own
-    data files, cold, and print the random_page_cost they imply.
+    data files, cold, and print the optimizer costs they imply (PostgreSQL: random_page_cost).
 
     \b
     Examples:
       blocklab sysstats
+      blocklab sysstats --engine postgres --rows 300000
       blocklab sysstats --rows 300000 --direct-io
       blocklab sysstats --apply
       blocklab sysstats --dsn "host=db1 dbname=app user=dba" --apply --allow-server-changes
       blocklab sysstats --device-twin off      # no fio reads after the measurement
     """
-    from .analysis.sysstats import SysstatsError, SysstatsInputError, run_sysstats
+    from .features.sysstats import SysstatsError, SysstatsInputError, run_sysstats
 
     console = make_console()
     if device_twin == "only":
@@ -68,7 +78,7 @@ def sysstats_command(dsn, rows, apply_costs, allow_server_changes, direct_io, si
             status.start()
         try:
             result = run_sysstats(
-                dsn=dsn, rows=rows, apply=apply_costs, allow_server_changes=allow_server_changes,
+                engine_kind=engine_kind, dsn=dsn, rows=rows, apply=apply_costs, allow_server_changes=allow_server_changes,
                 direct_io=direct_io, single_reads=single_reads, repeats=repeats, out=out, reporter=_Progress(),
                 device_twin=device_twin != "off",
             )
@@ -107,7 +117,7 @@ def _print_sysstats(console: Console, result: Any) -> None:
         console.print(f"device twin: off ({result.device_twin_note})", markup=False, highlight=False)
     for note in stats.notes:
         console.print(f"note: {note}", style="yellow", markup=False, highlight=False)
-    console.print(f"The planner costs they imply: {stats.formula()}", markup=False, highlight=False)
+    console.print(f"The optimizer costs they imply: {stats.cost_formula}", markup=False, highlight=False)
     for line in result.sql:
         console.print(f"  {line}", markup=False, highlight=False)
     if result.applied is not None:
@@ -126,10 +136,11 @@ def _print_sysstats(console: Console, result: Any) -> None:
 
 
 @click.command("calibrate")
-@click.option("--dir", "directory", type=click.Path(path_type=Path), help="directory on the disk to measure (default: the embedded PostgreSQL's data directory)")
+@_engine_option("the engine whose data directory's disk is measured when --dir is not given")
+@click.option("--dir", "directory", type=click.Path(path_type=Path), help="directory on the disk to measure (default: the --engine's data directory)")
 @click.option("--quick", is_flag=True, help="a small plan (8k and 1M reads, a few queue depths): about 15 s")
 @click.option("--out", type=click.Path(path_type=Path), help="directory for the calibration (default results/calibrate-TIMESTAMP)")
-def calibrate_command(directory: Path | None, quick: bool, out: Path | None) -> None:
+def calibrate_command(engine_kind: str, directory: Path | None, quick: bool, out: Path | None) -> None:
     """Measure the disk's own limits with fio (max small-I/O IOPS, max large-I/O MB/s,
     min latency), ORION-style, for other runs' reports to draw as limits.
 
@@ -137,6 +148,7 @@ def calibrate_command(directory: Path | None, quick: bool, out: Path | None) -> 
     Examples:
       blocklab calibrate
       blocklab calibrate --quick
+      blocklab calibrate --engine mariadb --quick
       blocklab calibrate --dir /mnt/data --out results/disk-data
     """
     from .device.calibrate import make_plan, run_calibration
@@ -144,17 +156,21 @@ def calibrate_command(directory: Path | None, quick: bool, out: Path | None) -> 
 
     console = make_console()
     if directory is None:
-        from .engines import DEFAULT_ENGINE, make_engine
+        from .engines import make_engine
+        from .engines.base import KnobError
 
         try:
-            engine = make_engine(DEFAULT_ENGINE)
+            engine = make_engine(engine_kind)
+        except KnobError as err:
+            fail(console, f"--engine: {err}", EXIT_BAD_INPUT)
+        try:
             engine.start()  # creates its data directory if needed, so its disk is the one measured
             data_dir = engine.data_dir()
             engine.stop()
         except EngineError as err:
             fail(console, f"{err}; give --dir PATH to measure another directory", EXIT_FAILED)
         if data_dir is None:
-            fail(console, f"the {DEFAULT_ENGINE} engine has no data directory on this host; give --dir PATH", EXIT_BAD_INPUT)
+            fail(console, f"the {engine_kind} engine has no data directory on this host; give --dir PATH", EXIT_BAD_INPUT)
         directory = Path(data_dir)
     elif not directory.is_dir():
         what = "is not a directory" if directory.exists() else "does not exist"

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from . import recipes
-from .engines import engine_class
+from .engines import DEFAULT_ENGINE, available, engine_class
 from .engines.base import Engine, EngineError
 from .engines.vocabulary import GENERIC_KNOBS, ApplyClass, KnobError
 from .spec import SpecError, spec_from_dict
@@ -40,7 +40,7 @@ class Outcome:
 
 def recipe_engines(name: str) -> list[str]:
     raw = tomllib.loads(recipes.path_of(name).read_text())
-    return list(dict.fromkeys([raw.get("engine", {}).get("kind", "postgres"), *raw.get("variants", {})]))
+    return list(dict.fromkeys([raw.get("engine", {}).get("kind", DEFAULT_ENGINE), *raw.get("variants", {})]))
 
 
 def recipe_outcome(name: str, kind: str, version: tuple[int, ...], dsn: bool, quick: bool = False) -> Outcome:
@@ -57,28 +57,22 @@ def recipe_outcome(name: str, kind: str, version: tuple[int, ...], dsn: bool, qu
     return Outcome(ADAPTED, list(spec.adapted)) if spec.adapted else Outcome(RUNS)
 
 
-# The columns of the README's table: the servers people have.
-TABLE_COLUMNS: list[tuple[str, str, tuple[int, ...], bool]] = [
-    ("PostgreSQL 18, embedded", "postgres", (18, 0), False),
-    ("PostgreSQL 18, --dsn", "postgres", (18, 0), True),
-    ("PostgreSQL 17, --dsn", "postgres", (17, 0), True),
-    ("PostgreSQL 16, --dsn", "postgres", (16, 0), True),
-    ("PostgreSQL 15, --dsn", "postgres", (15, 0), True),
-    ("MariaDB 10.11, private", "mariadb", (10, 11), False),
-    ("MariaDB 10.11, --dsn", "mariadb", (10, 11), True),
-    ("SQLite", "sqlite", (3, 54), False),
-    ("RocksDB 7.8 (db_bench)", "rocksdb", (7, 8), False),
-]
+def table_columns() -> list[tuple[str, str, tuple[int, ...], bool]]:
+    """The columns of the README's table: the kinds of server people have, as each
+    engine declares them (Capabilities.servers), the default engine first."""
+    kinds = sorted(available(), key=lambda kind: kind != DEFAULT_ENGINE)
+    return [(s.label, kind, s.version, s.dsn) for kind in kinds for s in engine_class(kind).capabilities.servers]
 
 
 def version_table_markdown() -> str:
     """The README's table: every recipe on every kind of server, by the recipes' own word."""
-    header = "| recipe | " + " | ".join(c[0] for c in TABLE_COLUMNS) + " |"
-    lines = [header, "|" + "---|" * (len(TABLE_COLUMNS) + 1)]
+    columns = table_columns()
+    header = "| recipe | " + " | ".join(c[0] for c in columns) + " |"
+    lines = [header, "|" + "---|" * (len(columns) + 1)]
     notes: list[str] = []
     for name in recipes.names():
         cells = []
-        for _, kind, version, dsn in TABLE_COLUMNS:
+        for _, kind, version, dsn in columns:
             outcome = recipe_outcome(name, kind, version, dsn)
             if outcome.status == RUNS:
                 cells.append("runs")

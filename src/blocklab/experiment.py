@@ -20,12 +20,13 @@ from typing import Any
 
 from .engines import make_engine
 from .engines.base import ApplyClass, Engine, EngineError, KnobError, KnobInfo
+from .errors import nearest
 from .plan import Plan, grid, make_plan
 from .search import check_refinable, coarse_values
 from .spec import WORKLOAD_AXIS, Spec, SpecError, spec_from_dict
 from .units import label_of, value_text
 from .workloads import make_workload
-from .workloads.base import Workload
+from .workloads.base import COMMON_METRICS, Workload, metric_accepted
 
 __all__ = ["Experiment", "prepare", "split_settings", "ApplyClass"]
 
@@ -135,7 +136,7 @@ def prepare(
     experiment file's `raw` dict (and the command line's `overrides`), the spec is
     derived again once the engine answers, adapted to its version and mode."""
     if raw is not None:
-        engine = _engine_for(spec, source, allow_server_changes, cache_dir)
+        engine = _engine_for(spec, source, allow_server_changes, cache_dir, "engine.dsn" in (overrides or {}))
         try:
             engine.start()
             spec = spec_from_dict(raw, source, dict(overrides or {}), engine_version=engine.version_tuple(), dsn=engine.mode == "dsn")
@@ -145,8 +146,21 @@ def prepare(
         except BaseException:
             engine.stop()
             raise
-        return _prepare(spec, spec_text, source, engine)
-    return _prepare(spec, spec_text, source, _engine_for(spec, source, allow_server_changes, cache_dir))
+        return _prepare(spec, spec_text, source, engine, _set_knobs(overrides))
+    return _prepare(spec, spec_text, source, _engine_for(spec, source, allow_server_changes, cache_dir), _set_knobs(overrides))
+
+
+def _set_knobs(overrides: dict[str, Any] | None) -> frozenset[str]:
+    """The knobs the command line named (--set): an engine's refusal of one names the option, not the file."""
+    return frozenset(k[len("knobs."):] for k in (overrides or {}) if k.startswith("knobs."))
+
+
+def _blamed(message: str, source: str, set_knobs: frozenset[str]) -> str:
+    """Who a refusal is about: `--set NAME` when it is one problem with a knob the user typed, else the file."""
+    named = [k for k in set_knobs if repr(k) in message or f"{k}:" in message]
+    if len(named) == 1 and "problems:" not in message:
+        return f"--set {named[0]}"
+    return source
 
 
 class Problems:
@@ -177,16 +191,28 @@ class Problems:
         raise KnobError(f"{len(self.messages)} problems:\n  " + "\n  ".join(self.messages) + needs)
 
 
-def _engine_for(spec: Spec, source: str, allow_server_changes: bool, cache_dir: Path | None) -> Engine:
+def check_metric(spec: Spec, workload: Workload, source: str) -> None:
+    """measure.metric names a figure the workload reports: a typo would measure every
+    cell and then have nothing to judge."""
+    metric = spec.measure.metric
+    if metric is not None and not metric_accepted(workload, metric):
+        raise SpecError(f"{source}: measure.metric: {metric!r} is not a figure of workload {workload.name!r}"
+                        f"{nearest(metric, [*workload.metrics, *COMMON_METRICS])}; accepted: {', '.join(workload.metrics)}, "
+                        f"{', '.join(COMMON_METRICS)} where the engine reports them, or pattern.* (the I/O pattern's figures)")
+
+
+def _engine_for(spec: Spec, source: str, allow_server_changes: bool, cache_dir: Path | None, dsn_typed: bool = False) -> Engine:
     try:
         return make_engine(spec.engine.kind, dsn=spec.engine.dsn, allow_server_changes=allow_server_changes, cache_dir=cache_dir)
     except (KnobError, EngineError) as err:  # a DSN for an engine that takes none, a malformed DSN
-        raise SpecError(f"{source}: engine.dsn: {err}") from None
+        told = str(err).removeprefix("--dsn: ")
+        raise SpecError(f"--dsn: {told}" if dsn_typed else f"{source}: engine.dsn: {told}") from None
 
 
-def _prepare(spec: Spec, spec_text: str, source: str, engine: Engine) -> Experiment:
+def _prepare(spec: Spec, spec_text: str, source: str, engine: Engine, set_knobs: frozenset[str] = frozenset()) -> Experiment:
     try:
         workload = make_workload(spec.workload, spec.dataset, spec.engine.kind, source)
+        check_metric(spec, workload, source)
     except BaseException:
         engine.stop()
         raise
@@ -228,7 +254,7 @@ def _prepare(spec: Spec, spec_text: str, source: str, engine: Engine) -> Experim
     except (KnobError, EngineError) as err:
         engine.stop()
         adapted = "".join(f"\n  (adapted to this server: {why})" for why in spec.adapted)
-        raise SpecError(f"{source}: {err}{adapted}") from None
+        raise SpecError(f"{_blamed(str(err), source, set_knobs)}: {err}{adapted}") from None
     except BaseException:
         engine.stop()
         raise

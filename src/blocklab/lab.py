@@ -13,6 +13,7 @@ from .experiment import Experiment, prepare
 from .results import PLAN_FILE, SPEC_FILE, RunDir, text_digest
 from .spec import Spec, SpecError, load_spec, parse_set_option
 from .units import value_text
+from .workloads import workload_class
 
 if TYPE_CHECKING:
     from .device.twin import RunTwins
@@ -51,6 +52,13 @@ class Overrides:
         return out
 
     def check(self) -> None:
+        seen: dict[str, str] = {}
+        for text in self.sets:  # one --set per knob: a second would silently replace the first's values
+            name, _ = parse_set_option(text)
+            if name in seen:
+                raise SpecError(f"--set {name} is given twice ({seen[name]!r}, then {text!r}): give all its values in one "
+                                f"--set, e.g. --set {name}=V1,V2,V3")
+            seen[name] = text
         if self.repeats is not None and self.repeats < 1:
             raise SpecError(f"--repeats {self.repeats}: must be at least 1")
         if self.rows is not None and self.rows < 1:
@@ -67,11 +75,15 @@ def load_experiment(
     """FILE or RECIPE + overrides -> a validated Experiment (engine checked, nothing run)."""
     overrides.check()
     path = recipes.resolve(target)
-    spec, text = load_spec(path, overrides.as_dotted())
+    dotted = overrides.as_dotted()
+    spec, text = load_spec(path, dotted)
+    if "dataset.rows" in dotted and (option := workload_class(spec.workload.kind, str(path)).rows_option):
+        dotted[f"workload.{option}"] = dotted.pop("dataset.rows")  # a workload that builds no data set: --rows is its own
+        spec, text = load_spec(path, dotted)
     raw = tomllib.loads(text)  # read again once the engine answers: the recipe's adaptations to its version
     exp = prepare(spec, text, str(path), allow_server_changes=allow_server_changes, cache_dir=cache_dir,
-                  raw=raw, overrides=overrides.as_dotted())
-    exp.options = {k: v for k, v in overrides.as_dotted().items()}
+                  raw=raw, overrides=dotted)
+    exp.options = dict(dotted)
     return exp
 
 
@@ -134,16 +146,17 @@ def plan_text(exp: Experiment) -> list[str]:
     return lines
 
 
-def restore_server(run_path: Path) -> list[str]:
+def restore_server(run_path: Path) -> list[str] | None:
     """Put back what a run still owed a server given by DSN (its restore.json), then
-    forget it; what was done, one line a setting."""
+    forget it; what was done, one line a setting. None when the run owes nothing
+    (nothing to do is not an error)."""
     from .results import RESTORE_FILE
 
     run_dir = RunDir(run_path)
     if not run_dir.file(RESTORE_FILE).exists():
         if not run_dir.file(PLAN_FILE).exists():
             raise SpecError(f"{run_path}: not a blocklab results directory (no {PLAN_FILE})")
-        raise SpecError(f"{run_path}: owes no server any setting (no {RESTORE_FILE}): nothing to restore")
+        return None
     from .owed import put_back_owed
 
     done = put_back_owed(run_dir.read_json(RESTORE_FILE), str(run_dir.file(RESTORE_FILE)))

@@ -17,7 +17,8 @@ def cache_root() -> Path:
     As root the servers run as an unprivileged user who cannot enter /root, so
     the default moves to /var/tmp (on the real disk, unlike a tmpfs /tmp)."""
     if env := os.environ.get("BLOCKLAB_CACHE"):
-        return Path(env).expanduser().resolve()
+        return _usable_directory(Path(env).expanduser().resolve(), f"BLOCKLAB_CACHE={env}",
+                                 "unset it for the default, or set it to a directory on the disk to measure")
     if running_as_root():
         return Path("/var/tmp/blocklab")
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
@@ -25,7 +26,26 @@ def cache_root() -> Path:
 
 
 def results_root() -> Path:
-    return Path(os.environ.get("BLOCKLAB_RESULTS", "results"))
+    if env := os.environ.get("BLOCKLAB_RESULTS"):
+        path = Path(env).expanduser()
+        if path.exists() and not path.is_dir():  # created when a run starts (--out's checks then apply)
+            raise SpecError(f"BLOCKLAB_RESULTS={env}: not a directory (it is a file); unset it for ./results, or use --out DIR")
+        return path
+    return Path("results")
+
+
+def _usable_directory(path: Path, named: str, fix: str) -> Path:
+    """A directory blocklab may create and write in, or one line naming the variable
+    that points elsewhere (a regular file, /proc, a read-only place)."""
+    if path.exists() and not path.is_dir():
+        raise SpecError(f"{named}: not a directory (it is a file); {fix}")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise SpecError(f"{named}: cannot create that directory ({err.strerror or err}); {fix}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise SpecError(f"{named}: blocklab cannot write in that directory; {fix}")
+    return path
 
 
 def check_out_dir(out: Path) -> None:

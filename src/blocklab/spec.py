@@ -19,11 +19,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .engines import DEFAULT_ENGINE, engine_class
 from .engines import available as available_engines
 from .engines.vocabulary import GENERIC_KNOBS
-from .errors import SpecError
+from .errors import SpecError, nearest
 
 Scalar = bool | int | float | str
 WORKLOAD_AXIS = "workload."  # knobs named workload.X sweep the workload's option X
 IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+# an experiment's name is a label (it names the results directory), never a path
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,79}$")
+# what each command-line option sets in the experiment: an error about one of these
+# fields names the option the user typed, not the recipe file it was merged into
+OPTION_OF_FIELD = {"measure.repeats": "--repeats", "measure.max_repeats": "--repeats", "dataset.rows": "--rows",
+                   "measure.seed": "--seed", "engine.kind": "--engine", "engine.dsn": "--dsn"}
 
 
 class _Strict(BaseModel):
@@ -92,6 +98,14 @@ class Spec(_Strict):
     adapted: list[str] = Field(default_factory=list)
     overridden: list[str] = Field(default_factory=list)
 
+    @field_validator("name")
+    @classmethod
+    def _name_is_a_label(cls, value: str) -> str:
+        if not NAME.match(value) or ".." in value:
+            raise ValueError("must be a label of letters, digits and . _ + - (at most 80, starting with a letter or digit), "
+                             "not a path: it names the results directory under results/")
+        return value
+
     @field_validator("knobs")
     @classmethod
     def _knob_lists(cls, knobs: dict[str, list[Scalar]]) -> dict[str, list[Scalar]]:
@@ -116,7 +130,8 @@ class Spec(_Strict):
             if other:
                 raise ValueError(f"{section}.{name}: a {other} parameter, but the engine is {self.engine.kind}")
             raise ValueError(
-                f"{section}.{name}: unknown knob; accepted: {', '.join(GENERIC_KNOBS)}, a native parameter as {prefix}NAME"
+                f"{section}.{name}: unknown knob{nearest(name, GENERIC_KNOBS)}; accepted: "
+                f"{', '.join(GENERIC_KNOBS)}, a native parameter as {prefix}NAME"
                 + (", or a workload option as workload.NAME" if section == "knobs" else "")
             )
         return self
@@ -128,15 +143,52 @@ def load_spec(path: Path | str, overrides: dict[str, Any] | None = None, variant
 
     Returns the spec and the file's text (saved beside the results)."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise SpecError(f"{path}: no such experiment file") from None
+    text = read_experiment_text(path)
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise SpecError(f"{path}: malformed TOML: {err}") from None
+    if not raw:
+        raise SpecError(f"{path}: the experiment file is empty; it needs at least [workload] and [knobs] "
+                        "(start from a recipe: blocklab recipes --show mbrc > mine.toml)")
     return spec_from_dict(raw, str(path), overrides or {}, variant), text
+
+
+def read_experiment_text(path: Path) -> str:
+    """An experiment file's text, or one line saying why it cannot be read."""
+    if path.is_dir():
+        raise SpecError(f"{path}: is a directory; give an experiment file (.toml) or a recipe name (blocklab recipes lists them)")
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise SpecError(f"{path}: no such experiment file") from None
+    except OSError as err:
+        raise SpecError(f"{path}: cannot read the experiment file: {err.strerror or err}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise SpecError(f"{path}: line {line}: byte 0x{data[err.start]:02x} is not UTF-8; an experiment file is "
+                        "UTF-8 text (TOML): save it as UTF-8") from None
+
+
+def experiment_engines(raw: dict[str, Any]) -> list[str]:
+    """The engines an experiment file runs on: its own engine and those it has a
+    [variants.<engine>] for (a file without variants runs wherever its knobs exist)."""
+    own = raw.get("engine", {}).get("kind", DEFAULT_ENGINE) if isinstance(raw.get("engine"), dict) else DEFAULT_ENGINE
+    return list(dict.fromkeys([own, *raw.get("variants", {})]))
+
+
+def _check_variants(raw: dict[str, Any], kind: Any, source: str) -> None:
+    """[variants.X] names a real engine; an engine asked for has a variant (in a file that has any)."""
+    engines = available_engines(listed_only=False)
+    for name in raw.get("variants", {}):
+        if name not in engines:
+            raise SpecError(f"{source}: [variants.{name}]: no engine is called {name!r}{nearest(name, engines)}; "
+                            f"engines: {', '.join(available_engines())}")
+    if raw.get("variants") and isinstance(kind, str) and kind in engines and kind not in experiment_engines(raw):
+        name = raw.get("name", source)
+        raise SpecError(f"{name} has no {kind} variant; it runs on: {', '.join(experiment_engines(raw))}")
 
 
 def spec_from_dict(
@@ -160,6 +212,7 @@ def spec_from_dict(
     quick = raw.pop("quick", None)
     variants = raw.pop("variants", {})
     kind = overrides.get("engine.kind") or raw.get("engine", {}).get("kind", DEFAULT_ENGINE)
+    _check_variants({**raw, "variants": variants}, kind, source)
     # the recipe's [variants.<engine>]: per-engine knobs and sizes
     engine_variant: dict[str, Any] | None = variants.get(kind) if isinstance(kind, str) else None
     base_workload = _workload_kind(raw)
@@ -183,7 +236,7 @@ def spec_from_dict(
     try:
         return Spec.model_validate(raw)
     except ValidationError as err:
-        raise SpecError(format_validation_error(err, source)) from None
+        raise SpecError(format_validation_error(err, source, overrides)) from None
 
 
 ADAPTATION_KEYS = ("quick", "before", "dsn", "min_version", "why", "drop", "refuse")
@@ -317,9 +370,59 @@ def _set_dotted(raw: dict[str, Any], dotted: str, value: object) -> None:
     node[keys[-1]] = value
 
 
-def format_validation_error(err: ValidationError, source: str) -> str:
-    lines = [f"{source}: {err.error_count()} problem(s) in the experiment:"]
+def format_validation_error(err: ValidationError, source: str, overrides: dict[str, Any] | None = None) -> str:
+    """Every problem on a line; one the user typed on the command line names the
+    option (`--seed -1: ...`), not the recipe file it was merged into."""
+    from_file, from_options = [], []
     for problem in err.errors():
+        field = ".".join(str(p) for p in problem["loc"])
+        message = problem["msg"].removeprefix("Value error, ")
+        option = _option_of(field, overrides or {}) or _set_option_of(message, overrides or {})
+        if option:
+            said = message.split(": ", 1)[1] if option.startswith("--set") else in_words(problem)
+            line = f"{option}: {said}"
+            if line not in from_options:  # --repeats sets two fields; one line
+                from_options.append(line)
+        else:
+            from_file.append(problem)
+    lines = [f"{source}: {len(from_file)} problem(s) in the experiment:"] if from_file else []
+    lines += _file_problem_lines(from_file)
+    return "\n".join(from_options + lines)
+
+
+def in_words(problem: Any) -> str:
+    """pydantic's bounds as a person says them ('must be at least 0'); other messages as they are."""
+    ctx = problem.get("ctx") or {}
+    words = {"greater_than_equal": ("must be at least", "ge"), "less_than_equal": ("must be at most", "le"),
+             "greater_than": ("must be more than", "gt"), "less_than": ("must be less than", "lt")}
+    if problem["type"] in words:
+        text, key = words[problem["type"]]
+        return f"{text} {ctx.get(key)}"
+    if problem["type"].endswith("_parsing") or problem["type"].endswith("_type"):
+        return f"{problem['msg'].lower().replace('input should be', 'must be')}"
+    return str(problem["msg"]).removeprefix("Value error, ")
+
+
+def _set_option_of(message: str, overrides: dict[str, Any]) -> str | None:
+    """`--set NAME` for a model-wide problem about a knob the command line named."""
+    match = re.match(r"(knobs|engine\.settings)\.([^:]+):", message)
+    if match and f"knobs.{match.group(2)}" in overrides:
+        return f"--set {match.group(2)}"
+    return None
+
+
+def _option_of(field: str, overrides: dict[str, Any]) -> str | None:
+    """`--repeats 100000` for a problem in measure.max_repeats that --repeats set; None for the file's own fields."""
+    if field in OPTION_OF_FIELD and (field in overrides or (field == "measure.max_repeats" and "measure.repeats" in overrides)):
+        option = OPTION_OF_FIELD[field]
+        value = overrides.get("measure.repeats" if option == "--repeats" else field)
+        return f"{option} {value}"
+    return None
+
+
+def _file_problem_lines(problems: list[Any]) -> list[str]:
+    lines = []
+    for problem in problems:
         field = ".".join(str(p) for p in problem["loc"])
         given = problem.get("input")
         message = problem["msg"].removeprefix("Value error, ")
@@ -333,7 +436,7 @@ def format_validation_error(err: ValidationError, source: str) -> str:
             lines.append(f"  {field}: {message}")
         else:
             lines.append(f"  {field}: {given!r} is not accepted: {message}")
-    return "\n".join(lines)
+    return lines
 
 
 def parse_set_option(text: str) -> tuple[str, list[Any]]:

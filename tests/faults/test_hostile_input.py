@@ -121,8 +121,8 @@ def test_injection_in_a_knob_name_is_checked_against_the_catalog(pg_engine):
 
 
 def test_a_mariadb_dsn_naming_another_database_is_refused():
-    from blocklab.engines.base import EngineError
+    from blocklab.engines.base import KnobError
     from blocklab.engines.mariadb.dsn import parse_dsn
 
-    with pytest.raises(EngineError, match="blocklab works only in its own database 'blocklab'"):
+    with pytest.raises(KnobError, match="blocklab works only in its own database 'blocklab'"):
         parse_dsn("mysql://root@localhost/mysql`; DROP DATABASE x")

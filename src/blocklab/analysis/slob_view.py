@@ -1,4 +1,5 @@
-"""SLOB views (seed 003): saturation points, the "petal" figures and a table.
+"""SLOB views (seed 003): the points of a run and their saturation points (the
+petal figures are drawn by report/slob_plot.py, the table by report/console_tables.py).
 
 Input `rows`: results of a `slob` run, as ResultRow objects (RunDir.rows()),
 dicts with a "metrics" dict (results.jsonl lines), or flat metric dicts. Rows
@@ -22,9 +23,6 @@ from typing import Any
 from ..units import label_of
 
 RISE = 1.05  # saturated: within 5 % of the series' highest read IOPS
-LIMIT_SPAN = 3.0  # a device limit further than this many times the busiest point is written, not drawn
-_MARKERS = ("o", "s", "^", "D", "v", "P")
-_LABEL_OFFSETS = ((5, 4), (5, -11), (-5, 4), (-5, -11))  # session labels of neighbouring series apart
 
 FIELDS = ("sessions", "update_pct", "block_size", "read_iops", "mb_per_s", "read_latency_ms", "ops_per_s", "cpu_busy_pct")
 
@@ -141,116 +139,6 @@ def device_series(rows: Iterable[Any], device: Mapping[str, Mapping[str, float]]
     return {k: sorted(v.items()) for k, v in out.items()}
 
 
-def petal_figures(rows: Iterable[Any], limits: dict[str, Any] | None = None,
-                  device: Mapping[str, Mapping[str, float]] | None = None) -> tuple[Any, Any]:
-    """(latency vs IOPS, latency vs MB/s): matplotlib Figures, one line per
-    series joined in session order, each point labelled with its session
-    count, the saturation point ringed. `limits` (e.g. from a calibration:
-    {"max_small_iops": 136000, "max_mb_per_s": 3300}, numbers or objects with
-    .value) draws the device's limits as vertical dashed lines; a limit more
-    than LIMIT_SPAN times beyond the busiest point would squeeze the petals
-    into a corner, so it is written at the right edge instead (value, and the
-    share of it the busiest point reaches).
-
-    With several block sizes (MariaDB's page-size axis) the colour is the block
-    size and the marker the update share, as in the seed's cluttered plot.
-
-    `device` (setting label -> the device twin's read_iops, mb_per_s and
-    read_latency_ms) draws the disk's own petal beside each series: fio replaying
-    the same I/O, dashed, in the series' colour."""
-    from matplotlib.figure import Figure
-
-    rows = list(rows)
-    series = points(rows)
-    sat = {(s.update_pct, s.block_size): s for s in saturation_points(rows)}
-    limits = limits or {}
-    twins = device_series(rows, device) if device else {}
-    block_sizes = sorted({bs for _, bs in series if bs})
-    pcts = sorted({pct for pct, _ in series})
-    many = len(series) > 6
-    figures = []
-    for x_name, x_label, limit_key, limit_text in (
-        ("read_iops", "read IOPS", "max_small_iops", "device max small-I/O IOPS"),
-        ("mb_per_s", "MB/s (reads + writes)", "max_mb_per_s", "device max MB/s"),
-    ):
-        fig = Figure(figsize=(10.5 if many else 8, 5.5), dpi=100)
-        ax = fig.add_subplot(1, 1, 1)
-        for i, (key, pts) in enumerate(series.items()):
-            pct, bs = key
-            if block_sizes and bs is not None:  # several block sizes: every series has one
-                color, marker = f"C{block_sizes.index(bs) % 10}", _MARKERS[pcts.index(pct) % len(_MARKERS)]
-            else:
-                color, marker = f"C{i % 10}", "o"
-            xs = [getattr(p, x_name) for p in pts]
-            ys = [p.read_latency_ms for p in pts]
-            s = sat.get(key)
-            note = f"saturated at {s.sessions} sessions" if s and s.stopped else f"still rising at {pts[-1].sessions} sessions"
-            ax.plot(xs, ys, "-", marker=marker, color=color, label=f"{series_label(*key)} ({note})", markersize=5, linewidth=1.5)
-            dx, dy = _LABEL_OFFSETS[i % len(_LABEL_OFFSETS)]
-            for p, x, y in zip(pts, xs, ys):
-                ax.annotate(str(p.sessions), (x, y), textcoords="offset points", xytext=(dx, dy), fontsize=8, color=color,
-                            ha="left" if dx > 0 else "right")
-            if s is not None and s.stopped:
-                ax.plot([getattr(s, x_name)], [s.read_latency_ms], "o", markersize=14, markerfacecolor="none",
-                        markeredgecolor=color, markeredgewidth=2)
-            twin = [(n, tp) for n, tp in twins.get(key, []) if math.isfinite(tp.get(x_name, math.nan))
-                    and math.isfinite(tp.get("read_latency_ms", math.nan))]
-            if twin:  # the disk's own petal for the same I/O, each point labelled with the reads fio kept in flight
-                ax.plot([tp[x_name] for _, tp in twin], [tp["read_latency_ms"] for _, tp in twin], "--", marker="x",
-                        color=color, markersize=6, linewidth=1.2, alpha=0.8)
-                for _, tp in twin:
-                    if tp.get("iodepth"):
-                        ax.annotate(f"qd{tp['iodepth']:.0f}", (tp[x_name], tp["read_latency_ms"]), textcoords="offset points",
-                                    xytext=(dx, -dy), fontsize=7, color=color, alpha=0.8, ha="left" if dx > 0 else "right")
-        if twins:
-            ax.plot([], [], "--", marker="x", color="black", linewidth=1.2, label="the disk for the same I/O (fio, device twin)")
-        busiest = max([getattr(p, x_name) for pts in series.values() for p in pts]
-                      + [p.get(x_name, 0.0) for pts in twins.values() for _, p in pts if math.isfinite(p.get(x_name, math.nan))],
-                      default=0.0)
-        right = busiest * 1.12 if busiest > 0 else 1.0
-        limit = limits.get(limit_key)
-        if limit is not None:
-            value = float(getattr(limit, "value", limit))
-            if value <= busiest * LIMIT_SPAN or busiest <= 0:
-                ax.axvline(value, linestyle="--", color="grey", linewidth=1.2, label=f"{limit_text} ({value:,.0f})")
-                right = max(right, value * 1.05)
-            else:
-                ax.annotate(
-                    f"{limit_text}: {value:,.0f}, off scale \u2192\n(the busiest point reaches {100 * busiest / value:.0f} % of it)",
-                    xy=(1.0, 0.97), xycoords="axes fraction", ha="right", va="top", fontsize=8, color="dimgrey",
-                    bbox={"boxstyle": "round,pad=0.3", "facecolor": "white", "edgecolor": "lightgrey"},
-                )
-        ax.plot([], [], "o", markersize=10, markerfacecolor="none", markeredgecolor="black", label="saturation: more sessions add \u2264 5 % IOPS")
-        ax.set_xlabel(x_label)
-        ax.set_ylabel(f"read latency (ms, {_latency_source(rows)})")
-        ax.set_xlim(0, right)
-        top = max([p.read_latency_ms for pts in series.values() for p in pts]
-                  + [p["read_latency_ms"] for pts in twins.values() for _, p in pts if math.isfinite(p.get("read_latency_ms", math.nan))],
-                  default=1.0)
-        ax.set_ylim(0, top * 1.2 if top > 0 else 1.0)
-        ax.grid(True, alpha=0.3)
-        ax.set_title(f"SLOB: read latency against {x_label}; points labelled with sessions", fontsize=11)
-        if many:
-            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
-        else:
-            ax.legend(fontsize=8, loc="lower right")
-        fig.tight_layout()
-        figures.append(fig)
-    return figures[0], figures[1]
-
-
-def _latency_source(rows: list[Any]) -> str:
-    """Where the engine's read times came from (the axis says which clock it is).
-    Imported rows name theirs in notes["latency_source"] (e.g. an AWR event)."""
-    for r in rows:
-        notes = getattr(r, "notes", None) if not isinstance(r, dict) else r.get("notes")
-        if isinstance(notes, dict) and notes.get("latency_source"):
-            return str(notes["latency_source"])
-    if any("data_file.read_s" in (_metrics(r) or {}) for r in rows):
-        return "performance_schema"
-    return "pg_stat_io"
-
-
 def saturation_headline(rows: Iterable[Any]) -> str:
     """'Best sessions: 40 (0% updates, 4k blocks) · 32 (30% updates, 4k blocks)': a report's headline."""
     parts = [f"{s.sessions}{'' if s.stopped else '+'} ({s.label})" for s in saturation_points(rows)]
@@ -273,34 +161,5 @@ def saturation_text(rows: Iterable[Any]) -> str:
             f"highest read IOPS): {'; '.join(parts)}.")
 
 
-def slob_table(rows: Iterable[Any]) -> Any:
-    """A rich Table: every point (series, sessions, IOPS, MB/s, latency, ops/s, CPU) with the saturation point marked."""
-    from rich import box
-    from rich.table import Table
-
-    rows = list(rows)
-    sat = {(s.update_pct, s.block_size): s for s in saturation_points(rows)}
-    table = Table(box=box.SIMPLE_HEAD, title="SLOB points (saturation: the fewest sessions within 5 % of the series' highest read IOPS)",
-                  title_justify="left", pad_edge=False)
-    for name in ("series", "sessions", "read IOPS", "MB/s", "read ms", "ops/s", "CPU %", ""):
-        table.add_column(name, justify="left" if name in ("series", "") else "right", no_wrap=True)
-    for key, pts in points(rows).items():
-        s = sat.get(key)
-        for p in pts:
-            mark = ""
-            if s is not None and p.sessions == s.sessions:
-                mark = "saturation" if s.stopped else "still rising (last point)"
-            table.add_row(
-                series_label(*key), str(p.sessions), f"{p.read_iops:,.0f}", f"{p.mb_per_s:,.0f}",
-                f"{p.read_latency_ms:.3f}", _or_dash(p.ops_per_s, "{:,.0f}"), _or_dash(p.cpu_busy_pct, "{:.0f}"), mark,
-            )
-        table.add_section()
-    return table
-
-
-def _or_dash(value: float, fmt: str) -> str:
-    return "\u2013" if math.isnan(value) else fmt.format(value)
-
-
-__all__ = ["SlobPoint", "Saturation", "points", "saturation_points", "saturation_text", "saturation_headline", "petal_figures", "slob_table",
+__all__ = ["SlobPoint", "Saturation", "device_series", "points", "saturation_points", "saturation_text", "saturation_headline",
            "series_label"]

@@ -15,11 +15,13 @@ import pkgutil
 from importlib import metadata
 from pathlib import Path
 
-from .base import Engine, EngineError, KnobError
+from .base import Capabilities, Engine, EngineError, KnobError
 
 DEFAULT_ENGINE = "postgres"
 ENTRY_POINT_GROUP = "blocklab.engines"
-_REQUIRED = ("name", "display", "native_prefix", "summary", "accepts_dsn", "dialects", "change_seconds", "install_bytes")
+_REQUIRED = (
+    "name", "display", "native_prefix", "summary", "accepts_dsn", "dialects", "change_seconds", "install_bytes", "capabilities",
+)
 
 _registered: dict[str, type[Engine]] = {}
 _discovered = False
@@ -72,6 +74,15 @@ def engine_class(kind: str) -> type[Engine]:
     return cls
 
 
+def capabilities_of(kind: str | None) -> Capabilities:
+    """What the engine of this name declares it can measure; an empty record for a
+    name no engine here has (a run imported from elsewhere)."""
+    if not kind or kind not in available(listed_only=False):
+        return Capabilities()
+    capabilities: Capabilities = engine_class(kind).capabilities
+    return capabilities
+
+
 def make_engine(
     kind: str, *, dsn: str | None = None, allow_server_changes: bool = False, cache_dir: Path | None = None
 ) -> Engine:
@@ -86,4 +97,4 @@ def make_engine(
     return engine
 
 
-__all__ = ["DEFAULT_ENGINE", "Engine", "EngineError", "KnobError", "available", "engine_class", "make_engine", "register"]
+__all__ = ["DEFAULT_ENGINE", "Capabilities", "Engine", "capabilities_of", "EngineError", "KnobError", "available", "engine_class", "make_engine", "register"]

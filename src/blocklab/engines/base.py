@@ -16,6 +16,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
+from .capabilities import (  # noqa: F401  (what an engine declares: imported from here too)
+    Capabilities,
+    Counter,
+    DialectBase,
+    ServerKind,
+    TimeProfile,
+    missing_methods,
+    protocol_attributes,
+    protocol_methods,
+)
 from .vocabulary import ApplyClass, KnobError, KnobInfo
 
 
@@ -48,6 +58,21 @@ IO_KEYS: tuple[str, ...] = (
     "hits",  # page requests answered from the engine's own cache
     "fsyncs",
 )
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What an engine's dialect measured around one timed phase (a feature's
+    cold reads, features/sysstats.py): its I/O counters (IO_KEYS) before and
+    after, the client's clock, the data device's read bytes before and after
+    (None: not on this host), and each session's own wall time."""
+
+    before: dict[str, float]
+    after: dict[str, float]
+    wall_s: float
+    disk0: float | None
+    disk1: float | None
+    session_wall_s: tuple[float, ...] = ()
 
 
 def io_deltas(after: dict[str, float], before: dict[str, float]) -> dict[str, float]:
@@ -173,6 +198,7 @@ class Engine(Protocol):
     install_bytes: ClassVar[float]  # disk its data directory needs besides the data set
     # seconds a restart / reinit costs, for the plan's estimate
     change_seconds: ClassVar[Mapping[ApplyClass, float]]
+    capabilities: ClassVar[Capabilities]  # what it can measure and how to caption it
     mode: str  # embedded | dsn | file
 
     def __init__(self, *, cache_dir: Path | None = None, **dsn_options: Any) -> None:
@@ -197,6 +223,11 @@ class Engine(Protocol):
 
     def change_cost(self, apply_class: ApplyClass, knobs: list[str]) -> float:
         """Seconds a change of these knobs costs (for the plan's estimate)."""
+
+    @classmethod
+    def installed_version(cls) -> str | None:
+        """The version installed on this host, without starting anything (None:
+        not installed, or the engine cannot tell): a fleet worker's facts."""
 
     def dialect(self, workload: str) -> object:
         """The engine's implementation of what `workload` needs: an object of the
@@ -361,15 +392,22 @@ class EngineBase:
     name: ClassVar[str] = ""
     dialects: ClassVar[Mapping[str, type]] = {}
     change_seconds: ClassVar[Mapping[ApplyClass, float]] = {}
+    capabilities: ClassVar[Capabilities] = Capabilities()
+    listed: ClassVar[bool] = True  # False: an engine only tests use, left out of `available()`
+
+    @classmethod
+    def installed_version(cls) -> str | None:
+        return None  # an engine that cannot tell without starting
 
     def dialect(self, workload: str) -> object:
         made: dict[str, object] = self.__dict__.setdefault("_dialects_made", {})
         if workload not in made:
             cls = self.dialects.get(workload)
             if cls is None:
+                why = self.capabilities.why_not(workload)
                 raise KnobError(
-                    f"engine {self.name} cannot run {workload!r}: it has no dialect for it; "
-                    f"it has: {', '.join(sorted(self.dialects)) or 'none'}"
+                    f"engine {self.name} cannot run {workload!r}: "
+                    + (why if why else f"it has no dialect for it; it has: {', '.join(sorted(self.dialects)) or 'none'}")
                 )
             made[workload] = cls(self)
         return made[workload]

@@ -32,12 +32,8 @@ def collect_facts(name: str, cache_dir: Path) -> dict[str, Any]:
     device = device_of(cache_dir)
     engines: dict[str, str | None] = {}
     for kind in available():
-        # a capability an engine class may offer (the built-in ones do), asked the same of
-        # every engine, like the registry's other class attributes; a plug-in may not say
-        plugin = engine_class(kind)
-        probe = getattr(plugin, "installed_version", None)
-        try:
-            engines[kind] = probe() if callable(probe) else None
+        try:  # every engine answers (EngineBase's default: None, it cannot tell without starting)
+            engines[kind] = engine_class(kind).installed_version()
         except Exception:  # a broken install is a fact to show, not a reason to refuse the worker
             engines[kind] = None
     uname = platform.uname()

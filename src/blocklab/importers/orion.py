@@ -64,6 +64,8 @@ class OrionSummary:
 
 def resolve_prefix(given: Path) -> Path:
     """PREFIX, a file of the set (PREFIX_iops.csv ...), or a test name with one timestamped run -> PREFIX."""
+    if not given.name:  # '', '.', '/': no name to add ORION's suffixes to
+        raise ImportOptionError(f"{str(given)!r}: not an ORION prefix; give the test's name, e.g. lun1_20261120_0915 or lun1_20261120_0915_summary.txt")
     for suffix in SUFFIXES:
         if given.name.endswith("_" + suffix):
             return given.with_name(given.name[: -len(suffix) - 1])

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..engines.base import Capabilities
 from ..results import (
     ENVIRONMENT_FILE,
     EXPERIMENT_FILE,
@@ -153,6 +154,14 @@ class RunData:
             return str(engine_class(kind).display)
         except KnobError:
             return kind
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the run's engine declares it measures and how to caption it (an
+        empty record for a run imported from elsewhere)."""
+        from ..engines import capabilities_of
+
+        return capabilities_of(str(self.environment.get("engine") or (self.spec.get("engine") or {}).get("kind") or ""))
 
     @property
     def engine_version(self) -> str:

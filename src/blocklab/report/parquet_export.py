@@ -20,7 +20,7 @@ def export_parquet(data: RunData) -> bytes:
         import pyarrow.parquet as pq
     except ImportError:
         raise ExportUnavailable(
-            "--format parquet needs the pyarrow package, which is not installed: pip install pyarrow "
+            "--format parquet needs the optional pyarrow package, which is not installed: pip install 'blocklab[parquet]' "
             "(or use --format csv or --format json)"
         ) from None
     cols = columns(data)

@@ -93,7 +93,8 @@ def _figures(data: RunData, limits: dict[str, float]) -> list[tuple[str, str, st
 
 def _time_profile(data: RunData, limits: dict[str, float]) -> tuple[str, str, str, Figure] | None:
     """Where the time went (the update workload's wait profile), when the rows carry one."""
-    from ..probes.profile_view import method_caption, profile_figure, setting_profiles
+    from ..probes.profile_view import setting_profiles
+    from .profile_plot import method_caption, profile_figure
 
     fig = profile_figure(data.ok_rows, order=list(data.summary.get("settings", {})))
     if fig is None:
@@ -101,7 +102,7 @@ def _time_profile(data: RunData, limits: dict[str, float]) -> tuple[str, str, st
     profiles = setting_profiles(data.ok_rows)
     panels = ("DB time by class per report" if all(sp.slowest is None for sp in profiles)  # AWR: the instance's sessions only
               else "Time by class per setting, the slowest session on the left, all sessions summed on the right")
-    caption = f"{panels}; {method_caption(profiles)}."
+    caption = f"{panels}; {method_caption(profiles, data.capabilities)}."
     return "time-profile", "Where the time went", caption, fig
 
 
@@ -123,12 +124,14 @@ def _slob_petal(which: int, plot_id: str, title: str, caption: str) -> Any:
     """One of the SLOB petal plots (0: latency vs IOPS, 1: latency vs MB/s)."""
 
     def make(data: RunData, limits: dict[str, float]) -> tuple[str, str, str, Figure] | None:
-        from ..analysis.slob_view import petal_figures, points
+        from ..analysis.slob_view import points
+        from .slob_plot import petal_figures
 
         if not points(data.ok_rows):
             return None
         device = petal_points(data)  # the device twin's own petal, when the run has one (issue 19)
-        figures = petal_figures(data.ok_rows, limits or None, device=device)
+        figures = petal_figures(data.ok_rows, limits or None, device=device,
+                                latency_source=data.capabilities.read_latency_source)
         return plot_id, title, caption + (PETAL_SENTENCE if device else ""), figures[which]
 
     return make

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from ..engines import available as available_engines
 from ..engines import engine_class
+from ..engines.base import DialectBase
 from ..spec import DatasetSpec, SpecError, WorkloadSpec
 from .base import Workload, missing_methods
 
@@ -40,16 +41,24 @@ def engines_for(kind: str) -> list[str]:
     return [e for e in available_engines(listed_only=False) if kind in engine_class(e).dialects]
 
 
-def dialect_class(cls: Any, engine_kind: str, source: str) -> type:
+def dialect_class(cls: Any, engine_kind: str, source: str) -> type[DialectBase]:
     """The engine's dialect for workload class `cls`, checked against the
     workload's Dialect protocol; SpecError saying what is missing."""
     engine_cls = engine_class(engine_kind)
     dialect = engine_cls.dialects.get(cls.name)
     if dialect is None:
-        others = [e for e in engines_for(cls.name) if e != engine_kind]
+        why = engine_cls.capabilities.why_not(cls.name)
+        if why:
+            raise SpecError(f"{source}: workload {cls.name!r} does not run on engine {engine_kind!r}: {why}")
+        others = sorted(set(engines_for(cls.name)) - {engine_kind})
         raise SpecError(
             f"{source}: workload {cls.name!r} does not run on engine {engine_kind!r}: the {engine_kind} engine has "
             f"no {cls.name} dialect ({cls.needs}); engines that have one: {', '.join(others) or 'none'}"
+        )
+    if not (isinstance(dialect, type) and issubclass(dialect, DialectBase)):
+        raise SpecError(
+            f"{source}: the {engine_kind} engine's {cls.name} dialect ({dialect!r}) is not a class deriving from "
+            "blocklab.engines.base.DialectBase (its optional declarations have their defaults there)"
         )
     missing = missing_methods(dialect, cls.Dialect)
     if missing:
@@ -87,16 +96,17 @@ def make_workload(
     _refuse_unused_options(options, dialect, engine_kind, source)
     workload = cls(options, dataset)
     workload.dialect_class = dialect  # what its estimates are for
+    workload.capabilities = engine_class(engine_kind).capabilities  # what its descriptions caption
     return workload
 
 
-def _refuse_unused_options(options: Any, dialect: type, engine_kind: str, source: str) -> None:
+def _refuse_unused_options(options: Any, dialect: type[DialectBase], engine_kind: str, source: str) -> None:
     """Options an engine's dialect has no use for (its `refused_options`: name ->
     why), set to anything but their default, are refused before anything runs;
     so are options a dialect can honour at one value only (its `required_options`:
     name -> (that value, why)), set to any other (their default included)."""
-    refused: dict[str, str] = getattr(dialect, "refused_options", {})
-    required: dict[str, tuple[Any, str]] = getattr(dialect, "required_options", {})
+    refused = dialect.refused_options
+    required = dialect.required_options
     fields = type(options).model_fields
     problems = []
     for name, why in refused.items():

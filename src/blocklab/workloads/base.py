@@ -11,12 +11,25 @@ its own with `engine.dialect(self.name)`.
 
 from __future__ import annotations
 
-import inspect
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from ..engines.base import Engine
+from ..engines.base import Capabilities, DialectBase, Engine, missing_methods, protocol_methods
+
+# Figures the probes add to any workload's run where the engine or host reports them
+# (its I/O counters, CPU, the device's): measure.metric may name these too, and any
+# of the I/O pattern's `pattern.*` figures
+COMMON_METRICS = (
+    "reads", "read_bytes", "writes", "write_bytes", "fsyncs", "hits", "evictions", "read_time_ms", "write_time_ms",
+    "server_cpu_s", "cpu_busy_pct", "device_reads", "device_read_bytes", "device_writes", "device_write_bytes",
+    "proc_read_bytes",
+)
+
+
+def metric_accepted(workload: Any, metric: str) -> bool:
+    """Whether `metric` is a figure a run of this workload can report."""
+    return metric in workload.metrics or metric in COMMON_METRICS or metric.startswith("pattern.")
 
 
 class Options(BaseModel):
@@ -29,9 +42,12 @@ class Workload(Protocol):
     name: ClassVar[str]
     default_metric: ClassVar[str]  # what the verdict is about unless measure.metric says otherwise
     default_goal: ClassVar[str]  # "max" (throughput) or "min" (elapsed)
+    metrics: ClassVar[tuple[str, ...]]  # the figures every run reports: what measure.metric may name
+    rows_option: ClassVar[str | None]  # the option --rows sets when the workload builds no data set (else dataset.rows)
     Dialect: ClassVar[type]  # the Protocol an engine implements to run this workload
     needs: ClassVar[str]  # what the dialect provides, in words (for the refusal message)
-    dialect_class: type  # the chosen engine's dialect class (set by make_workload; estimates use it)
+    dialect_class: type[DialectBase]  # the chosen engine's dialect class (set by make_workload; estimates use it)
+    capabilities: Capabilities  # the chosen engine's (set by make_workload; describe() captions with it)
 
     def prepare(self, engine: Engine) -> None:
         """Build the data set if it is missing or stale; cheap when it is there."""
@@ -65,21 +81,10 @@ def timed_series(workload: object) -> tuple[dict[str, list[float]], str] | None:
     return dict(getattr(workload, "series", None) or {}), str(key)
 
 
-def dialect_bytes_per_row(dialect_class: type, default: float) -> float:
+def dialect_bytes_per_row(dialect_class: type[DialectBase], default: float) -> float:
     """What a row of this workload's tables takes on the engine (its dialect says; else `default`)."""
-    return float(getattr(dialect_class, "bytes_per_row", default))
+    declared = dialect_class.bytes_per_row
+    return float(default if declared is None else declared)
 
 
-def protocol_methods(protocol: type) -> list[str]:
-    """The methods a dialect Protocol asks for (its own, public ones)."""
-    return sorted(
-        name for name, member in vars(protocol).items()
-        if not name.startswith("_") and inspect.isfunction(member)
-    )
-
-
-def missing_methods(dialect_class: type, protocol: type) -> list[str]:
-    """What `dialect_class` lacks of `protocol` (empty: it implements it)."""
-    return [m for m in protocol_methods(protocol) if not callable(getattr(dialect_class, m, None))]
-
-
+__all__ = ["Options", "Workload", "dialect_bytes_per_row", "missing_methods", "protocol_methods", "timed_series"]

@@ -14,7 +14,7 @@ from typing import ClassVar, Protocol, cast
 
 from pydantic import Field
 
-from ..engines.base import Engine, Session, table_is_current
+from ..engines.base import Capabilities, DialectBase, Engine, Session, table_is_current
 from ..probes.io import RunProbe, cold_proof
 from ..spec import DatasetSpec
 from .base import Options, dialect_bytes_per_row
@@ -42,11 +42,15 @@ class FullScanOptions(Options):
 class FullScan:
     name: ClassVar[str] = "full_scan"
     default_metric: ClassVar[str] = "rows_per_s"
+    # the figures every run reports: what measure.metric may name (checked before anything runs)
+    metrics: ClassVar[tuple[str, ...]] = ('rows_per_s', 'mb_per_s', 'scan_mb_per_s', 'elapsed_s', 'rows', 'reads', 'read_bytes', 'read_time_ms', 'hits', 'server_cpu_s')
+    rows_option: ClassVar[str | None] = None  # --rows sizes dataset.rows
     default_goal: ClassVar[str] = "max"
     Dialect: ClassVar[type] = ScanDialect
     needs: ClassVar[str] = "how to build the scan table and count its rows with one full scan"
     Options = FullScanOptions
-    dialect_class: type = object
+    dialect_class: type[DialectBase] = DialectBase
+    capabilities: Capabilities = Capabilities()  # the engine's: set by make_workload
 
     def __init__(self, options: FullScanOptions, dataset: DatasetSpec):
         self.options = options

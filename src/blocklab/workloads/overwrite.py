@@ -24,7 +24,7 @@ from typing import ClassVar, Protocol, cast
 
 from pydantic import Field
 
-from ..engines.base import Engine, Session, table_is_current
+from ..engines.base import Capabilities, DialectBase, Engine, Session, table_is_current
 from ..probes.io import RunProbe
 from ..spec import DatasetSpec
 from .base import Options, dialect_bytes_per_row
@@ -58,11 +58,15 @@ class OverwriteOptions(Options):
 class Overwrite:
     name: ClassVar[str] = "overwrite"
     default_metric: ClassVar[str] = "elapsed_s"
+    # the figures every run reports: what measure.metric may name (checked before anything runs)
+    metrics: ClassVar[tuple[str, ...]] = ('writes_per_s', 'write_mb_per_s', 'elapsed_s', 'wall_s', 'stall_s', 'stall_share', 'writes_done', 'write_bytes', 'reads', 'read_bytes', 'server_cpu_s')
+    rows_option: ClassVar[str | None] = None  # --rows sizes dataset.rows
     default_goal: ClassVar[str] = "min"
     Dialect: ClassVar[type] = OverwriteDialect
     needs: ClassVar[str] = "a keyed data set put back before each cell and timed random overwrites by threads"
     Options = OverwriteOptions
-    dialect_class: type = object
+    dialect_class: type[DialectBase] = DialectBase
+    capabilities: Capabilities = Capabilities()  # the engine's: set by make_workload
 
     def __init__(self, options: OverwriteOptions, dataset: DatasetSpec):
         self.options = options

@@ -26,7 +26,7 @@ from typing import ClassVar, Protocol, cast
 
 from pydantic import Field
 
-from ..engines.base import Engine, Session, table_is_current
+from ..engines.base import Capabilities, DialectBase, Engine, Session, table_is_current
 from ..probes.io import RunProbe
 from ..spec import DatasetSpec
 from .base import Options, dialect_bytes_per_row
@@ -56,11 +56,15 @@ class PointReadOptions(Options):
 class PointRead:
     name: ClassVar[str] = "point_read"
     default_metric: ClassVar[str] = "elapsed_s"
+    # the figures every run reports: what measure.metric may name (checked before anything runs)
+    metrics: ClassVar[tuple[str, ...]] = ('elapsed_s', 'reads_per_s', 'block_reads_per_s', 'block_mb_per_s', 'read_latency_ms', 'wall_s', 'reads_done', 'reads', 'read_bytes', 'hits', 'server_cpu_s')
+    rows_option: ClassVar[str | None] = None  # --rows sizes dataset.rows
     default_goal: ClassVar[str] = "min"
     Dialect: ClassVar[type] = PointReadDialect
     needs: ClassVar[str] = "a keyed data set and timed random lookups by threads"
     Options = PointReadOptions
-    dialect_class: type = object
+    dialect_class: type[DialectBase] = DialectBase
+    capabilities: Capabilities = Capabilities()  # the engine's: set by make_workload
 
     def __init__(self, options: PointReadOptions, dataset: DatasetSpec):
         self.options = options

@@ -35,19 +35,16 @@ from typing import ClassVar, Protocol, cast
 
 from pydantic import Field
 
-from ..engines.base import ApplyClass, Engine, Session
+from ..engines.base import ApplyClass, Capabilities, DialectBase, Engine, Session
 from ..probes.io import RunProbe
 from ..spec import DatasetSpec
 from .base import Options, dialect_bytes_per_row
 
 TABLE = "blocklab_ins"
 
-# I/O counter deltas kept as metrics (when the engine reports them)
-IO_KEYS = (
-    "reads", "read_bytes", "writes", "write_bytes", "fsyncs", "hits", "evictions",
-    "journal_writes", "journal_write_bytes", "wal_writes", "wal_write_bytes", "cache_writes", "cache_spills",
-    "server_cpu_s", "device_writes", "device_write_bytes",
-)
+# I/O counter deltas kept as metrics (when the engine reports them), beside the
+# engine's own write counters (its Capabilities.write_counters)
+IO_KEYS = ("reads", "read_bytes", "writes", "write_bytes", "fsyncs", "hits", "server_cpu_s", "device_writes", "device_write_bytes")
 
 
 class InsertDialect(Protocol):
@@ -93,12 +90,17 @@ class RowInsertOptions(Options):
 class RowInsert:
     name: ClassVar[str] = "row_insert"
     default_metric: ClassVar[str] = "elapsed_s"
+    # the figures every run reports: what measure.metric may name (checked before anything runs)
+    metrics: ClassVar[tuple[str, ...]] = ('elapsed_s', 'rows_per_s', 'rows', 'table_bytes')
     default_goal: ClassVar[str] = "min"
+    # it builds no data set: --rows means its own [workload] rows (the INSERTs per run)
+    rows_option: ClassVar[str | None] = "rows"
     Dialect: ClassVar[type] = InsertDialect
     needs: ClassVar[str] = "a server-side loop of single-row INSERTs, the table's recreate and flush"
     Options = RowInsertOptions
     AXIS_COST = {"index": ApplyClass.REINIT}
-    dialect_class: type = object
+    dialect_class: type[DialectBase] = DialectBase
+    capabilities: Capabilities = Capabilities()  # the engine's: set by make_workload
 
     def __init__(self, options: RowInsertOptions, dataset: DatasetSpec):
         self.options = options
@@ -138,7 +140,7 @@ class RowInsert:
             "index": 1.0 if o.index else 0.0,
             "table_bytes": float(engine.relation_bytes(TABLE)),
         }
-        metrics.update(io_metrics(probe.deltas))
+        metrics.update(io_metrics(probe.deltas, engine.capabilities))
         # one session appending rows: the table grows page after page
         metrics.update(probe.pattern(elapsed, sequential=True, direct=engine.direct_io_active(),
                                      data_bytes=metrics["table_bytes"], sessions=1))
@@ -154,12 +156,14 @@ class RowInsert:
         return self.options.rows * dialect_bytes_per_row(self.dialect_class, 80.0) * (2 if self.options.index else 1)
 
     def estimate_seconds(self) -> float:
-        return self.options.rows / float(getattr(self.dialect_class, "rows_per_s", 250_000)) + 0.3
+        rate = cast(type[InsertDialect], self.dialect_class).rows_per_s  # declared by every insert dialect (checked)
+        return self.options.rows / float(rate) + 0.3
 
 
 WORKLOAD = RowInsert
 
 
-def io_metrics(deltas: dict[str, float]) -> dict[str, float]:
-    """The I/O counter deltas a write workload keeps (reload uses it too)."""
-    return {k: float(deltas[k]) for k in IO_KEYS if k in deltas}
+def io_metrics(deltas: dict[str, float], capabilities: Capabilities) -> dict[str, float]:
+    """The I/O counter deltas a write workload keeps (reload uses it too): the
+    common ones and the engine's own write counters, when it reports them."""
+    return {k: float(deltas[k]) for k in (*IO_KEYS, *capabilities.write_counters) if k in deltas}

@@ -33,7 +33,7 @@ from typing import Any, ClassVar, Protocol, cast
 
 from pydantic import Field
 
-from ..engines.base import Engine, Session, table_is_current
+from ..engines.base import Capabilities, DialectBase, Engine, Session, table_is_current
 from ..probes.io import HostWindow, RunProbe
 from ..spec import DatasetSpec, SpecError
 from .base import Options, dialect_bytes_per_row
@@ -78,12 +78,16 @@ class SlobOptions(Options):
 class Slob:
     name: ClassVar[str] = "slob"
     default_metric: ClassVar[str] = "read_iops"
+    # the figures every run reports: what measure.metric may name (checked before anything runs)
+    metrics: ClassVar[tuple[str, ...]] = ('read_iops', 'write_iops', 'mb_per_s', 'read_mb_per_s', 'read_latency_ms', 'ops_per_s', 'iterations', 'updates', 'update_share', 'elapsed_s', 'wall_s', 'reads', 'writes', 'reads_per_iteration')
+    rows_option: ClassVar[str | None] = None  # --rows sizes dataset.rows
     default_goal: ClassVar[str] = "max"
     steady_series: ClassVar[str] = "device_read_iops"  # judged second by second (workloads/base.py timed_series)
     Dialect: ClassVar[type] = SlobDialect
     needs: ClassVar[str] = "SLOB's tables (one random page per key) and its server-side loop"
     Options = SlobOptions
-    dialect_class: type = object
+    dialect_class: type[DialectBase] = DialectBase
+    capabilities: Capabilities = Capabilities()  # the engine's: set by make_workload
 
     def __init__(self, options: SlobOptions, dataset: DatasetSpec):
         self.options = options

@@ -16,8 +16,8 @@ buffer pool). The cell's elapsed time is the slowest session's. Around it:
   (`profile.slowest.*`, `profile.total.*`);
 * the engine's I/O window: who wrote the pages (PostgreSQL's `backend_writes`,
   pages the sessions had to write themselves to get a free buffer; InnoDB's
-  `innodb.buffer_pool_wait_free`): the engines' versions of Oracle's free
-  buffer waits;
+  free-page waits): the engines' versions of Oracle's free buffer waits, which
+  each engine names in its capabilities (`page_writers`);
 * the host's CPU and device counters.
 
 Keeping cells comparable: every cell must find the table in the same state.
@@ -45,7 +45,7 @@ from typing import Any, ClassVar, Protocol, cast
 
 from pydantic import Field
 
-from ..engines.base import Engine, Session, SessionProfiler, table_is_current
+from ..engines.base import Capabilities, DialectBase, Engine, Session, SessionProfiler, table_is_current
 from ..probes.io import RunProbe
 from ..spec import DatasetSpec, SpecError
 from .base import Options, dialect_bytes_per_row
@@ -105,12 +105,16 @@ class UpdateOptions(Options):
 class Update:
     name: ClassVar[str] = "update"
     default_metric: ClassVar[str] = "elapsed_s"
+    # the figures every run reports: what measure.metric may name (checked before anything runs)
+    metrics: ClassVar[tuple[str, ...]] = ('elapsed_s', 'wall_s', 'fastest_s', 'mean_session_s', 'rows', 'rows_per_s')
+    rows_option: ClassVar[str | None] = None  # --rows sizes dataset.rows
     default_goal: ClassVar[str] = "min"
     steady_series: ClassVar[str] = "device_mb_per_s"  # reads and writes, second by second (workloads/base.py timed_series)
     Dialect: ClassVar[type] = UpdateDialect
     needs: ClassVar[str] = "the keyed update table, a range update, a session profiler"
     Options = UpdateOptions
-    dialect_class: type = object
+    dialect_class: type[DialectBase] = DialectBase
+    capabilities: Capabilities = Capabilities()  # the engine's: set by make_workload
 
     def __init__(self, options: UpdateOptions, dataset: DatasetSpec):
         self.options = options
@@ -194,20 +198,13 @@ class Update:
         return metrics
 
     def describe(self, m: dict[str, float]) -> str:
-        text = f"{m['elapsed_s']:.2f} s (slowest of {m['sessions']:.0f}), {m['rows_per_s']:,.0f} rows/s, "
-        if "innodb.buffer_pool_wait_free" in m:  # InnoDB's counters
-            text += (
-                f"free-page waits {m['innodb.buffer_pool_wait_free']:,.0f}, "
-                f"pages written {m.get('innodb.pages_written', 0):,.0f} "
-                f"(LRU {m.get('innodb.buffer_pool_pages_lru_flushed', 0):,.0f})"
-            )
-            if m.get("profile.available") == 0.0:
-                text += "; no time profile: performance_schema is off"
-        else:
-            text += (
-                f"backend writes {m.get('backend_writes', 0):,.0f} ({m.get('backend_write_share', 0):.0%} of page writes; "
-                f"bgwriter {m.get('bgwriter_writes', 0):,.0f})"
-            )
+        text = f"{m['elapsed_s']:.2f} s (slowest of {m['sessions']:.0f}), {m['rows_per_s']:,.0f} rows/s"
+        writers = self.capabilities.page_writer_text(m)  # the engine's own counters of who wrote the pages
+        if writers:
+            text += f", {writers}"
+        profile = self.capabilities.time_profile
+        if profile and profile.off and m.get("profile.available") == 0.0:
+            text += f"; {profile.off}"
         total = m.get("profile.slowest.total_s")
         if total:
             prefix = "profile.slowest.wait."

@@ -56,8 +56,9 @@ from typing import Any, ClassVar
 
 import pymysql
 
-from ..base import ApplyClass, CounterWindow, EngineBase, EngineError, EngineInfo
+from ..base import ApplyClass, Capabilities, CounterWindow, EngineBase, EngineError, EngineInfo
 from ..host import DirectoryLock, drop_os_cache_files, stop_at_exit, stopped
+from .capabilities import CAPABILITIES
 from .counters import innodb_window, read_counters
 from .dsn import DATABASE, parse_dsn
 from .instance import InstanceMixin, tail_of_log
@@ -106,6 +107,7 @@ class MariadbEngine(InstanceMixin, KnobsMixin, DsnServerMixin, EngineBase):
     # a restart ~3 s; a checksum change rebuilds small tables (~1 s over the checksum
     # recipe's quick sweep); another page size is another data directory (change_cost)
     install_bytes: ClassVar[float] = 250e6  # a data directory per page size: 125 MB at 16k, 214 MB at 64k here
+    capabilities: ClassVar[Capabilities] = CAPABILITIES
     change_seconds: ClassVar[dict[ApplyClass, float]] = {ApplyClass.RESTART: 3.0, ApplyClass.REINIT: 1.0}
 
     def __init__(

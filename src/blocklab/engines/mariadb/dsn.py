@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..base import EngineError
+from ..base import KnobError
 
 DATABASE = "blocklab"  # the only database blocklab works in, on any server
 
@@ -25,14 +25,20 @@ class Dsn:
 def parse_dsn(dsn: str) -> Dsn:
     """mysql://user[:password]@host[:port][/blocklab][?socket=PATH], mariadb://..., or a socket path."""
     params: dict[str, Any] = {}
+    if not dsn.strip() or "\x00" in dsn:
+        raise KnobError(f"--dsn {dsn!r}: empty or holds a NUL byte; expected mysql://USER@HOST:PORT/ or a socket path")
     if dsn.startswith("/"):
         params["unix_socket"] = dsn
         params["user"] = getpass.getuser()
         database = ""
     else:
-        url = urllib.parse.urlsplit(dsn)
+        try:
+            url = urllib.parse.urlsplit(dsn)
+            url.port  # noqa: B018 (parsed lazily: a bad port raises here, not at the connect)
+        except ValueError as err:
+            raise KnobError(f"--dsn: not a MariaDB DSN ({err}); expected mysql://USER@HOST:PORT/ or a socket path") from None
         if url.scheme not in ("mysql", "mariadb"):
-            raise EngineError(f"a MariaDB DSN starts with mysql:// or mariadb:// (or is a socket path), not {dsn.split(':')[0]!r}")
+            raise KnobError(f"--dsn: a MariaDB DSN starts with mysql:// or mariadb:// (or is a socket path), not {dsn.split(':')[0]!r}")
         query = urllib.parse.parse_qs(url.query)
         if url.username:
             params["user"] = urllib.parse.unquote(url.username)
@@ -49,8 +55,8 @@ def parse_dsn(dsn: str) -> Dsn:
             params["port"] = url.port or 3306
         database = url.path.lstrip("/")
     if database and database != DATABASE:
-        raise EngineError(
-            f"blocklab works only in its own database {DATABASE!r} on a server given by DSN, "
+        raise KnobError(
+            f"--dsn: blocklab works only in its own database {DATABASE!r} on a server given by DSN, "
             f"not {database!r}: leave the database out of the DSN or name {DATABASE!r}"
         )
     if "password" not in params and os.environ.get("MYSQL_PWD"):

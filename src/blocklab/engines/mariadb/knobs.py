@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pymysql
 
+from ...errors import nearest
 from ...units import fmt_bytes
 from ..vocabulary import ApplyClass, KnobError, KnobInfo, parse_bool, parse_int
 from .dsn import DATABASE
@@ -263,8 +264,7 @@ class KnobsMixin:
                 raise KnobError(
                     f"knob {generic!r} needs MariaDB's {native}, which this server (MariaDB {self._version}) does not have"
                 )
-            close = [n for n in sorted(self._catalog) if native.split("_")[0] in n and n != native][:6]
-            hint = f"; similar: {', '.join('mariadb.' + c for c in close)}" if close else ""
+            hint = nearest(native, self._catalog, prefix="mariadb.")
             raise KnobError(
                 f"unknown knob 'mariadb.{native}' on engine mariadb: this server (MariaDB {self._version}) "
                 f"has no such variable in information_schema.SYSTEM_VARIABLES{hint}"

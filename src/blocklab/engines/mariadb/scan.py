@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..base import DialectBase
+
 if TYPE_CHECKING:
     from . import MariadbEngine
     from .session import MariadbSession
 
 
-class ScanTables:
+class ScanTables(DialectBase):
     bytes_per_row = 125  # 100,000 rows: a 12 MB .ibd here (extents preallocated)
 
     def __init__(self, engine: MariadbEngine):

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ...errors import SpecError
 from ...workloads.slob import open_sessions
+from ..base import DialectBase
 
 if TYPE_CHECKING:
     from ..base import Session
@@ -42,7 +43,7 @@ BUILD_VERSION = 1
 LOAD_SEED = 3  # RAND(seed) for the key permutation: the same table every build
 
 
-class SlobTables:
+class SlobTables(DialectBase):
     table_shape: ClassVar[dict[str, Any]] = {"layout": "innodb", "build": BUILD_VERSION, "filler": FILLER_BYTES}
     bytes_per_row: ClassVar[float] = 1700  # 1 kB rows and the id index: a 96 MB .ibd for 60,000 rows at 4k pages here
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ..base import DialectBase
 from .waits import wait_for_purge
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 PROCEDURE = "blocklab_ins_loop"
 
 
-class _Tables:
+class _Tables(DialectBase):
     def __init__(self, engine: MariadbEngine):
         self.engine = engine
 

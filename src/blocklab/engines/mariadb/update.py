@@ -47,6 +47,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ...errors import SpecError
+from ..base import DialectBase
 from .dsn import DATABASE
 from .waits import SessionWaitProfiler, wait_for_purge
 
@@ -66,7 +67,7 @@ REFUSED_OPTIONS = {
 
 
 
-class UpdateTables:
+class UpdateTables(DialectBase):
     refused_options: ClassVar[dict[str, str]] = REFUSED_OPTIONS
 
     def __init__(self, engine: MariadbEngine):

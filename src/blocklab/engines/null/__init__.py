@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..base import ApplyClass, CounterWindow, EngineBase, EngineInfo, KnobError, KnobInfo, SessionBase
+from ..base import ApplyClass, CounterWindow, DialectBase, EngineBase, EngineInfo, KnobError, KnobInfo, SessionBase
 
 KNOBS = {
     "null.level": KnobInfo("level", None, "integer", ApplyClass.SESSION, minimum=0, maximum=1000, default=0),
@@ -34,7 +34,7 @@ class NullSession(SessionBase):
         pass
 
 
-class NullDialect:
+class NullDialect(DialectBase):
     """The null workload's needs: a table of `rows` rows held in memory."""
 
     def __init__(self, engine: NullEngine):

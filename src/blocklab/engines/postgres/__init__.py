@@ -24,9 +24,10 @@ from typing import Any, ClassVar
 import psycopg
 from psycopg import sql
 
-from ..base import ApplyClass, EngineBase, EngineError, EngineInfo, KnobError, KnobInfo
+from ..base import ApplyClass, Capabilities, EngineBase, EngineError, EngineInfo, KnobError, KnobInfo
 from ..host import ReadAhead, drop_os_cache_files, stop_at_exit, stopped
 from . import knobs
+from .capabilities import CAPABILITIES
 from .counters import StatIoWindow, read_counters, relation_totals
 from .instance import EmbeddedCluster
 from .scan import ScanTables
@@ -38,6 +39,20 @@ from .tables import InsertLoop, ReloadTables
 from .update import UpdateTables
 
 ENGINE_NAME = "postgres"
+
+
+def check_dsn_syntax(dsn: str) -> None:
+    """A DSN libpq cannot parse is bad input, told before anything connects (a server
+    that does not answer is found later, by start())."""
+    import psycopg.conninfo
+
+    if not dsn.strip() or "\x00" in dsn:  # libpq would read '' (or what precedes a NUL) as "the local default server"
+        raise KnobError(f"--dsn {dsn!r}: empty or holds a NUL byte; expected 'host=HOST dbname=DB user=USER' or postgresql://USER@HOST/DB")
+    try:
+        psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError as err:
+        raise KnobError(f"--dsn: not a PostgreSQL connection string ({str(err).strip()}); expected "
+                        "'host=HOST dbname=DB user=USER' or postgresql://USER@HOST/DB") from None
 
 
 class PostgresEngine(DsnServerMixin, EngineBase):
@@ -56,9 +71,12 @@ class PostgresEngine(DsnServerMixin, EngineBase):
     }
     # a restart ~2 s here; a pg_checksums pass or a new cluster ~10 s (2-core VM)
     install_bytes: ClassVar[float] = 100e6  # initdb's cluster and WAL: ~60 MB here
+    capabilities: ClassVar[Capabilities] = CAPABILITIES
     change_seconds: ClassVar[dict[ApplyClass, float]] = {ApplyClass.RESTART: 2.0, ApplyClass.REINIT: 10.0}
 
     def __init__(self, dsn: str | None = None, cache_dir: Path | None = None, allow_server_changes: bool = False):
+        if dsn is not None:
+            check_dsn_syntax(dsn)
         self.dsn = dsn
         self.allow_server_changes = allow_server_changes
         self.mode = "dsn" if dsn else "embedded"

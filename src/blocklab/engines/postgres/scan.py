@@ -6,13 +6,14 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from ..base import DialectBase
 from .session import PgSession
 
 if TYPE_CHECKING:
     from . import PostgresEngine
 
 
-class ScanTables:
+class ScanTables(DialectBase):
     bytes_per_row = 52  # 3,000,000 rows = 149 MB (ENGINE-FACTS.md)
 
     def __init__(self, engine: PostgresEngine):

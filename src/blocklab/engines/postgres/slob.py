@@ -24,6 +24,7 @@ from psycopg import sql
 
 from ...errors import SpecError
 from ...workloads.slob import open_sessions
+from ..base import DialectBase
 from .session import PgSession
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ PROCEDURE = "blocklab_slob_run"
 BUILD_VERSION = 2
 
 
-class SlobTables:
+class SlobTables(DialectBase):
     table_shape: ClassVar[dict[str, Any]] = {"build": BUILD_VERSION, "filler": FILLER_BYTES, "fillfactor": FILLFACTOR}
     bytes_per_row: ClassVar[float] = 8192 + 40  # one heap page a row, and its index entry
 

@@ -1,6 +1,8 @@
 """`blocklab sysstats` on PostgreSQL: the reads that system statistics are
-measured with (analysis/sysstats.py SysstatsDialect), and the planner costs
-they are applied to.
+measured with (features/sysstats.py SysstatsDialect), and the planner costs
+they imply and are applied to: costs relative to a sequential page
+(seq_page_cost = 1), random_page_cost = SREADTIM / (MREADTIM / MBRC), set with
+ALTER SYSTEM and pg_reload_conf().
 
 * single-block reads: one server-side loop of TID fetches, one heap block
   each, in the given order (a TID list in one query would be sorted; a query
@@ -21,6 +23,7 @@ out as EngineError.
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -29,8 +32,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg import sql
 
-from ...analysis.sysstats import Reading, SysstatsError
-from ..base import EngineError
+from ..base import DialectBase, EngineError, Reading
 from .counters import flush_own_stats, read_counters, relation_totals
 
 if TYPE_CHECKING:
@@ -62,7 +64,7 @@ class _Session:
                 try:
                     self.conn.execute("SET track_io_timing = on")
                 except psycopg.Error:
-                    raise SysstatsError(
+                    raise EngineError(
                         "track_io_timing is off and this role may not turn it on for its session, so "
                         "pg_stat_io has no read times; connect as a superuser, or have it enabled "
                         "(ALTER SYSTEM SET track_io_timing = on; SELECT pg_reload_conf();)"
@@ -96,7 +98,29 @@ def _reads_statement(table: str, blocks: Sequence[int]) -> sql.Composed:
     return sql.SQL("DO $blocklab$ {} $blocklab$").format(body)
 
 
-class SysstatsReads:
+def random_page_cost(sreadtim_ms: float, mreadtim_ms: float, mbrc: float) -> float:
+    """A random page relative to a sequential one: the single-block read time
+    over the time per block of a multiblock read."""
+    for name, value in (("SREADTIM", sreadtim_ms), ("MREADTIM", mreadtim_ms), ("MBRC", mbrc)):
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+            raise ValueError(f"{name} must be a positive number, not {value!r}")
+    return sreadtim_ms / (mreadtim_ms / mbrc)
+
+
+def alter_system_sql(costs: dict[str, float]) -> list[str]:
+    """The statements that set the costs server-wide, as a superuser types them."""
+    lines = [f"ALTER SYSTEM SET {name} = {_typed(value)};" for name, value in costs.items()]
+    lines.append("SELECT pg_reload_conf();")
+    return lines
+
+
+def _typed(value: float) -> str:
+    """1.0 -> '1', 16.05 -> '16.05' (as a person types it)."""
+    value = float(value)
+    return str(int(value)) if value.is_integer() else repr(value)
+
+
+class SysstatsReads(DialectBase):
     def __init__(self, engine: PostgresEngine):
         self.engine = engine
 
@@ -215,7 +239,7 @@ class SysstatsReads:
                 t.join()
             wall = time.perf_counter() - t0
             if errors:
-                raise SysstatsError(f"a concurrent scan failed: {errors[0]}")
+                raise EngineError(f"a concurrent scan failed: {errors[0]}")
             d1 = disk.read_bytes()
             for s in opened[1:]:
                 s.flush()
@@ -233,6 +257,18 @@ class SysstatsReads:
                 row = conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(n))).fetchone()
                 out[n] = str(row[0]) if row else ""
             return out
+
+    def implied_costs(self, sreadtim_ms: float, mreadtim_ms: float, mbrc: float) -> tuple[dict[str, float], str]:
+        cost = random_page_cost(sreadtim_ms, mreadtim_ms, mbrc)
+        formula = (f"random_page_cost = SREADTIM / (MREADTIM / MBRC) = {sreadtim_ms:.4g} / "
+                   f"({mreadtim_ms:.4g} / {mbrc:.4g}) = {cost:.2f}")
+        return {"seq_page_cost": 1.0, "random_page_cost": round(cost, 2)}, formula
+
+    def cost_statements(self, costs: dict[str, float]) -> list[str]:
+        return alter_system_sql(costs)
+
+    def undo_statements(self, costs: dict[str, float]) -> list[str]:
+        return [*(f"ALTER SYSTEM RESET {name};" for name in costs), "SELECT pg_reload_conf();"]
 
     def set_costs(self, costs: dict[str, str]) -> None:
         """ALTER SYSTEM SET each cost and reload (the reload is asynchronous)."""

@@ -19,13 +19,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from psycopg import sql
 
+from ..base import DialectBase
 from .session import PgSession
 
 if TYPE_CHECKING:
     from . import PostgresEngine
 
 
-class _Tables:
+class _Tables(DialectBase):
     def __init__(self, engine: PostgresEngine):
         self.engine = engine
 

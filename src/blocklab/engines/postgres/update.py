@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from psycopg import sql
 
+from ..base import DialectBase
 from .session import PgSession
 from .waits import SessionSampler
 
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from . import PostgresEngine
 
 
-class UpdateTables:
+class UpdateTables(DialectBase):
     refused_options: ClassVar[dict[str, str]] = {}
 
     def __init__(self, engine: PostgresEngine):

@@ -45,6 +45,7 @@ from typing import Any, ClassVar
 from ..base import (
     IO_KEYS,
     ApplyClass,
+    Capabilities,
     EngineBase,
     EngineError,
     EngineInfo,
@@ -55,6 +56,7 @@ from ..base import (
 from ..host import DirectoryLock
 from . import files, knobs
 from .bench import BenchProcess, Outcome, command_line, run_tool
+from .capabilities import CAPABILITIES
 from .counters import USER_READS, BenchWindow, session_counters
 from .dialects import DIALECTS
 from .flags import FlagTable, binary_path, flag_text, gflags_readback, load_flags
@@ -98,6 +100,7 @@ class RocksDbEngine(EngineBase):
     summary: ClassVar[str] = "RocksDB driven by db_bench (rocksdb-tools): a process per measurement, data sets of blocklab's own"
     accepts_dsn: ClassVar[bool] = False
     install_bytes: ClassVar[float] = 10e6  # a scratch database per dry open, OPTIONS and LOG files
+    capabilities: ClassVar[Capabilities] = CAPABILITIES
     dialects: ClassVar[dict[str, type]] = DIALECTS
     # a reinit builds the data set again: ~5 s for 500,000 keys of 400 bytes here
     change_seconds: ClassVar[dict[ApplyClass, float]] = {ApplyClass.REINIT: 5.0}

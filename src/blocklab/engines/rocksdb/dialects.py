@@ -30,7 +30,7 @@ import re
 import time
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..base import EngineError
+from ..base import DialectBase, EngineError
 from . import files
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 _COMPACTION_FINISHED = re.compile(r'"event": "compaction_finished".*?"num_output_records": (\d+)')
 
 
-class _Dialect:
+class _Dialect(DialectBase):
     # a key of 16 bytes and a value of 400 (the recipes' value_size), no compression, plus
     # index and filter blocks; write workloads may hold a compaction's output beside its input
     bytes_per_row = 600.0

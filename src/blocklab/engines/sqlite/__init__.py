@@ -44,8 +44,9 @@ from typing import Any, ClassVar
 
 import apsw
 
-from ..base import ApplyClass, CounterWindow, EngineBase, EngineError, EngineInfo, KnobError, KnobInfo, SessionBase
+from ..base import ApplyClass, Capabilities, CounterWindow, EngineBase, EngineError, EngineInfo, KnobError, KnobInfo, SessionBase
 from ..host import DirectoryLock, drop_os_cache_files
+from .capabilities import CAPABILITIES
 from .files import (
     BUSY_TIMEOUT_MS,
     CACHE_STATUS,
@@ -105,6 +106,7 @@ class SqliteEngine(EngineBase):
     dialects: ClassVar[dict[str, type]] = {"row_insert": InsertLoop, "reload": ReloadTables}
     # a "restart" is a new connection, a reinit a new file: milliseconds
     install_bytes: ClassVar[float] = 0.0  # the one database file is all
+    capabilities: ClassVar[Capabilities] = CAPABILITIES
     change_seconds: ClassVar[dict[ApplyClass, float]] = {ApplyClass.RESTART: 0.05, ApplyClass.REINIT: 0.2}
 
     def __init__(

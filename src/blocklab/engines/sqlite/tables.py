@@ -19,11 +19,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ..base import DialectBase
+
 if TYPE_CHECKING:
     from . import SqliteEngine, SqliteSession
 
 
-class _Tables:
+class _Tables(DialectBase):
     def __init__(self, engine: SqliteEngine):
         self.engine = engine
 

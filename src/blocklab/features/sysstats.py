@@ -1,15 +1,18 @@
-"""System statistics for PostgreSQL, in the spirit of Oracle's
-DBMS_STATS.GATHER_SYSTEM_STATS (seed 000): measured on the engine's own data
-files, cold, and turned into the planner costs they imply.
+"""System statistics, in the spirit of Oracle's DBMS_STATS.GATHER_SYSTEM_STATS
+(seed 000): measured on the engine's own data files, cold, and turned into the
+optimizer costs they imply, on every engine whose package implements
+`SysstatsDialect` (PostgreSQL: engines/postgres/sysstats.py); an engine without
+one says why in its capabilities (`lacks["sysstats"]`), and the command refuses
+with that reason before anything starts.
 
-    SREADTIM  single-block read time (ms): random 8 kB reads of the scan table's
-              pages (at most one block in 8, in random order), one TID fetch
-              each, cold. pg_stat_io read_time / reads.
-    MREADTIM  multiblock read time (ms) at the current io_combine_limit: cold
-              serial full scans with effective_io_concurrency = 0, so one read is
-              in flight at a time and its read_time is its whole latency (with
-              read-ahead the backend waits only for what prefetching did not
-              hide; that figure is kept as MREADTIM_AHEAD). read_time / reads.
+    SREADTIM  single-block read time (ms): random reads of single blocks of the
+              scan table (at most one block in 8, in random order), cold; the
+              engine's read time / reads.
+    MREADTIM  multiblock read time (ms): cold serial full scans with the
+              engine's read-ahead off, so one read is in flight at a time and its
+              read time is its whole latency (with read-ahead the session waits
+              only for what prefetching did not hide; that figure is kept as
+              MREADTIM_AHEAD). read time / reads.
     MBRC      blocks per multiblock read actually achieved: read_bytes / reads / block_size.
     MAXTHR    the highest scan throughput (bytes/s) with 1, 2, 4... sessions each
               scanning its own slice of the table (TID range scans, read-ahead
@@ -21,10 +24,8 @@ SREADTIM and MREADTIM are the engine's own averages over exactly the reads the
 measurement caused; the client's wall clock per read is kept beside them
 (`*_wall_ms`), which also holds CPU and round trips and so reads higher.
 
-What they imply for PostgreSQL's planner, whose costs are relative to a
-sequential page (seq_page_cost = 1):
-
-    random_page_cost = SREADTIM / (MREADTIM / MBRC)
+What they imply for the engine's optimizer is its dialect's to say
+(PostgreSQL: random_page_cost = SREADTIM / (MREADTIM / MBRC)).
 
 `run_sysstats` is the whole command (engine up, measure, save, apply, engine
 down); `gather` measures on an engine already started. Nothing here prints.
@@ -38,18 +39,19 @@ import random
 import statistics
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-from ..engines.base import Engine, KnobError
+from ..engines.base import Engine, KnobError, Reading
 from ..probes.io import cold_proof
 from ..probes.os_stats import DeviceReads
 from ..results import ENVIRONMENT_FILE, RunDir, new_run_dir
 from ..units import fmt_bytes
-from .system_stats import Phase, SystemStats, alter_system_sql, mb_per_s_text, random_page_cost, typed_number
+from .system_stats import Phase, SystemStats, mb_per_s_text, typed_number
 
-FORMAT = 1
+FORMAT = 2  # 2: the engine's settings as a dict, its costs and formula from its dialect
+FEATURE = "sysstats"  # the key of an engine's dialect for it
 SYSSTATS_FILE = "sysstats.json"
 DEFAULT_TABLE = "blocklab_scan"
 DEFAULT_ROWS = 3_000_000  # the seed's test table, ~150 MB
@@ -87,30 +89,17 @@ class SilentReporter:
 
 
 # ---------------------------------------------------------------------- measuring
-@dataclass(frozen=True)
-class Reading:
-    """What the engine's dialect measured around one cold phase: its I/O
-    counters (engines/base.py IO_KEYS) before and after, the client's clock,
-    the data device's read bytes before and after (None: not on this host),
-    and each session's own wall time."""
-
-    before: dict[str, float]
-    after: dict[str, float]
-    wall_s: float
-    disk0: float | None
-    disk1: float | None
-    session_wall_s: tuple[float, ...] = ()
-
-
 class SysstatsDialect(Protocol):
-    """What system statistics need from an engine: cold reads it can time."""
+    """What system statistics need from an engine: cold reads it can time, and
+    the optimizer costs they imply, which it can set."""
 
     def read_settings(self) -> dict[str, str]:
-        """io_combine_limit, io_method, effective_io_concurrency: what the reads run under;
-        read_time_source: where the engine's read times come from."""
+        """The engine's settings the reads run under, by its own names (PostgreSQL:
+        io_combine_limit, io_method, effective_io_concurrency); and under the key
+        read_time_source: where its read times come from."""
 
     def single_block_reads(self, table: str, blocks: Sequence[int], warmup_block: int, disk: DeviceReads) -> Reading:
-        """Evict, then read these heap blocks one at a time, in this order, one read in flight."""
+        """Evict, then read these blocks of the table one at a time, in this order, one read in flight."""
 
     def serial_scan(self, table: str, disk: DeviceReads, *, read_ahead: bool) -> Reading:
         """Evict, then one serial full scan; without read-ahead one read in flight at a time."""
@@ -132,17 +121,43 @@ class SysstatsDialect(Protocol):
         """How the measurement is adapted to this server (an older version), one line each."""
 
     def set_costs(self, costs: dict[str, str]) -> None:
-        """Set the planner costs server-wide (asynchronously visible)."""
+        """Set the optimizer costs server-wide (asynchronously visible)."""
+
+    def implied_costs(self, sreadtim_ms: float, mreadtim_ms: float, mbrc: float) -> tuple[dict[str, float], str]:
+        """The optimizer costs the statistics imply, rounded as they would be typed,
+        and the formula with its numbers."""
+
+    def cost_statements(self, costs: dict[str, float]) -> list[str]:
+        """The statements that set the costs server-wide, for a person to run."""
+
+    def undo_statements(self, costs: dict[str, float]) -> list[str]:
+        """The statements that put the server's own values back."""
+
+
+def refusal(engine_kind: str) -> str | None:
+    """Why `blocklab sysstats --engine KIND` cannot run, asked of the engine's class
+    before anything starts (None: it has a sysstats dialect)."""
+    from ..engines import engine_class
+
+    try:
+        cls = engine_class(engine_kind)
+    except KnobError as err:
+        return f"--engine: {err}"
+    if FEATURE in cls.dialects:
+        return None
+    why = cls.capabilities.why_not(FEATURE) or "its engine package has no sysstats dialect"
+    return f"--engine {engine_kind}: system statistics are not gathered on {cls.display}: {why}"
 
 
 def _dialect(engine: Engine) -> SysstatsDialect:
     try:
-        return cast(SysstatsDialect, engine.dialect("sysstats"))
+        return cast(SysstatsDialect, engine.dialect(FEATURE))
     except KnobError as err:
         raise SysstatsInputError(f"sysstats: {err}") from None
 
 
 def _phase(name: str, sessions: int, r: Reading, expected: float, direct: bool, **extra: Any) -> Phase:
+    """One measured phase from the dialect's reading, with its proof of a cold cache."""
     read_bytes = _delta(r.after, r.before, "read_bytes")
     device = r.disk1 - r.disk0 if r.disk0 is not None and r.disk1 is not None else None
     proof = cold_proof(expected, read_bytes, device, direct)
@@ -171,7 +186,7 @@ def single_block_reads(engine: Engine, table: str, blocks: Sequence[int], warmup
     disk = disk or DeviceReads(engine.data_dir())
     direct = engine.direct_io_active()
     reading = _dialect(engine).single_block_reads(table, blocks, warmup_block, disk)
-    return _phase("single_block", 1, reading, len(blocks) * engine.block_size(), direct, effective_io_concurrency=0)
+    return _phase("single_block", 1, reading, len(blocks) * engine.block_size(), direct, one_in_flight=True)
 
 
 def serial_scan(engine: Engine, table: str, disk: DeviceReads | None = None, *, read_ahead: bool = True) -> Phase:
@@ -183,7 +198,7 @@ def serial_scan(engine: Engine, table: str, disk: DeviceReads | None = None, *, 
     reading = _dialect(engine).serial_scan(table, disk, read_ahead=read_ahead)
     return _phase("serial_scan" if read_ahead else "multiblock", 1, reading, expected, direct,
                   session_wall_s=reading.session_wall_s, session_bytes=(float(expected),),
-                  effective_io_concurrency=None if read_ahead else 0)
+                  one_in_flight=not read_ahead)
 
 
 def concurrent_scan(engine: Engine, table: str, sessions: int, disk: DeviceReads | None = None) -> Phase:
@@ -232,10 +247,7 @@ def gather(
             f"--rows {rows:,}: the table has {nblocks} blocks, too few to measure reads; give at least {needed:,} rows"
         )
     current = dialect.read_settings()
-    io_combine_limit = int(current.get("io_combine_limit", 1))
-    io_method = current.get("io_method", "sync")
-    effective_io_concurrency = int(current.get("effective_io_concurrency", 0))
-    read_time_source = current.get("read_time_source", "the engine's read time / reads")
+    read_time_source = current.pop("read_time_source", "the engine's read time / reads")
     direct = engine.direct_io_active()
     disk = DeviceReads(engine.data_dir())
     rng = random.Random(seed)
@@ -265,9 +277,9 @@ def gather(
     single_block_reads(engine, table, throwaway, warmup, disk)
     sread = single_block_reads(engine, table, blocks, warmup, disk)
     if sread.reads < 1:
-        raise SysstatsError(f"the single-block reads caused no read in pg_stat_io (cold eviction failed?): {sread}")
+        raise SysstatsError(f"the single-block reads caused no read in {read_time_source} (cold eviction failed?): {sread}")
     if sread.read_time_ms <= 0:
-        raise SysstatsError("pg_stat_io recorded no read time: is track_io_timing on?")
+        raise SysstatsError(f"{read_time_source}: no read time recorded for the single-block reads (is the engine's I/O timing on?)")
     rep.done(f"single-block reads: {sread.reads:,.0f} reads, {sread.avg_read_ms:.3f} ms each (client clock {sread.wall_ms_per_read:.3f} ms)")
 
     mreads: list[Phase] = []
@@ -276,7 +288,7 @@ def gather(
         mreads.append(serial_scan(engine, table, disk, read_ahead=False))
     reads = sum(p.reads for p in mreads)
     if reads < 1 or sum(p.read_time_ms for p in mreads) <= 0:
-        raise SysstatsError("the cold scans caused no timed reads in pg_stat_io (is track_io_timing on?)")
+        raise SysstatsError(f"the cold scans caused no timed reads in {read_time_source} (is the engine's I/O timing on?)")
     mreadtim = sum(p.read_time_ms for p in mreads) / reads
     mbrc = sum(p.read_bytes for p in mreads) / reads / block_size
     mread_wall = sum(p.wall_s for p in mreads) * 1000.0 / reads
@@ -315,10 +327,10 @@ def gather(
         )
     if sread.reads > 1.05 * n:
         notes.append(f"the single-block phase read {sread.reads:,.0f} blocks for {n:,} fetches")
-    if random_page_cost(sread.avg_read_ms, mreadtim, mbrc) < 1:
-        notes.append("random_page_cost came out below 1: a random block read cost less than a block of a scan; "
-                     "check that the scans were really cold before using it")
-    return SystemStats(
+    if mbrc > 0 and sread.avg_read_ms < mreadtim / mbrc:
+        notes.append("a random block read cost less than a block of a scan (a random page cheaper than a sequential "
+                     "one): check that the scans were really cold before using the costs")
+    stats = SystemStats(
         sreadtim_ms=sread.avg_read_ms,
         mreadtim_ms=mreadtim,
         mbrc=mbrc,
@@ -328,11 +340,9 @@ def gather(
         sreadtim_wall_ms=sread.wall_ms_per_read,
         mreadtim_wall_ms=mread_wall,
         mreadtim_ahead_ms=mreadtim_ahead,
-        effective_io_concurrency=effective_io_concurrency,
         throughput_by_sessions=throughput,
         block_size=block_size,
-        io_combine_limit=io_combine_limit,
-        io_method=io_method,
+        settings=current,
         direct_io=direct,
         table=table,
         rows=rows,
@@ -345,12 +355,14 @@ def gather(
         notes=tuple(notes),
         read_time_source=read_time_source,
     )
+    costs, formula = dialect.implied_costs(stats.sreadtim_ms, stats.mreadtim_ms, stats.mbrc)
+    return replace(stats, costs=costs, cost_formula=formula)
 
 
 # ---------------------------------------------------------------------- applying
 @dataclass(frozen=True)
 class AppliedCosts:
-    """ALTER SYSTEM of the planner costs: the values before, asked and read back after."""
+    """The optimizer costs set server-wide: the values before, asked and read back after."""
 
     asked: dict[str, float]
     before: dict[str, str]
@@ -364,12 +376,12 @@ class AppliedCosts:
         return {"asked": self.asked, "before": self.before, "after": self.after, "confirmed": self.confirmed}
 
 
-def read_costs(engine: Engine, names: Sequence[str] = ("seq_page_cost", "random_page_cost")) -> dict[str, str]:
+def read_costs(engine: Engine, names: Sequence[str]) -> dict[str, str]:
     """The values a new session sees."""
     return _dialect(engine).read_costs(list(names))
 
 
-def apply_planner_costs(engine: Engine, costs: dict[str, float], wait_s: float = APPLY_WAIT_S) -> AppliedCosts:
+def apply_costs(engine: Engine, costs: dict[str, float], wait_s: float = APPLY_WAIT_S) -> AppliedCosts:
     """Set each cost server-wide and read the values back from a new session (a
     reload is asynchronous: poll until they show or `wait_s` passes)."""
     before = read_costs(engine, list(costs))
@@ -398,7 +410,7 @@ class SysstatsRun:
     device_twin_note: str = ""  # why there is none
 
 
-def check_options(*, dsn: str | None, rows: int, apply: bool, allow_server_changes: bool,
+def check_options(*, engine_kind: str, dsn: str | None, rows: int, apply: bool, allow_server_changes: bool,
                   direct_io: bool | None, single_reads: int, repeats: int, sessions: Sequence[int],
                   table: str, out: Path | None) -> None:
     """Everything that can be refused before anything starts."""
@@ -418,12 +430,15 @@ def check_options(*, dsn: str | None, rows: int, apply: bool, allow_server_chang
         raise SysstatsInputError(f"table {table!r}: must be a lower-case SQL identifier")
     if dsn and apply and not allow_server_changes:
         raise SysstatsInputError(
-            "--apply on a --dsn server changes its planner settings for everyone (ALTER SYSTEM); "
+            "--apply on a --dsn server changes its optimizer settings for everyone (server-wide); "
             "add --allow-server-changes to do it, or leave out --apply and run the printed statements yourself"
         )
     if dsn and direct_io is not None:
         raise SysstatsInputError("--direct-io needs a server restart, which blocklab never does to a --dsn server; "
                                  "use it with the embedded engine (no --dsn)")
+    why_not = refusal(engine_kind)
+    if why_not:
+        raise SysstatsInputError(why_not)
     if out is not None and (Path(out) / SYSSTATS_FILE).exists():
         raise SysstatsInputError(f"--out {out}: already holds system statistics; give a new directory")
 
@@ -454,11 +469,12 @@ def run_sysstats(
     from ..environment import collect
     from ..paths import results_root as default_results_root
 
-    check_options(dsn=dsn, rows=rows, apply=apply, allow_server_changes=allow_server_changes, direct_io=direct_io,
+    engine_kind = engine_kind or DEFAULT_ENGINE
+    check_options(engine_kind=engine_kind, dsn=dsn, rows=rows, apply=apply, allow_server_changes=allow_server_changes, direct_io=direct_io,
                   single_reads=single_reads, repeats=repeats, sessions=sessions, table=table, out=out)
     rep = reporter or SilentReporter()
-    engine = make_engine(engine_kind or DEFAULT_ENGINE, dsn=dsn, cache_dir=cache_dir, allow_server_changes=allow_server_changes)
-    rep.phase("starting the embedded PostgreSQL" if not dsn else "connecting to the --dsn server")
+    engine = make_engine(engine_kind, dsn=dsn, cache_dir=cache_dir, allow_server_changes=allow_server_changes)
+    rep.phase(f"starting blocklab's own {engine_kind} engine" if not dsn else "connecting to the --dsn server")
     try:
         engine.start()
         if direct_io is not None:
@@ -470,16 +486,17 @@ def run_sysstats(
         run_dir = RunDir(out) if out is not None else new_run_dir(results_root or default_results_root(), "sysstats")
         run_dir.create()
         run_dir.write_json(ENVIRONMENT_FILE, env)
-        costs = stats.planner_costs()
-        result = SysstatsRun(stats, run_dir.path, engine.mode, alter_system_sql(costs))
+        dialect = _dialect(engine)
+        costs = stats.costs
+        result = SysstatsRun(stats, run_dir.path, engine.mode, dialect.cost_statements(costs))
         if device_twin:  # issue 19: fio reads what SREADTIM and MREADTIM read, the engine idle meanwhile
             from .sysstats_twin import measure_stats
 
             rep.phase("device twin: fio reads what SREADTIM and MREADTIM read")
             result.device_twin, result.device_twin_note = measure_stats(stats, engine.data_dir(), on_phase=rep.phase)
         if apply:
-            rep.phase("applying the planner costs (ALTER SYSTEM, pg_reload_conf)")
-            result.applied = apply_planner_costs(engine, costs)
+            rep.phase("applying the optimizer costs server-wide")
+            result.applied = apply_costs(engine, costs)
         elif engine.mode == "embedded":
             result.how_to_apply = [
                 "blocklab sysstats --apply   (measures again and applies on blocklab's embedded server)",
@@ -489,7 +506,7 @@ def run_sysstats(
         else:
             result.how_to_apply = [
                 "rerun with --apply --allow-server-changes, or run the statements above as a superuser",
-                f"to undo later: {' '.join(f'ALTER SYSTEM RESET {n};' for n in costs)} SELECT pg_reload_conf();",
+                f"to undo later: {' '.join(dialect.undo_statements(costs))}",
             ]
         run_dir.write_json(SYSSTATS_FILE, _document(result))
         return result
@@ -503,7 +520,7 @@ def _document(result: SysstatsRun) -> dict[str, Any]:
         "format": FORMAT,
         "aux_stats": [dict(zip(("sname", "pname", "pval1", "pval2", "unit"), row)) for row in s.aux_stats()],
         "stats": s.to_dict(),
-        "formula": s.formula(),
+        "formula": s.cost_formula,
         "sql": result.sql,
         "mode": result.mode,
         "applied": result.applied.to_dict() if result.applied else None,
@@ -534,6 +551,6 @@ def _same_number(text: str | None, value: float) -> bool:
 
 __all__ = [
     "SystemStats", "Phase", "AppliedCosts", "SysstatsRun", "SysstatsError", "SysstatsInputError",
-    "gather", "run_sysstats", "random_page_cost", "alter_system_sql", "apply_planner_costs",
+    "gather", "run_sysstats", "apply_costs", "refusal", "SysstatsDialect", "Reading",
     "single_block_reads", "serial_scan", "concurrent_scan", "read_costs", "load",
 ]

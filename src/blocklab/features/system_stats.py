@@ -1,12 +1,13 @@
-"""System statistics as Oracle's SYS.AUX_STATS$ holds them, and what they imply
-for PostgreSQL's planner: the measured phases (Phase), the statistics gathered
-from them (SystemStats), random_page_cost = SREADTIM / (MREADTIM / MBRC).
-analysis/sysstats.py measures them; this module only holds and computes."""
+"""System statistics as Oracle's SYS.AUX_STATS$ holds them: the measured phases
+(Phase) and the statistics gathered from them (SystemStats), with the optimizer
+costs they imply as the engine's dialect computed them (PostgreSQL's
+random_page_cost = SREADTIM / (MREADTIM / MBRC): engines/postgres/sysstats.py).
+features/sysstats.py measures them; this module only holds them."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..units import fmt_bytes
@@ -30,7 +31,7 @@ class Phase:
     cold_proven: bool = False
     session_wall_s: tuple[float, ...] = ()
     session_bytes: tuple[float, ...] = ()
-    effective_io_concurrency: int | None = None  # None: the server's setting
+    one_in_flight: bool = False  # read-ahead off: one read in flight at a time
 
     @property
     def avg_read_ms(self) -> float:
@@ -69,11 +70,9 @@ class SystemStats:
     sreadtim_wall_ms: float
     mreadtim_wall_ms: float
     mreadtim_ahead_ms: float  # what a scan with read-ahead still waits per read
-    effective_io_concurrency: int  # the server's, used by the read-ahead scans
     throughput_by_sessions: dict[int, float]  # sessions -> median bytes/s
     block_size: int
-    io_combine_limit: int  # blocks
-    io_method: str
+    settings: dict[str, str]  # the engine's settings the reads ran under, by its own names
     direct_io: bool
     table: str
     rows: int
@@ -84,21 +83,9 @@ class SystemStats:
     dstop: str
     phases: tuple[Phase, ...]
     notes: tuple[str, ...] = ()
-    read_time_source: str = "pg_stat_io read_time / reads"  # the engine's counters the read times come from
-
-    @property
-    def random_page_cost(self) -> float:
-        return random_page_cost(self.sreadtim_ms, self.mreadtim_ms, self.mbrc)
-
-    def planner_costs(self) -> dict[str, float]:
-        """The settings these statistics imply, rounded as they would be typed."""
-        return {"seq_page_cost": 1.0, "random_page_cost": round(self.random_page_cost, 2)}
-
-    def formula(self) -> str:
-        return (
-            f"random_page_cost = SREADTIM / (MREADTIM / MBRC) = {self.sreadtim_ms:.4g} / "
-            f"({self.mreadtim_ms:.4g} / {self.mbrc:.4g}) = {self.random_page_cost:.2f}"
-        )
+    read_time_source: str = "the engine's read time / reads"  # the engine's counters the read times come from
+    costs: dict[str, float] = field(default_factory=dict)  # the optimizer costs they imply (the engine's dialect)
+    cost_formula: str = ""  # how the dialect computed them, with the numbers
 
     def aux_stats(self) -> list[tuple[str, str, str, str, str]]:
         """Rows in the shape of Oracle's SYS.AUX_STATS$: (SNAME, PNAME, PVAL1, PVAL2, unit).
@@ -114,9 +101,9 @@ class SystemStats:
             ("SYSSTATS_MAIN", "SLAVETHR", f"{self.slavethr_bytes_per_s:.0f}", "", "bytes/s"),
             ("SYSSTATS_WALL", "SREADTIM", f"{self.sreadtim_wall_ms:.3f}", "", "ms"),
             ("SYSSTATS_WALL", "MREADTIM", f"{self.mreadtim_wall_ms:.3f}", "", "ms"),
-            ("SYSSTATS_PG", "BLOCK_SIZE", str(self.block_size), "", "bytes"),
-            ("SYSSTATS_PG", "IO_COMBINE_LIMIT", str(self.io_combine_limit), "", "blocks"),
-            ("SYSSTATS_PG", "MREADTIM_AHEAD", f"{self.mreadtim_ahead_ms:.3f}", "", "ms"),
+            ("SYSSTATS_ENGINE", "BLOCK_SIZE", str(self.block_size), "", "bytes"),
+            ("SYSSTATS_ENGINE", "MREADTIM_AHEAD", f"{self.mreadtim_ahead_ms:.3f}", "", "ms"),
+            *(("SYSSTATS_ENGINE", name.upper(), value, "", "") for name, value in self.settings.items()),
         ]
 
     def explanations(self) -> list[str]:
@@ -128,17 +115,17 @@ class SystemStats:
             f"SLAVETHR {mb_per_s_text(self.slavethr_bytes_per_s)} per session",
             f"SYSSTATS_MAIN SREADTIM and MREADTIM are {self.read_time_source} over exactly the measured reads; "
             "SYSSTATS_WALL is the client's clock per read (it also holds CPU and round trips)",
-            f"MREADTIM_AHEAD: what a scan with read-ahead (effective_io_concurrency {self.effective_io_concurrency}) "
-            "still waits per read; MREADTIM is measured one read at a time, like Oracle's scattered reads",
+            "MREADTIM_AHEAD: what a scan with the engine's read-ahead still waits per read; MREADTIM is measured "
+            "one read at a time, like Oracle's scattered reads",
         ]
 
     def conditions(self) -> str:
         return (
             f"on {self.table} ({self.rows:,} rows, {fmt_bytes(self.relation_bytes)}), "
-            f"io_combine_limit {self.io_combine_limit} ({fmt_bytes(self.io_combine_limit * self.block_size)}), "
-            f"io_method {self.io_method}, {'direct' if self.direct_io else 'buffered'} I/O, cold; "
+            + "".join(f"{name} {value}, " for name, value in self.settings.items())
+            + f"{'direct' if self.direct_io else 'buffered'} I/O, cold; "
             f"{self.single_reads} random single-block reads; {self.repeats} cold scans one read at a time "
-            f"(effective_io_concurrency 0) for MREADTIM and MBRC; {self.repeats} cold scans with read-ahead per "
+            f"(read-ahead off) for MREADTIM and MBRC; {self.repeats} cold scans with read-ahead per "
             f"concurrency level ({', '.join(str(k) for k in self.throughput_by_sessions)} sessions) for MAXTHR"
         )
 
@@ -153,24 +140,7 @@ class SystemStats:
             elif isinstance(value, tuple):
                 value = list(value)
             d[f.name] = value
-        d["random_page_cost"] = self.random_page_cost
-        d["planner_costs"] = self.planner_costs()
         return d
-
-
-def random_page_cost(sreadtim_ms: float, mreadtim_ms: float, mbrc: float) -> float:
-    """A random page relative to a sequential one: the single-block read time
-    over the time per block of a multiblock read."""
-    for name, value in (("SREADTIM", sreadtim_ms), ("MREADTIM", mreadtim_ms), ("MBRC", mbrc)):
-        if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-            raise ValueError(f"{name} must be a positive number, not {value!r}")
-    return sreadtim_ms / (mreadtim_ms / mbrc)
-
-
-def alter_system_sql(costs: dict[str, float]) -> list[str]:
-    lines = [f"ALTER SYSTEM SET {name} = {typed_number(value)};" for name, value in costs.items()]
-    lines.append("SELECT pg_reload_conf();")
-    return lines
 
 
 def mb_per_s_text(bytes_per_s: float) -> str:
