@@ -22,8 +22,9 @@ below it; an import of a higher floor "runs back up"):
                 of the floors below
  6. analysis    statistics and verdicts, computing only (analysis/, search.py: the
                 sequential search is statistics)
- 7. views       what people read: report/ (files and figures), console.py (the
-                terminal's tables), importers/ (other tools' output as runs)
+ 7. views       what people read: report/ (files, figures, and the terminal's tables in
+                report/console_tables.py), console.py (the live progress of a run),
+                importers/ (other tools' output as runs)
  8. running     runner, experiment, claims, lab, owed: a run, cell by cell
  9. fleet       a run over several hosts (fleet/)
 10. commands    cli*.py, doctor.py: the `blocklab` commands
@@ -32,7 +33,7 @@ Checked: no import circle between modules; at most MAX_BACK_UP imports running
 back up the floors (each one a debt, listed when the test fails); no module over
 MAX_LINES lines; no private name (`_x`) imported from another module; analysis/
 and probes/ compute and neither draw nor print (matplotlib and rich belong to
-report/ and console.py).
+report/).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ PACKAGE = "blocklab"
 MAX_BACK_UP = 2
 MAX_LINES = 600
 # the rooms that compute and the libraries that draw or lay out tables: figures live in
-# report/, console tables in console.py
+# report/, console tables in report/console_tables.py
 COMPUTING = ("blocklab.analysis", "blocklab.analysis.*", "blocklab.probes", "blocklab.probes.*")
 DRAWING = ("matplotlib", "rich")
 
@@ -273,7 +274,7 @@ def _draws(module: str) -> list[str]:
 def test_analysis_computes_and_never_draws_or_prints():
     computing = [m for m in modules() if any(fnmatch.fnmatchcase(m, p) for p in COMPUTING)]
     drawing = {m: d for m in computing if (d := _draws(m))}
-    assert not drawing, f"figures go to report/, console tables to report/console_tables.py or console.py: {drawing}"
+    assert not drawing, f"figures go to report/, console tables to report/console_tables.py: {drawing}"
 
 
 def test_no_private_name_is_imported_from_another_module():

@@ -11,8 +11,8 @@ import pytest
 
 from blocklab.analysis.stats import analyse
 from blocklab.analysis.verdict import verdict_text
-from blocklab.console import settings_table
 from blocklab.engines.base import KnobError
+from blocklab.report.console_tables import settings_table
 from blocklab.units import (
     UnitError,
     fmt_bytes,

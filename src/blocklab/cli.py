@@ -24,7 +24,7 @@ from .cli_fleet import fleet_group, fleet_run_options, run_on_fleet, wants_fleet
 from .cli_import import import_group
 from .cli_server import clean_command, doctor_command, restore_command
 from .cli_system import calibrate_command, sysstats_command
-from .console import ConsoleReporter, efficiency_table, make_console, overhead_tables, print_comparison, settings_table
+from .console import ConsoleReporter, make_console
 from .device.twin import ENV_VAR as TWIN_ENV_VAR
 from .device.twin import MODES as TWIN_MODES
 from .engines import available as available_engines
@@ -32,6 +32,7 @@ from .engines.base import EngineError, KnobError
 from .experiment import Experiment
 from .lab import Overrides, load_experiment, load_saved_experiment, plan_text
 from .paths import check_out_dir, results_root
+from .report.console_tables import efficiency_table, overhead_tables, print_comparison, settings_table
 from .results import ResultsError, ResultsWriteError, RunDir, new_run_dir
 from .runner import Interrupted, run
 from .spec import SpecError

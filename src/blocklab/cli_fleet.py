@@ -23,10 +23,11 @@ import click
 from rich.console import Console
 
 from .cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, fail
-from .console import ConsoleReporter, make_console, print_comparison
+from .console import ConsoleReporter, make_console
 from .engines.base import EngineError
 from .fleet import FleetError, FleetInputError
 from .paths import check_out_dir
+from .report.console_tables import print_comparison
 from .results import ResultsError, ResultsWriteError, RunDir
 from .spec import SpecError
 from .units import human
