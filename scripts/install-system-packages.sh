@@ -2,12 +2,13 @@
 # System packages blocklab uses beyond Python: fio (device limits), MariaDB
 # (the InnoDB engine), rocksdb-tools (db_bench, ldb, sst_dump: the RocksDB
 # engine), Chromium (the report's browser test) and Debian's PostgreSQL 15
-# (the tests' "someone else's server": a cluster of its own).
+# (the tests' "someone else's server": a cluster of its own), linux-perf (CPU
+# stack profiles, --cpu-profile) and bpftrace (uprobes, --trace-function).
 # As root it installs what is missing with apt-get; otherwise it prints the
 # exact command to run, and exits 0 so `make` can go on with what is there.
 set -euo pipefail
 
-wanted=(fio mariadb-server mariadb-client rocksdb-tools chromium postgresql-15)
+wanted=(fio mariadb-server mariadb-client rocksdb-tools chromium postgresql-15 linux-perf bpftrace)
 missing=()
 for pkg in "${wanted[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then

@@ -27,7 +27,7 @@ below it; an import of a higher floor "runs back up"):
                 importers/ (other tools' output as runs)
  8. running     runner, experiment, claims, lab, owed: a run, cell by cell
  9. fleet       a run over several hosts (fleet/)
-10. commands    cli*.py, doctor.py: the `blocklab` commands
+10. commands    cli*.py, doctor.py, sql_shortcut.py (--script): the `blocklab` commands
 
 Checked: no import circle between modules; at most MAX_BACK_UP imports running
 back up the floors (each one a debt, listed when the test fails); no module over
@@ -66,7 +66,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("views", ("blocklab.report", "blocklab.report.*", "blocklab.console", "blocklab.importers", "blocklab.importers.*")),
     ("running", ("blocklab.runner", "blocklab.experiment", "blocklab.claims", "blocklab.lab", "blocklab.owed")),
     ("fleet", ("blocklab.fleet", "blocklab.fleet.*")),
-    ("commands", ("blocklab.cli", "blocklab.cli_*", "blocklab.doctor")),
+    ("commands", ("blocklab.cli", "blocklab.cli_*", "blocklab.doctor", "blocklab.sql_shortcut")),
 ]
 
 

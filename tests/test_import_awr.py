@@ -167,7 +167,8 @@ def test_an_unreadable_load_profile_row_only_fails_when_used(tmp_path):
 @pytest.mark.parametrize("layout", ["11g", "19c"])
 def test_seed_002_profiles(layout):
     before = awr_profile(parse_awr(FIXTURES / "awr" / layout / "before.txt"))[0]
-    after, sources = awr_profile(parse_awr(FIXTURES / "awr" / layout / "after.txt"))
+    after, sources, marks = awr_profile(parse_awr(FIXTURES / "awr" / layout / "after.txt"))
+    assert marks == []
     assert before.elapsed_s == pytest.approx(2503.0)
     assert before.waits["free buffer waits"] / before.elapsed_s == pytest.approx(0.84, abs=0.005)
     assert before.cpu_s == 61 and before.unaccounted_s == pytest.approx(61.0)

@@ -75,7 +75,7 @@ def test_missing_inputs_and_bad_options_exit_2(tmp_path):
         (["slob", str(tmp_path / "nowhere")], "no such file or directory"),
         (["slob", str(FIXTURES / "slob-harness/bs4k-upd0"), "--block-size", "12k"], "Oracle block sizes are 2k, 4k, 8k, 16k and 32k"),
         (["slob", str(FIXTURES / "slob-harness/bs4k-upd0"), "--update-pct", "120"], "--update-pct 120"),
-        (["slob", str(FIXTURES / "calibrate_io")], "no AWR text report and no awr_info.sh output"),
+        (["slob", str(FIXTURES / "calibrate_io")], "no AWR report (text or HTML) and no awr_info.sh output"),
         (["awr", str(FIXTURES / "awr/11g/before.txt"), "--label", "a", "--label", "b"], "--label given 2 times for 1 reports"),
         (["orion", str(tmp_path / "nothing")], "no ORION output"),
         (["slob", str(FIXTURES / "slob-harness/bs4k-upd0"), "--calibration", str(tmp_path)], "not a calibration directory"),
@@ -95,4 +95,5 @@ def test_a_report_that_is_not_awr_is_named(tmp_path):
     other.write_text("Statspack report\nnothing here\n")
     result = CliRunner().invoke(main, ["import", "awr", str(other), "--out", str(tmp_path / "o")])
     assert result.exit_code == 2
-    assert f"{other}: line 1: title: not an AWR text report" in result.output
+    assert f"{other}: line 2 (end of file): Load Profile / Top events: neither a Load Profile section" in result.output
+    assert "awrrpt.sql" in result.output

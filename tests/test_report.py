@@ -133,7 +133,7 @@ def test_parquet_needs_pyarrow_or_writes_parquet(real_run):
     try:
         import pyarrow  # noqa: F401
     except ImportError:
-        with pytest.raises(ExportUnavailable, match="pip install pyarrow"):
+        with pytest.raises(ExportUnavailable, match=r"pip install 'blocklab\[parquet\]'"):
             export_parquet(data)
     else:
         assert export_parquet(data)[:4] == b"PAR1"
@@ -291,7 +291,7 @@ def test_export_parquet_without_pyarrow_says_how_to_get_it(tmp_path):
         pass
     path = hand_made_run(tmp_path / "run", {"checksum": ["off", "crc32"]})
     result = CliRunner().invoke(main, ["export", str(path), "--format", "parquet", "--output", str(tmp_path / "x.parquet")])
-    assert result.exit_code == 1 and "pip install pyarrow" in result.output
+    assert result.exit_code == 1 and "pip install 'blocklab[parquet]'" in result.output
 
 
 # ---------------------------------------------------------------------- during a run

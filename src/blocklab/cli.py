@@ -8,6 +8,7 @@ cli_server.py (doctor, clean, restore), cli_import.py, cli_fleet.py, cli_analyse
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import sys
 from collections.abc import Callable
@@ -32,10 +33,12 @@ from .engines.base import EngineError, KnobError
 from .experiment import Experiment
 from .lab import Overrides, load_experiment, load_saved_experiment, plan_text
 from .paths import check_out_dir, results_root
+from .probes import cpu_profile
 from .report.console_tables import efficiency_table, overhead_tables, print_comparison, settings_table
 from .results import ResultsError, ResultsWriteError, RunDir, new_run_dir
 from .runner import Interrupted, run
 from .spec import SpecError
+from .sql_shortcut import ScriptRun, parse_duration
 
 
 def experiment_options(func: Any) -> Any:
@@ -49,6 +52,24 @@ def experiment_options(func: Any) -> Any:
         click.option("--seed", type=int, help="random seed of the plan order"),
         click.option("--quick", is_flag=True, help="the recipe's small, fast variant"),
         click.option("--allow-server-changes", is_flag=True, help="let blocklab change server-wide settings on a --dsn server (restored at the end)"),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def script_options(func: Any) -> Any:
+    """`run`'s options for the user's own SQL (workload sql), and the workload sizes any file may override."""
+    options = [
+        click.option("--script", "scripts", multiple=True, metavar="FILE[@WEIGHT]",
+                     help="run this pgbench-style script (repeat for several; @WEIGHT as pgbench -f FILE@WEIGHT)"),
+        click.option("--setup", type=str, metavar="FILE", help="DDL of the script's data set, run once per machine (cached by content)"),
+        click.option("--load", type=str, metavar="FILE", help="load of the data set after --setup; :rows is --rows"),
+        click.option("--sessions", type=click.IntRange(1, 256), help="concurrent sessions (workload.sessions)"),
+        click.option("--duration", type=str, metavar="TIME", help="each cell's time, e.g. 10s, 500ms, 2m (workload.duration_s)"),
+        click.option("--transactions", type=click.IntRange(min=1), help="with --script: transactions per session instead of --duration"),
+        click.option("-D", "--define", "defines", multiple=True, metavar="NAME=VALUE", help="with --script: a script variable (pgbench -D)"),
+        click.option("--allow-writes", is_flag=True, help="on a --dsn server, let a writing script run on copies of the tables it writes"),
     ]
     for option in reversed(options):
         func = option(func)
@@ -106,9 +127,20 @@ def main() -> None:
               help="after the cells, fio replays each setting's I/O on the same file system and the engine's share of "
                    "it is printed (on: required; off: not; only: just that, for the run given by --resume). "
                    "Default: on where fio is installed and the data directory is on this host")
+@click.option("--cpu-profile", "cpu_profile", is_flag=True,
+              help="sample the engine's own processes' stacks with perf in every cell: flame graphs per setting and the "
+                   "functions whose CPU per unit of work grows with the knob (measure.cpu_profile)")
+@click.option("--cpu-profile-hz", "cpu_profile_hz", type=int, default=None, metavar="HZ",
+              help=f"samples per second per process with --cpu-profile (1-{cpu_profile.MAX_HZ}, default {cpu_profile.DEFAULT_HZ})")
+@click.option("--trace-function", "trace_function", metavar="NAME",
+              help="count and time every call of one function of the engine's binary with uprobes (bpftrace), per setting")
+@click.option("--trace-arg", "trace_arg", type=int, default=None, metavar="N",
+              help="with --trace-function: a histogram of the function's integer argument N (1-6) too")
+@script_options  # --script, --setup, --load, --sessions, --duration, --transactions, --define, --allow-writes
 @fleet_run_options  # --fleet, --hosts, --certs, --insecure, --share-disk (cli_fleet.py)
 def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_server_changes, out, resume, no_retry, wait_s,
-                device_twin, **fleet) -> None:
+                device_twin, cpu_profile, cpu_profile_hz, trace_function, trace_arg, scripts, setup, load, sessions, duration,
+                transactions, defines, allow_writes, **fleet) -> None:
     """Run an experiment FILE or built-in RECIPE and print the verdict.
 
     \b
@@ -122,11 +154,51 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_ser
       blocklab run mbrc --quick --device-twin off       # no fio replay after the cells
       blocklab run --resume results/mbrc-20261122-101500 --device-twin only   # add the device twin to a run
       blocklab run mbrc --fleet tls://sched:8786 --certs ~/fleet-certs    # every host of a fleet
+
+    \b
+    Your own SQL (pgbench's script language; workload "sql"):
+      blocklab run --script q.sql --set pg.io_combine_limit=1,8,16,32 --engine postgres
+      blocklab run --script tpcb.sql@9 --script select.sql@1 --setup schema.sql --load load.sql --rows 100000 \\
+                   --sessions 4 --duration 10s --set pg.synchronous_commit=on,off
+      blocklab run --script report.sql --dsn "host=db1 dbname=shop user=me" --set pg.effective_io_concurrency=1,64
+      blocklab run --script orders.sql --dsn "host=db1 dbname=shop user=me" --allow-writes   # on copies of its tables
+      blocklab run mine.toml --sessions 8 --duration 30s
+      blocklab run checksum --engine sqlite --quick --cpu-profile          # why it costs: stacks per setting
+      blocklab run checksum --quick --trace-function pg_checksum_page     # calls and time per call, per setting
     """
+    profiling = Overrides(cpu_profile=cpu_profile, cpu_profile_hz=cpu_profile_hz, trace_function=trace_function,
+                          trace_arg=trace_arg).as_dotted()
+    if profiling and wants_fleet(resume, fleet):
+        fail(make_console(), "--cpu-profile / --trace-function: not on a fleet run yet (the profiles are kept on the host "
+             "that measured them); run it on one host", EXIT_BAD_INPUT)
+    if profiling and resume is not None:
+        fail(make_console(), "--cpu-profile / --trace-function: --resume continues a run as it started (its experiment "
+             "file says whether it profiles)", EXIT_BAD_INPUT)
+    script_text = None
+    if scripts or setup or load:
+        try:
+            if target or resume:
+                raise SpecError("--script runs your own SQL instead of an experiment FILE or RECIPE: give one or the other")
+            if not scripts:
+                raise SpecError("--setup/--load build the data set of --script: give the script(s) with --script FILE")
+            script_text = ScriptRun(list(scripts), setup, load, transactions=transactions, variables=list(defines)).toml()
+        except SpecError as err:
+            fail(make_console(), str(err), EXIT_BAD_INPUT)
+        target = "--script " + " ".join(scripts)
+    elif transactions is not None or defines:
+        fail(make_console(), "--transactions and --define go with --script (in an experiment file: workload.transactions, "
+             "workload.variables)", EXIT_BAD_INPUT)
+    try:
+        duration_s = parse_duration(duration) if duration is not None else None
+    except SpecError as err:
+        fail(make_console(), str(err), EXIT_BAD_INPUT)
     if wants_fleet(resume, fleet):  # the same run on many hosts: cli_fleet.py
         if device_twin in ("on", "only"):
             fail(make_console(), f"--device-twin {device_twin}: not on a fleet run (each host's disk would need its own "
                   "twin); run it on one host, or leave --device-twin out", EXIT_BAD_INPUT)
+        if script_text is not None or sessions or duration or allow_writes:
+            fail(make_console(), "--script, --sessions, --duration and --allow-writes are not taken by a fleet run yet: "
+                 "write them into an experiment file ([workload]) and run that on the fleet", EXIT_BAD_INPUT)
         return run_on_fleet(target, _overrides(sets, repeats, rows, engine, dsn, seed, quick), out, resume, no_retry, wait_s,
                             allow_server_changes, **fleet)
     from .engines.host import wait_for_locks
@@ -144,14 +216,19 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_ser
         if out is not None:
             check_out_dir(out)
         if resume is not None:
-            if target or sets or repeats or rows or engine or dsn or seed is not None or quick:
+            if target or sets or repeats or rows or engine or dsn or seed is not None or quick or sessions or duration or allow_writes:
                 raise SpecError("--resume continues a run exactly as it started: give no FILE/RECIPE or other experiment options")
             exp = load_saved_experiment(resume, allow_server_changes=allow_server_changes)
             run_dir = RunDir(resume)
         else:
             if not target:
                 raise SpecError("give an experiment FILE or RECIPE (see `blocklab recipes`), or --resume DIR")
-            exp = load_experiment(target, _overrides(sets, repeats, rows, engine, dsn, seed, quick), allow_server_changes=allow_server_changes)
+            overrides = _overrides(sets, repeats, rows, engine, dsn, seed, quick)
+            overrides = _overrides(sets, repeats, rows, engine, dsn, seed, quick)
+            overrides.sessions, overrides.duration_s, overrides.allow_writes = sessions, duration_s, allow_writes
+            overrides = dataclasses.replace(overrides, cpu_profile=cpu_profile, cpu_profile_hz=cpu_profile_hz,
+                                            trace_function=trace_function, trace_arg=trace_arg)
+            exp = load_experiment(target, overrides, allow_server_changes=allow_server_changes, text=script_text)
             run_dir = RunDir(out) if out else new_run_dir(results_root(), exp.spec.name)
     except (SpecError, ResultsError) as err:
         fail(console, str(err), EXIT_BAD_INPUT)
@@ -252,6 +329,7 @@ def _print_summary(console: Console, exp: Experiment, summary: dict[str, Any], r
             knob, value = next(iter(best.items()))
             console.print(f"Best {knob} is {exp.describe_setting(summary['best_label'])}")
         console.print(summary["verdict"])
+    _print_why(console, summary, exp.describe_setting)
     _print_workload_tables(console, run_dir, summary)
     _print_efficiency(console, run_dir, summary, exp.describe_setting)
     if summary.get("cells_failed"):
@@ -269,6 +347,17 @@ def _print_summary(console: Console, exp: Experiment, summary: dict[str, Any], r
         console.print(f"report:  {run_dir.file('report.html')}")
     for png in sorted((run_dir.path / "plots").glob("*.png")):
         console.print(f"plot:    {png}")
+
+
+def _print_why(console: Console, summary: dict[str, Any], describe: Callable[[str], str]) -> None:
+    """A profiled run's answer to why (--cpu-profile), a traced one's calls (--trace-function)."""
+    from .report.trace_view import setting_text
+
+    if summary.get("profile_verdict"):
+        console.print(summary["profile_verdict"], markup=False, highlight=False)
+    trace = summary.get("trace") or {}
+    for label, entry in trace.get("settings", {}).items():
+        console.print(setting_text(describe(label), entry, trace["function"], trace["unit"]), markup=False, highlight=False)
 
 
 def _print_workload_tables(console: Console, run_dir: RunDir, summary: dict[str, Any]) -> None:

@@ -90,7 +90,7 @@ def import_group() -> None:
 @click.option("--out", type=click.Path(path_type=Path), help="directory to write (default results/slob-import-TIMESTAMP)")
 def slob_command(paths: tuple[Path, ...], update_pct: float | None, block_size: str | None, calibration: Path | None,
                  out: Path | None) -> None:
-    """SLOB results (AWR text reports, one per run, or awr_info.sh output) as a slob run:
+    """SLOB results (AWR reports, text or HTML or .html.gz, one per run, or awr_info.sh output) as a slob run:
     the petal plots by block size and update percentage, with the saturation point.
 
     Sessions come from the report names (the harness's AWRs/awr.NNN.txt, or
@@ -102,6 +102,7 @@ def slob_command(paths: tuple[Path, ...], update_pct: float | None, block_size: 
     Examples:
       blocklab import slob harness/            # every AWRs/ directory below, each with its slob.conf
       blocklab import slob AWRs/awr.*.txt --update-pct 20
+      blocklab import slob awr.html.gz.16 --update-pct 0 --block-size 8k
       blocklab import slob awr_info.out --block-size 8k --update-pct 0
       blocklab import slob harness/ --calibration results/orion-lun1 && blocklab report results/slob-import-...
     """
@@ -127,6 +128,20 @@ def slob_command(paths: tuple[Path, ...], update_pct: float | None, block_size: 
     _print(console, f"saved: {run_dir.path}")
 
 
+def _orion_note(document: dict[str, Any]) -> str:
+    """The report's note on which run was imported and what the summary gave beside the points."""
+    words = []
+    runs = document.get("runs") or []
+    chosen = next((r for r in runs if r["imported"]), None)
+    if len(runs) > 1 and chosen:
+        words.append(f"ORION: run {chosen['run']} of {len(runs)} imported ({chosen['why']})")
+    low = (document.get("summary") or {}).get("Minimum Small Latency")
+    if document.get("summary_only") and low:
+        words.append(f"ORION summary only: Minimum Small Latency {low['value']:g} {document['latency_unit_in_files']} at "
+                     f"Small={low['small']} ({low['source']})")
+    return "; ".join(words)
+
+
 def _calibration_env(path: Path) -> dict[str, Any]:
     from .device.calibrate import load_calibration
 
@@ -145,10 +160,18 @@ def awr_command(files: tuple[Path, ...], labels: tuple[str, ...], out: Path | No
     """Where the time went, per AWR report: seed 002's TIMESOURCE / SECONDS / PERCENTAGE
     table from the Top events and DB time, and the reports side by side.
 
+    Reads AWR reports from 10g to 23ai as awrrpt.sql / awrrpti.sql write them:
+    text or HTML (gzipped too), instance and PDB reports, RAC instance reports,
+    reports spooled by SQL*Plus (OUTPUT page headings), CRLF line ends. A field
+    that cannot be read is left out and named (import-notes.json, and the
+    report); a file with neither Load Profile nor a Top events table is
+    refused. A RAC global report (awrgrpt.sql) is refused: export one report
+    per instance with awrrpti.sql.
+
     \b
     Examples:
       blocklab import awr before.txt after.txt            # e.g. db_writer_processes 4 -> 36
-      blocklab import awr awrrpt_1_100_101.txt awrrpt_1_200_201.txt --label before --label after
+      blocklab import awr awrrpt_1_100_101.html awrrpt_1_200_201.html --label before --label after
     """
     from .importers.profile import import_awr_profiles
     from .importers.rundir import write_run
@@ -180,29 +203,47 @@ def awr_command(files: tuple[Path, ...], labels: tuple[str, ...], out: Path | No
 @click.argument("prefix", type=click.Path(path_type=Path))
 @click.option("--device", help="the device's name, for reports to find these limits (default: ORION's LUN)")
 @click.option("--latency-unit", type=click.Choice(["us", "ms"]), help="only for output without a version: us from 11.2, ms before")
+@click.option("--run", "run", type=int, metavar="N", help="which run of a summary file holding several (1 = the first; default: the last)")
 @click.option("--out", type=click.Path(path_type=Path), help="directory to write (default results/orion-DEVICE-TIMESTAMP)")
-def orion_command(prefix: Path, device: str | None, latency_unit: str | None, out: Path | None) -> None:
+def orion_command(prefix: Path, device: str | None, latency_unit: str | None, run: int | None, out: Path | None) -> None:
     """ORION's summary and IOPS / MB/s / latency matrices (PREFIX_summary.txt,
     _iops.csv, _mbps.csv, _lat.csv) as a device calibration, usable as the limit
     lines of any report.
+
+    Without the CSVs, the summary alone: its Maximum Small IOPS, Maximum Large
+    MBPS and Minimum Small Latency lines. A file with several summaries pasted
+    one after another holds several runs: each is listed, the last imported
+    (or the one --run names), never merged. The points are device limits at
+    load levels, never settings ranked against each other.
 
     \b
     Examples:
       blocklab import orion lun1_20261120_0915
       blocklab import orion orion/lun1_20261120_0915_summary.txt --device lun1 --out results/orion-lun1
       blocklab import orion mytest          # the one mytest_<date>_<time> run in this directory
+      blocklab import orion pasted_summaries.txt --run 1 --latency-unit us
     """
     from .importers.limits import save_imported_calibration
     from .importers.orion import import_orion
 
     console = make_console()
     try:
-        cal, sources, document, summary = import_orion(prefix, device=device, latency_unit_option=latency_unit)
+        cal, sources, document, summary = import_orion(prefix, device=device, latency_unit_option=latency_unit, run=run)
         run_dir = _out_dir(out, f"orion-{cal.device_name}")
         env = {"orion_version": summary.version, "luns": summary.luns}
-        save_imported_calibration(run_dir, cal, sources=sources, environment=env, extra={"orion.json": document})
+        save_imported_calibration(run_dir, cal, sources=sources, environment=env, extra={"orion.json": document},
+                                  runs_note=_orion_note(document))
     except (ImportInputError, ImportOptionError) as err:
         _fail(console, str(err))
+    runs = document.get("runs") or []
+    if len(runs) > 1:
+        _print(console, f"{len(runs)} ORION runs in the summary file (separate runs, not merged):")
+        for r in runs:
+            ext = ", ".join(f"{k} {v['value']:g}" for k, v in r["extremes"].items())
+            _print(console, f"  run {r['run']} (line {r['line']}, ORION {r['version'] or '?'}): {ext}"
+                            + ("  <- imported" if r["imported"] else ""))
+    if document.get("summary_only"):
+        _print(console, "no _iops.csv / _mbps.csv: the points are the summary's Maximum lines")
     _print(console, f"ORION {summary.version or summary.wording}, test {summary.test or '?'}, "
                     f"{len(cal.points)} points without mixed load; latency in the files: {document['latency_unit_in_files']}")
     for line in cal.summary.lines():
@@ -215,30 +256,48 @@ def orion_command(prefix: Path, device: str | None, latency_unit: str | None, ou
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--block-size", "block_size", default="8k", show_default=True, metavar="SIZE", help="the database block size MAX_IOPS was read in")
 @click.option("--device", default="calibrate_io", show_default=True, help="the device's name, for reports to find these limits")
+@click.option("--run", "run", type=int, metavar="N", help="which calibration of a file that holds several (1 = the first; default: the last)")
 @click.option("--out", type=click.Path(path_type=Path), help="directory to write (default results/calibrate-io-TIMESTAMP)")
-def calibrate_io_command(file: Path, block_size: str, device: str, out: Path | None) -> None:
+def calibrate_io_command(file: Path, block_size: str, device: str, run: int | None, out: Path | None) -> None:
     """CALIBRATE_IO's MAX_IOPS, MAX_MBPS and LATENCY as device limits: the procedure's
-    printed output, DBA_RSRC_IO_CALIBRATE pasted from SQL*Plus, or that view as CSV.
+    printed output, DBA_RSRC_IO_CALIBRATE pasted from SQL*Plus (any column order,
+    prompts such as SYS@cdb1> around it), or that view as CSV.
+
+    A file with several runs (a paste of `SQL> /` repeats) lists every run; the
+    last is imported (the one the database keeps), or the one --run names.
+    MAX_IOPS (random database-block reads) and MAX_MBPS (random 1 MiB reads) are
+    two limits of the device, never compared as settings of one knob.
 
     \b
     Examples:
       blocklab import calibrate-io calibrate.out              # max_iops = ... / latency = ... / max_mbps = ...
       blocklab import calibrate-io dba_rsrc_io_calibrate.txt --block-size 16k
-      blocklab import calibrate-io dba_rsrc_io_calibrate.csv --out results/calibrate-io-prod
+      blocklab import calibrate-io three_runs.txt --run 2 --out results/calibrate-io-run2
     """
-    from .importers.calibrate_io import parse_calibrate_io, to_calibration
+    from .importers.calibrate_io import parse_calibrate_runs, to_calibration
     from .importers.limits import save_imported_calibration
 
     console = make_console()
     try:
         size = _block_size(block_size)
         assert size is not None
-        result = parse_calibrate_io(file)
+        runs = parse_calibrate_runs(file, run)
+        result = runs.result
         cal, sources = to_calibration(result, block_size=size, device=device)
         run_dir = _out_dir(out, "calibrate-io")
-        save_imported_calibration(run_dir, cal, sources=sources, environment={"calibrate_io_form": result.form})
+        note = f"CALIBRATE_IO: run {runs.chosen + 1} of {len(runs.runs)} imported: {runs.why}" if len(runs.runs) > 1 else ""
+        save_imported_calibration(run_dir, cal, sources=sources, environment={"calibrate_io_form": result.form},
+                                  runs_note=note)
     except (ImportInputError, ImportOptionError) as err:
         _fail(console, str(err))
+    if len(runs.runs) > 1:
+        _print(console, f"{len(runs.runs)} calibration runs in {file}:")
+        for i, r in enumerate(runs.runs):
+            each = "" if r.latency_ms is None else f", LATENCY {r.latency_ms.value:g} ms"
+            mark = "  <- imported" if i == runs.chosen else ""
+            _print(console, f"  run {i + 1} (line {r.max_iops.loc.line}): MAX_IOPS {r.max_iops.value:,.0f}, "
+                            f"MAX_MBPS {r.max_mbps.value:,.0f}{each}{mark}")
+        _print(console, f"imported run {runs.chosen + 1}: {runs.why}")
     _print(console, f"CALIBRATE_IO ({result.form}, {file})")
     _print(console, f"  MAX_IOPS   {result.max_iops.value:,.0f} random {size // 1024}k reads/s  ({result.max_iops.loc})")
     _print(console, f"  MAX_MBPS   {result.max_mbps.value:,.0f} MiB/s = {cal.points[1].mb_per_s:,.1f} MB/s of random 1 MiB reads  "
@@ -249,6 +308,7 @@ def calibrate_io_command(file: Path, block_size: str, device: str, out: Path | N
         lat = result.latency_ms.value
         text = "under 1 ms (printed as 0: whole milliseconds)" if result.latency_whole_ms and lat == 0 else f"{lat:g} ms"
         _print(console, f"  LATENCY    {text} at MAX_IOPS  ({result.latency_ms.loc})")
+    _print(console, "  two limits of the device, each measured by itself: not settings of one knob")
     _print(console, f"saved: {run_dir.path}")
 
 
@@ -261,12 +321,16 @@ def aux_stats_command(file: Path, sysstats_dir: Path | None, out: Path | None) -
     SREADTIM, MREADTIM, MBRC, MAXTHR beside those `blocklab sysstats` measured.
 
     \b
+    The directory it writes reads like a run (`blocklab report DIR`), values kept
+    exactly as saved (MAXTHR 510301184, never rounded).
+
+    \b
     Examples:
       blocklab import aux-stats aux_stats.txt     # SELECT sname, pname, pval1, pval2 FROM sys.aux_stats$
       blocklab import aux-stats aux_stats.csv --sysstats results/sysstats-20261122-101500
     """
     from .importers import aux_stats
-    from .importers.rundir import check_new
+    from .importers.rundir import check_new, unranked, write_run
 
     console = make_console()
     try:
@@ -276,8 +340,9 @@ def aux_stats_command(file: Path, sysstats_dir: Path | None, out: Path | None) -
         run_dir = _out_dir(out, "aux-stats")
         check_new(run_dir.path)
         doc = aux_stats.document(stats, str(file))
-        run_dir.create()
-        run_dir.write_json("environment.json", {"kind": "sysstats", "engine": "oracle", "engine_mode": "import"})
+        summary = write_run(run_dir, aux_stats.imported_run(stats, str(file), _command("aux-stats", [file])))
+        unranked(summary)["verdict"] = aux_stats.verdict(stats, doc)
+        run_dir.write_json("summary.json", summary)
         run_dir.write_json("sysstats.json", doc)
     except (ImportInputError, ImportOptionError) as err:
         _fail(console, str(err))
@@ -303,6 +368,7 @@ def _print_aux_stats(console: Console, stats: list[Any], own: dict[str, str], ow
     from rich.table import Table
 
     from .importers.aux_stats import COMPARED
+    from .importers.aux_stats import exact as aux_stats_exact
 
     mine = f"blocklab ({own_path.parent.name})" if own_path else "blocklab (no sysstats run found)"
     table = Table(box=box.SIMPLE_HEAD, title="system statistics: Oracle's SYS.AUX_STATS$ beside blocklab's own",
@@ -310,7 +376,7 @@ def _print_aux_stats(console: Console, stats: list[Any], own: dict[str, str], ow
     for column in ("SNAME", "PNAME", "Oracle PVAL1", "PVAL2", "unit", mine):
         table.add_column(column, justify="right" if "PVAL1" in column or column.startswith("blocklab") else "left", no_wrap=True)
     for s in stats:
-        value = "" if s.pval1 is None else f"{s.pval1:g}"
+        value = aux_stats_exact(s)
         theirs = own.get(s.pname, "") if s.sname == "SYSSTATS_MAIN" and s.pname in COMPARED else ""
         table.add_row(s.sname, s.pname, value, s.pval2, s.unit, theirs or ("–" if s.pname in COMPARED else ""))
     console.print(table)

@@ -16,17 +16,18 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from .engines import make_engine
-from .engines.base import ApplyClass, Engine, EngineError, KnobError, KnobInfo
+from .engines import engine_class, make_engine
+from .engines.base import ApplyClass, CpuProfileDialect, Engine, EngineError, KnobError, KnobInfo
 from .errors import nearest
 from .plan import Plan, grid, make_plan
+from .probes import cpu_profile, trace_function
 from .search import check_refinable, coarse_values
 from .spec import WORKLOAD_AXIS, Spec, SpecError, spec_from_dict
 from .units import label_of, value_text
 from .workloads import make_workload
-from .workloads.base import COMMON_METRICS, Workload, metric_accepted
+from .workloads.base import COMMON_METRICS, Workload, metric_accepted, workload_check, workload_cold_problem
 
 __all__ = ["Experiment", "prepare", "split_settings", "ApplyClass"]
 
@@ -50,6 +51,8 @@ class Experiment:
     _workloads: dict[tuple, Workload] = field(default_factory=dict)
     # called after every apply(): run() keeps what the engine now owes in restore.json
     on_changed: Callable[[], None] | None = None
+    # where each cell's CPU profile is kept (run_dir/profiles), set by the runner; None: not kept
+    profile_dir: Path | None = None
 
     def workload_for(self, settings: dict[str, Any]) -> Workload:
         """The workload with this cell's swept options (one instance per combination)."""
@@ -135,8 +138,10 @@ def prepare(
     left stopped on failure. Nothing is changed on a DSN server here. With the
     experiment file's `raw` dict (and the command line's `overrides`), the spec is
     derived again once the engine answers, adapted to its version and mode."""
+    check_profiling(spec, source)  # before the engine starts: a refusal leaves nothing running
     if raw is not None:
         engine = _engine_for(spec, source, allow_server_changes, cache_dir, "engine.dsn" in (overrides or {}))
+        check_trace_target(engine, spec, source)
         try:
             engine.start()
             spec = spec_from_dict(raw, source, dict(overrides or {}), engine_version=engine.version_tuple(), dsn=engine.mode == "dsn")
@@ -147,7 +152,9 @@ def prepare(
             engine.stop()
             raise
         return _prepare(spec, spec_text, source, engine, _set_knobs(overrides))
-    return _prepare(spec, spec_text, source, _engine_for(spec, source, allow_server_changes, cache_dir), _set_knobs(overrides))
+    engine = _engine_for(spec, source, allow_server_changes, cache_dir)
+    check_trace_target(engine, spec, source)
+    return _prepare(spec, spec_text, source, engine, _set_knobs(overrides))
 
 
 def _set_knobs(overrides: dict[str, Any] | None) -> frozenset[str]:
@@ -161,6 +168,44 @@ def _blamed(message: str, source: str, set_knobs: frozenset[str]) -> str:
     if len(named) == 1 and "problems:" not in message:
         return f"--set {named[0]}"
     return source
+
+
+def check_profiling(spec: Spec, source: str) -> None:
+    """`measure.cpu_profile` / `trace_function` need perf (or bpftrace) allowed here and
+    an engine that names its processes (its `cpu_profile` dialect): SpecError with the
+    reason, the setting and the fix, before anything starts."""
+    m = spec.measure
+    if not (m.cpu_profile or m.trace_function):
+        if m.trace_arg is not None:
+            raise SpecError(f"{source}: measure.trace_arg = {m.trace_arg} needs measure.trace_function (--trace-function NAME)")
+        return
+    what = "measure.cpu_profile (--cpu-profile)" if m.cpu_profile else "measure.trace_function (--trace-function)"
+    cls = engine_class(spec.engine.kind)
+    if "cpu_profile" not in cls.dialects:
+        why = cls.capabilities.why_not("cpu_profile") or "it does not say which processes are its own (no cpu_profile dialect)"
+        raise SpecError(f"{source}: {what}: the {cls.display} engine cannot be profiled: {why}")
+    if spec.engine.dsn:
+        raise SpecError(f"{source}: {what}: a server given by --dsn runs processes blocklab does not own (perhaps on "
+                        "another host); profile blocklab's own engine (no --dsn)")
+    if m.cpu_profile and (problem := cpu_profile.perf_problem()):
+        raise SpecError(f"{source}: measure.cpu_profile (--cpu-profile): {problem}")
+    for knob, value in m.cpu_profile_where.items():
+        values = [str(v).lower() for v in spec.knobs.get(knob, [])]
+        if str(value).lower() not in values:
+            raise SpecError(f"{source}: measure.cpu_profile_where.{knob} = {value!r} is not accepted; accepted: a value the "
+                            f"run sweeps {knob} over ({', '.join(values) or f'it does not sweep {knob}'})")
+    if m.trace_function and (problem := trace_function.bpftrace_problem()):
+        raise SpecError(f"{source}: measure.trace_function (--trace-function): {problem}")
+
+
+def check_trace_target(engine: Engine, spec: Spec, source: str) -> None:
+    """The traced function must be one the engine's binary has (before the engine starts)."""
+    name = spec.measure.trace_function
+    if not name:
+        return
+    binary = cast(CpuProfileDialect, engine.dialect("cpu_profile")).trace_binary()
+    if problem := trace_function.function_problem(binary, name):
+        raise SpecError(f"{source}: measure.trace_function = {name!r} (--trace-function): {problem}")
 
 
 class Problems:
@@ -224,10 +269,12 @@ def _prepare(spec: Spec, spec_text: str, source: str, engine: Engine, set_knobs:
             for value in values:
                 swept.append(make_workload(spec.workload, spec.dataset, spec.engine.kind, source, {name[len(WORKLOAD_AXIS):]: value}))
         engine.start()
+        spec = resolve_cache(spec, engine, workload)
         problems = Problems()
-        if spec.measure.cache == "cold" and (problem := engine.cold_cache_problem()):
+        if spec.measure.cache == "cold" and (problem := engine.cold_cache_problem() or workload_cold_problem(workload, engine)):
             problems.add(f"measure.cache = 'cold' is not possible here: {problem}")
         problems.attempt(lambda: check_disk_space(engine, swept))
+        workload_check(workload, engine)  # e.g. the user's scripts, run once and rolled back
         engine_knobs = {n: v for n, v in spec.knobs.items() if n not in axes}
         infos: dict[str, KnobInfo] = {}
         for name in [*spec.engine.settings, *engine_knobs]:
@@ -262,6 +309,17 @@ def _prepare(spec: Spec, spec_text: str, source: str, engine: Engine, set_knobs:
     goal = spec.measure.goal or workload.default_goal
     seed = spec.measure.seed if spec.measure.seed is not None else random.SystemRandom().randrange(2**31)
     return Experiment(spec, spec_text, source, engine, workload, infos, knobs, fixed, metric, goal, seed)
+
+
+def resolve_cache(spec: Spec, engine: Engine, workload: Workload) -> Spec:
+    """measure.cache = 'auto': cold where a cold cache can be made and proven for this workload
+    on this engine, else warm, with why among the spec's adaptations (said before the run)."""
+    if spec.measure.cache != "auto":
+        return spec
+    problem = engine.cold_cache_problem() or workload_cold_problem(workload, engine)
+    measure = spec.measure.model_copy(update={"cache": "warm" if problem else "cold"})
+    adapted = [*spec.adapted, f"measure.cache = 'auto' measures warm here: {problem}"] if problem else spec.adapted
+    return spec.model_copy(update={"measure": measure, "adapted": adapted})
 
 
 def check_disk_space(engine: Engine, workloads: list[Workload]) -> None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from . import recipes
 from .experiment import Experiment, prepare
 from .results import PLAN_FILE, SPEC_FILE, RunDir, text_digest
-from .spec import Spec, SpecError, load_spec, parse_set_option
+from .spec import Spec, SpecError, load_spec, parse_set_option, spec_from_dict
 from .units import value_text
 from .workloads import workload_class
 
@@ -30,9 +30,24 @@ class Overrides:
     dsn: str | None = None
     seed: int | None = None
     quick: bool = False
+    sessions: int | None = None  # --sessions: workload.sessions
+    duration_s: float | None = None  # --duration: workload.duration_s
+    allow_writes: bool = False  # --allow-writes: workload.allow_writes (workload sql on a DSN)
+    cpu_profile: bool = False  # --cpu-profile: the engine's stacks sampled in every cell
+    cpu_profile_hz: int | None = None
+    trace_function: str | None = None  # --trace-function NAME (--trace-arg N)
+    trace_arg: int | None = None
 
     def as_dotted(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
+        if self.cpu_profile:
+            out["measure.cpu_profile"] = True
+        if self.cpu_profile_hz is not None:
+            out["measure.cpu_profile_hz"] = self.cpu_profile_hz
+        if self.trace_function is not None:
+            out["measure.trace_function"] = self.trace_function
+        if self.trace_arg is not None:
+            out["measure.trace_arg"] = self.trace_arg
         if self.quick:
             out["quick"] = True
         if self.engine:
@@ -46,6 +61,12 @@ class Overrides:
             out["dataset.rows"] = self.rows
         if self.seed is not None:
             out["measure.seed"] = self.seed
+        if self.sessions is not None:
+            out["workload.sessions"] = self.sessions
+        if self.duration_s is not None:
+            out["workload.duration_s"] = self.duration_s
+        if self.allow_writes:
+            out["workload.allow_writes"] = True
         for text in self.sets:
             name, values = parse_set_option(text)
             out[f"knobs.{name}"] = values
@@ -71,15 +92,21 @@ def load_experiment(
     *,
     allow_server_changes: bool = False,
     cache_dir: Path | None = None,
+    text: str | None = None,
 ) -> Experiment:
-    """FILE or RECIPE + overrides -> a validated Experiment (engine checked, nothing run)."""
+    """FILE or RECIPE + overrides -> a validated Experiment (engine checked, nothing run);
+    with `text`, that experiment file's text instead (`target` then only names it)."""
     overrides.check()
-    path = recipes.resolve(target)
     dotted = overrides.as_dotted()
-    spec, text = load_spec(path, dotted)
-    if "dataset.rows" in dotted and (option := workload_class(spec.workload.kind, str(path)).rows_option):
-        dotted[f"workload.{option}"] = dotted.pop("dataset.rows")  # a workload that builds no data set: --rows is its own
+    if text is None:
+        path = recipes.resolve(target)
         spec, text = load_spec(path, dotted)
+        if "dataset.rows" in dotted and (option := workload_class(spec.workload.kind, str(path)).rows_option):
+            dotted[f"workload.{option}"] = dotted.pop("dataset.rows")  # a workload that builds no data set: --rows is its own
+            spec, text = load_spec(path, dotted)
+    else:  # an experiment made from command-line options (sql_shortcut.py): `target` names it
+        spec = spec_from_dict(tomllib.loads(text), target, dotted)
+        path = Path(target)
     raw = tomllib.loads(text)  # read again once the engine answers: the recipe's adaptations to its version
     exp = prepare(spec, text, str(path), allow_server_changes=allow_server_changes, cache_dir=cache_dir,
                   raw=raw, overrides=dotted)

@@ -31,6 +31,7 @@ EXPERIMENT_FILE = "experiment.toml"
 SPEC_FILE = "spec.json"
 PLAN_FILE = "plan.json"
 ENVIRONMENT_FILE = "environment.json"
+WORKLOAD_FILE = "workload.json"  # what a workload keeps for the report (workload sql: the scripts)
 RESULTS_FILE = "results.jsonl"
 SUMMARY_FILE = "summary.json"
 RESTORE_FILE = "restore.json"  # a DSN server's original settings, while blocklab still owes their restore

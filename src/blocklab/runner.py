@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import re
 import signal
 import time
 from collections.abc import Callable
@@ -18,7 +19,9 @@ from types import FrameType
 from typing import Any, Protocol
 
 from . import claims
+from .analysis.cpu_profile import add_to_summary as add_cpu_profile
 from .analysis.efficiency import add_to_summary as add_efficiency
+from .analysis.function_trace import add_to_summary as add_trace
 from .analysis.summary import summarise
 from .device.twin import measure_run
 from .engines.base import Engine, EngineError, KnobError
@@ -26,6 +29,8 @@ from .environment import collect as collect_environment
 from .experiment import Experiment, split_settings
 from .owed import keep_owed_restore, put_back_owed, restore_hint
 from .plan import Cell, Plan
+from .probes.cpu_profile import CALL_GRAPH_NAME, CellProfiler, observing
+from .probes.trace_function import CellTracer
 from .report.writer import refresh_report
 from .results import (
     ENVIRONMENT_FILE,
@@ -34,14 +39,18 @@ from .results import (
     RESTORE_FILE,
     SPEC_FILE,
     SUMMARY_FILE,
+    WORKLOAD_FILE,
     ResultRow,
     RunDir,
     text_digest,
+    write_atomic,
 )
 from .search import next_cells, sequential_looks
 from .spec import SpecError
-from .units import unit_of
-from .workloads.base import timed_series
+from .units import label_of, unit_of
+from .workloads.base import timed_series, workload_record
+
+PROFILES_DIR = "profiles"  # each profiled cell's folded stacks (measure.cpu_profile)
 
 
 class Reporter(Protocol):
@@ -89,6 +98,7 @@ def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = 
     each setting's I/O with fio after the cells (device/twin.py), "off" records
     that it did not; None leaves it out."""
     plan = _load_or_write_plan(exp, run_dir, resume, reporter)
+    exp.profile_dir = run_dir.path / PROFILES_DIR
     previous_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         with _engine_stopped_at_exit(exp.engine, run_dir):
@@ -114,6 +124,8 @@ def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = 
             env = collect_environment(exp.engine.info(), exp.engine.data_dir(), {"dataset_rows": exp.spec.dataset.rows})
             if not resume or not run_dir.file(ENVIRONMENT_FILE).exists():
                 run_dir.write_json(ENVIRONMENT_FILE, env)
+            if (record := workload_record(exp.workload)) is not None:  # the user's scripts, for the report
+                run_dir.write_json(WORKLOAD_FILE, record)
             retry_ids = retryable_cells(run_dir.rows()) if resume and retry else set()
             attempted: set[str] = set()  # each cell at most once per invocation (its re-measures aside)
             while True:
@@ -289,7 +301,14 @@ def run_cell(exp: Experiment, cell: Cell, reporter: Reporter, attempt: int = 1) 
             notes["evicted"] = engine.evict(relations)
             claims.check_cold_start(engine, relations, notes["evicted"], checks)
         direct = engine.direct_io_active()
-        metrics = workload.run(engine)
+        profiler = _profiler(exp)
+        tracer = CellTracer(engine, m.trace_function, m.trace_arg) if (m := exp.spec.measure).trace_function else None
+        with observing(profiler, tracer):
+            metrics = workload.run(engine)
+        if profiler is not None:
+            notes["cpu_profile"] = _keep_profile(exp, cell, attempt, profiler)
+        if tracer is not None:
+            notes["trace"] = tracer.result.to_dict()
         if direct:
             claims.check_direct_io(engine, relations, cold, checks)
         claims.check_metrics(metrics, cold, checks)
@@ -317,6 +336,28 @@ def run_cell(exp: Experiment, cell: Cell, reporter: Reporter, attempt: int = 1) 
         notes={**notes, "fixed": {k: str(v) for k, v in exp.fixed.items()}},
         series=series,
     )
+
+
+def _profiler(exp: Experiment) -> CellProfiler | None:
+    """A cell's CPU profiler when the experiment asks for profiles (and the run keeps them)."""
+    m = exp.spec.measure
+    if not m.cpu_profile or exp.profile_dir is None:
+        return None
+    return CellProfiler(exp.engine, hz=m.cpu_profile_hz)
+
+
+def _keep_profile(exp: Experiment, cell: Cell, attempt: int, profiler: CellProfiler) -> dict[str, Any]:
+    """The cell's folded stacks in profiles/<cell-id>.folded (a re-measure: -<attempt>);
+    what the result row's notes say of it."""
+    assert exp.profile_dir is not None
+    slug = re.sub(r"[^A-Za-z0-9._=-]+", "_", cell.cell_id)  # 'b0:block_size=1024, checksum=on' -> a plain file name
+    name = f"{slug}.folded" if attempt == 1 else f"{slug}-{attempt}.folded"
+    exp.profile_dir.mkdir(exist_ok=True)
+    write_atomic(exp.profile_dir / name, profiler.profile.folded_text().encode())
+    targets = profiler.targets
+    return {"file": f"{exp.profile_dir.name}/{name}", **profiler.profile.summary(), "hz": profiler.hz,
+            "event": profiler.event, "call_graph": CALL_GRAPH_NAME, "windows": profiler.windows,
+            "processes": targets.what if targets else ""}
 
 
 def _load_or_write_plan(exp: Experiment, run_dir: RunDir, resume: bool, reporter: Reporter) -> Plan:
@@ -365,6 +406,12 @@ def write_summary(exp: Experiment, run_dir: RunDir, plan: Plan) -> dict[str, Any
     summary.update(validity_counts(run_dir.rows()))
     summary["seed"] = exp.seed
     add_efficiency(summary, run_dir, exp.describe_setting)  # the engine against its device twin, when the rows allow
+    if exp.spec.measure.cpu_profile:  # where the CPU went: the functions that grow with each knob
+        add_cpu_profile(summary, run_dir.rows(), run_dir.path, list(exp.knobs), exp.workload.work,
+                        exp.spec.measure.cpu_profile_where)
+    if exp.spec.measure.trace_function:  # the seed's second step: one function's calls, per setting
+        add_trace(summary, run_dir.rows(), label_of, exp.spec.measure.trace_function, exp.spec.measure.trace_arg,
+                  exp.workload.work)
     run_dir.write_json(SUMMARY_FILE, summary)
     return summary
 

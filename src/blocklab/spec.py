@@ -20,6 +20,7 @@ from .engines import DEFAULT_ENGINE, engine_class
 from .engines import available as available_engines
 from .engines.vocabulary import GENERIC_KNOBS
 from .errors import SpecError, nearest
+from .probes.cpu_profile import DEFAULT_HZ, MAX_HZ
 
 Scalar = bool | int | float | str
 WORKLOAD_AXIS = "workload."  # knobs named workload.X sweep the workload's option X
@@ -75,7 +76,8 @@ class WorkloadSpec(BaseModel):
 
 class MeasureSpec(_Strict):
     repeats: int = Field(default=3, ge=1, le=1000)
-    cache: Literal["cold", "warm"] = "cold"
+    # auto: cold where the engine can evict the workload's relations, else warm, saying why (experiment.py)
+    cache: Literal["cold", "warm", "auto"] = "cold"
     seed: int | None = Field(default=None, ge=0, description="random seed of the plan order; drawn and recorded if absent")
     metric: str | None = Field(default=None, description="metric the verdict is about; the workload's default if absent")
     goal: Literal["max", "min"] | None = None
@@ -83,6 +85,16 @@ class MeasureSpec(_Strict):
     target_ci: float | None = Field(default=None, gt=0.0, lt=1.0, description="add blocks until every interval is this narrow")
     search: Literal["grid", "refine"] = Field(default="grid", description="refine: coarse powers of two, then bisect around the best")
     max_repeats: int = Field(default=20, ge=1, le=1000)
+    # seed 001's "why": the engine's stacks sampled per cell (probes/cpu_profile.py), and one
+    # function's calls traced with uprobes (probes/trace_function.py)
+    cpu_profile: bool = Field(default=False, description="sample the engine's stacks with perf in every cell")
+    cpu_profile_hz: int = Field(default=DEFAULT_HZ, ge=1, le=MAX_HZ, description="samples per second per process")
+    cpu_profile_where: dict[str, Scalar] = Field(
+        default_factory=dict, description="hold these knobs at one value when ranking the functions along the others "
+        "(the checksum recipe: {checksum = 'on'}: how the checksum-on cells' functions change with block_size)")
+    trace_function: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_.:]{0,200}$",
+                                       description="a function of the engine's binary to trace with uprobes in every cell")
+    trace_arg: int | None = Field(default=None, ge=1, le=6, description="with trace_function: the integer argument (1-6) to histogram")
 
 
 class Spec(_Strict):

@@ -441,3 +441,31 @@ class EngineBase:
     def native_name(cls, knob: str) -> str:
         prefix = str(getattr(cls, "native_prefix", ""))
         return knob[len(prefix):] if prefix and knob.startswith(prefix) else knob
+
+
+# ---------------------------------------------------------------------- CPU profiles
+@dataclass(frozen=True)
+class ProfileTargets:
+    """The processes whose stacks a CPU profile samples (probes/cpu_profile.py) and
+    the binary whose functions `--trace-function` probes, as the engine declares them.
+
+    `pids` are attached with `perf record -p` (every thread of each; children they
+    fork during the window are followed). `what` says in words whose they are, for
+    the report. `binary` is the file holding the engine's own code (an executable
+    or a shared library), None where the engine has nothing to trace."""
+
+    pids: tuple[int, ...]
+    what: str
+    binary: str | None = None
+
+
+class CpuProfileDialect(Protocol):
+    """What an engine declares to be profiled (its `cpu_profile` dialect): a
+    capability, like a workload's dialect. An engine without one is refused
+    `--cpu-profile` and `--trace-function` before anything runs."""
+
+    def profile_targets(self) -> ProfileTargets:
+        """The engine's own processes now (the engine started)."""
+
+    def trace_binary(self) -> str | None:
+        """The binary whose functions can be traced with uprobes (known before start)."""

@@ -42,6 +42,7 @@ class AuxStat:
     pval1: float | None
     pval2: str
     loc: Loc
+    text: str = ""  # PVAL1 exactly as printed (MAXTHR 510301184, not 5.10301e+08)
 
     @property
     def unit(self) -> str:
@@ -74,7 +75,8 @@ def parse_aux_stats(path: Path) -> list[AuxStat]:
             raise loc.error("PNAME", "is empty")
         text, vloc = rec["PVAL1"]
         pval1 = number(text, vloc, f"PVAL1 of {pname}", commas=False, comma_hint=SQLPLUS_COMMA) if text else None
-        out.append(AuxStat(sname, pname, pval1, rec.get("PVAL2", ("", loc))[0], loc))
+        text = text.strip()
+        out.append(AuxStat(sname, pname, pval1, rec.get("PVAL2", ("", loc))[0], loc, text))
     if not out:
         raise end_error(lines, shown, "SNAME", "the table has no rows")
     return out
@@ -111,7 +113,7 @@ def document(stats: list[AuxStat], path: str) -> dict[str, Any]:
         "source": "import",
         "file": path,
         "status": status(stats),
-        "aux_stats": [{"sname": s.sname, "pname": s.pname, "pval1": "" if s.pval1 is None else f"{s.pval1:g}",
+        "aux_stats": [{"sname": s.sname, "pname": s.pname, "pval1": exact(s),
                        "pval2": s.pval2, "unit": s.unit, "source": str(s.loc)} for s in stats],
         "stats": {"sreadtim_ms": main.get("SREADTIM"), "mreadtim_ms": main.get("MREADTIM"), "mbrc": main.get("MBRC"),
                   "maxthr_bytes_per_s": main.get("MAXTHR"), "slavethr_bytes_per_s": main.get("SLAVETHR")},
@@ -121,6 +123,46 @@ def document(stats: list[AuxStat], path: str) -> dict[str, Any]:
         doc["random_page_cost"] = s / (m / b)
         doc["formula"] = f"random_page_cost = SREADTIM / (MREADTIM / MBRC) = {s:.4g} / ({m:.4g} / {b:.4g}) = {s / (m / b):.2f}"
     return doc
+
+
+def exact(s: AuxStat) -> str:
+    """PVAL1 as SQL*Plus printed it ('' for NULL): a saved statistic is kept, never rounded."""
+    if s.pval1 is None:
+        return ""
+    if s.text:
+        return s.text
+    return repr(int(s.pval1)) if float(s.pval1).is_integer() else repr(s.pval1)
+
+
+def imported_run(stats: list[AuxStat], path: str, command: str) -> Any:
+    """The statistics as an imported run (one row per PNAME with a value), so `blocklab report`,
+    `export` and `compare` read the directory like any other."""
+    from ..results import ResultRow
+    from .rundir import ImportedRun
+
+    rows = [ResultRow(cell=0, block=0, settings={"pname": f"{s.sname}.{s.pname}"}, applied={"pname": s.pname},
+                      metrics={"pval1": float(s.pval1)}, notes={"file": path, "pval1_text": exact(s), "unit": s.unit,
+                                                                "source": str(s.loc)})
+            for s in stats if s.pval1 is not None]
+    if not rows:
+        raise ImportInputError(path, stats[-1].loc.line if stats else 1, "PVAL1", "no statistic has a value (every PVAL1 is NULL)")
+    return ImportedRun(name="aux-stats-import", description="Oracle's system statistics (SYS.AUX_STATS$) as the optimizer uses them",
+                       workload="aux_stats", knobs={"pname": [r.settings["pname"] for r in rows]}, rows=rows,
+                       environment={"engine_version": "unknown (AUX_STATS$ names no release)"}, metric="pval1", goal="max",
+                       unit="", command=command, headline="Oracle's system statistics (SYS.AUX_STATS$), imported as saved")
+
+
+def verdict(stats: list[AuxStat], doc: dict[str, Any]) -> str:
+    main = {s.pname: s for s in stats if s.sname == "SYSSTATS_MAIN" and s.pval1 is not None}
+    shown = ", ".join(f"{p} {exact(main[p])}{(' ' + main[p].unit) if main[p].unit else ''}" for p in
+                      ("SREADTIM", "MREADTIM", "MBRC", "MAXTHR", "SLAVETHR", "IOSEEKTIM", "IOTFRSPEED", "CPUSPEED", "CPUSPEEDNW")
+                      if p in main)
+    status = doc.get("status") or "not given"
+    words = f"SYS.AUX_STATS$ (STATUS {status}): {shown}. These are the values Oracle's optimizer costs plans with, kept as saved; " \
+            "they are not settings measured against each other, so none is ranked."
+    if doc.get("formula"):
+        words += f" The cost they imply: {doc['formula']}."
+    return words
 
 
 def own_stats(path: Path) -> dict[str, str]:
@@ -135,4 +177,4 @@ def own_stats(path: Path) -> dict[str, str]:
         raise ImportInputError(str(path), 1, "aux_stats", f"not a blocklab sysstats.json ({err})") from None
 
 
-__all__ = ["COMPARED", "UNITS", "AuxStat", "document", "own_stats", "parse_aux_stats", "status"]
+__all__ = ["COMPARED", "UNITS", "AuxStat", "document", "exact", "imported_run", "own_stats", "parse_aux_stats", "status", "verdict"]

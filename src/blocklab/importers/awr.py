@@ -23,191 +23,113 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .awr_model import (
+    LOAD_NAMES,
+    RAC_GLOBAL_HELP,
+    AwrReport,
+    Event,
+    LoadProfile,
+    NotRead,
+    classify,
+    event_from_fields,
+    host_idle_value,
+    slob_vars,
+)
 from .common import (
     ImportInputError,
     Line,
     Loc,
     Value,
     cut,
-    duration_ms,
     end_error,
     is_dash_line,
     labels,
+    looks_html,
     number,
-    read_lines,
+    read_text,
     spans,
+    text_lines,
 )
 
-# Load Profile row names (both generations) -> one key
-LOAD_NAMES = {
-    "db time(s)": "db_time", "db cpu(s)": "db_cpu", "background cpu(s)": "background_cpu",
-    "redo size": "redo_bytes", "redo size (bytes)": "redo_bytes",
-    "logical reads": "logical_reads", "logical read (blocks)": "logical_reads",
-    "block changes": "block_changes",
-    "physical reads": "physical_reads", "physical read (blocks)": "physical_reads",
-    "physical writes": "physical_writes", "physical write (blocks)": "physical_writes",
-    "read io requests": "read_requests", "write io requests": "write_requests",
-    "read io (mb)": "read_mb", "write io (mb)": "write_mb",
-    "executes": "executes", "executes (sql)": "executes",
-    "user calls": "user_calls", "transactions": "transactions",
-}
-CPU_EVENT = "DB CPU"
-
-
-@dataclass(frozen=True)
-class Event:
-    """One row of an events table."""
-
-    name: str
-    waits: float | None  # None on the DB CPU row
-    time_s: float
-    avg_ms: float | None
-    avg_has_unit: bool  # 12.2+: '758.64us' (5 significant digits) rather than a rounded '(ms)' column
-    pct_db_time: float | None
-    wait_class: str
-    loc: Loc
-    time_truncated: bool = False  # 11.2.0.4's 4-character Time column
-
-    def latency_ms(self) -> tuple[float, str]:
-        """Mean wait and how it was computed. 11g/12.1 print Avg in whole or
-        hundredths of ms but Time(s) in full, so time / waits is the precise
-        figure there (awr_info does the same); 12.2+ prints Avg with 5 digits."""
-        if self.avg_has_unit and self.avg_ms is not None:
-            return self.avg_ms, "Avg Wait"
-        if self.waits:
-            return 1000.0 * self.time_s / self.waits, "Time / Waits"
-        if self.avg_ms is not None:
-            return self.avg_ms, "Avg wait"
-        raise self.loc.error(f"Waits of {self.name!r}", "no waits and no average: the mean wait cannot be known")
-
-
-class LoadProfile:
-    """Load Profile rows, per second. A row that cannot be read is kept as its
-    error and raised only when that row is used (a report's odd row about
-    something blocklab never reads must not stop an import)."""
-
-    def __init__(self, rows: dict[str, Value | ImportInputError]):
-        self._rows = rows
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._rows
-
-    def __getitem__(self, key: str) -> Value:
-        found = self._rows[key]
-        if isinstance(found, ImportInputError):
-            raise found
-        return found
-
-    def get(self, key: str) -> Value | None:
-        return self[key] if key in self._rows else None
-
-    def keys(self) -> list[str]:
-        return list(self._rows)
-
-
-@dataclass
-class AwrReport:
-    path: str
-    lines: int
-    release: str
-    header: dict[str, str]  # DB Name, DB Id, Instance, Host Name, Platform, CPUs, Cores, Sockets, Memory(GB) ...
-    release_loc: Loc
-    begin_snap: str
-    end_snap: str
-    elapsed_s: Value
-    db_time_header_s: Value | None
-    load: LoadProfile
-    top_title: str
-    top_events: list[Event]
-    foreground_events: dict[str, Event | ImportInputError]  # a row that could not be read: its error
-    activity: dict[str, tuple[str, str, Loc] | ImportInputError]  # statistic -> (total, per second, where)
-    time_model: dict[str, tuple[str, Loc] | ImportInputError]
-    parameters: dict[str, tuple[str, Loc]]
-    host_idle_pct: Value | None
-    std_block_size: Value | None
-    slob_vars: dict[str, tuple[str, Loc]]
-    notes: list[str] = field(default_factory=list)
-
-    def event(self, name: str) -> Event | None:
-        """The event from the Top table, else from Foreground Wait Events (None if in neither)."""
-        for e in self.top_events:
-            if e.name == name:
-                return e
-        found = self.foreground_events.get(name)
-        if isinstance(found, ImportInputError):
-            raise found
-        return found
-
-    def per_second(self, stat: str) -> Value | None:
-        """An Instance Activity statistic per second (None if the report does not list it)."""
-        found = self.activity.get(stat)
-        if found is None:
-            return None
-        if isinstance(found, ImportInputError):
-            raise found
-        _, per_s, loc = found
-        what = f"Instance Activity Stats {stat!r} per Second"
-        return Value(number(per_s, loc, what), loc, what)
-
-    def time_model_s(self, stat: str) -> Value | None:
-        found = self.time_model.get(stat)
-        if found is None:
-            return None
-        if isinstance(found, ImportInputError):
-            raise found
-        text, loc = found
-        what = f"Time Model {stat!r} Time (s)"
-        return Value(number(text, loc, what), loc, what)
-
-    def db_time_s(self) -> Value:
-        """DB time in seconds: Time Model's (0.1 s), else the header's minutes (0.6 s), else Load Profile x Elapsed."""
-        model = self.time_model_s("DB time")
-        if model is not None:
-            return model
-        if self.db_time_header_s is not None:
-            return self.db_time_header_s
-        if "db_time" in self.load:
-            v = self.load["db_time"]
-            return Value(v.value * self.elapsed_s.value, v.loc, f"Load Profile DB Time(s) per second x Elapsed ({self.elapsed_s.loc})")
-        raise ImportInputError(self.path, self.lines, "DB Time", "the report gives DB time nowhere (Time Model, header, Load Profile)",
-                               end_of_file=True)
+_TITLE = re.compile(r"WORKLOAD REPOSITORY (PDB )?report", re.IGNORECASE)
+_RAC_GLOBAL = re.compile(r"WORKLOAD REPOSITORY REPORT \(RAC\)|WORKLOAD REPOSITORY RAC report|AWR RAC Report", re.IGNORECASE)
 
 
 def parse_awr(path: Path, shown: str | None = None) -> AwrReport:
-    """Read an AWR text report; ImportInputError (file, line, field) on what cannot be read."""
+    """Read an AWR report, text or HTML (gzipped or not). Optional fields that
+    cannot be read are left out and named in report.not_read; ImportInputError
+    (file, line, field) only when neither key section (Load Profile, the Top
+    events table) is there, or a row blocklab uses cannot be read."""
     name = shown or str(path)
-    lines = _drop_sqlplus_headings(read_lines(path, name))
-    if not any("WORKLOAD REPOSITORY report for" in ln.text for ln in lines[:40]):
-        raise ImportInputError(name, lines[0].number if lines else 1, "title",
-                               "not an AWR text report (no 'WORKLOAD REPOSITORY report for' in its first lines)")
-    header, release_loc = _header(lines, name)
-    snaps = _snaps(lines, name)
-    top_title, top = _top_events(lines, name)
+    raw = read_text(path, name)
+    if looks_html(raw):
+        from .awr_html import parse_awr_html
+
+        return parse_awr_html(raw, name)
+    lines = _drop_sqlplus_headings(text_lines(raw))
+    return _parse_text(lines, name)
+
+
+def _parse_text(lines: list[Line], name: str) -> AwrReport:
+    if not lines:
+        raise ImportInputError(name, 0, "file", "is empty")
+    for ln in lines[:60]:
+        if _RAC_GLOBAL.search(ln.text):
+            raise ImportInputError(name, ln.number, "title", RAC_GLOBAL_HELP)
+    not_read: list[NotRead] = []
+    if not any(_TITLE.search(ln.text) for ln in lines[:60]):
+        not_read.append(NotRead("title", lines[0].number, "no 'WORKLOAD REPOSITORY report for' in the first lines: read as an "
+                                "excerpt of a report"))
+    load = _optional(not_read, lambda: _load_profile(lines, name), "Load Profile")
+    top = _optional(not_read, lambda: _top_events(lines, name), "Top Foreground Events", missing_only=True)
+    if load is None and top is None:
+        raise end_error(lines, name, "Load Profile / Top events",
+                        "neither a Load Profile section nor a 'Top 5 Timed Foreground Events' / 'Top 10 Foreground Events' "
+                        "table: not an AWR report, or cut short before them (gave up at the end of the file); export the "
+                        "report again with @?/rdbms/admin/awrrpt.sql")
+    no_header: tuple[dict[str, str], Loc | None] = ({}, None)
+    header, release_loc = _optional(not_read, lambda: _header(lines, name), "DB Name / Release") or no_header
+    snaps = _optional(not_read, lambda: _snaps(lines, name), "Elapsed") or {}
+    top_title, top_events = top or ("", [])
     return AwrReport(
         path=name,
         lines=lines[-1].number,
-        release=header["Release"],
+        release=_release(header, release_loc, not_read),
         header=header,
-        release_loc=release_loc,
-        begin_snap=snaps["begin"],
-        end_snap=snaps["end"],
-        elapsed_s=snaps["elapsed"],
+        release_loc=release_loc or Loc(name, lines[0].number),
+        begin_snap=snaps.get("begin", ""),
+        end_snap=snaps.get("end", ""),
+        elapsed_s=snaps.get("elapsed"),
         db_time_header_s=snaps.get("db_time"),
-        load=_load_profile(lines, name),
+        load=load or LoadProfile({}),
         top_title=top_title,
-        top_events=top,
+        top_events=top_events,
         foreground_events=_section_events(lines, name, "Foreground Wait Events"),
         activity=_activity(lines, name),
         time_model=_time_model(lines, name),
         parameters=_parameters(lines, name),
-        host_idle_pct=_host_idle(lines, name),
-        std_block_size=_std_block_size(lines, name),
-        slob_vars=_slob_vars(lines, name),
+        host_idle_pct=_optional(not_read, lambda: _host_idle(lines, name), "Host CPU %Idle"),
+        std_block_size=_optional(not_read, lambda: _std_block_size(lines, name), "Std Block Size"),
+        slob_vars=slob_vars(lines, name),
+        not_read=not_read,
     )
+
+
+def _optional(not_read: list[NotRead], read: Callable[[], Any], what: str, missing_only: bool = False) -> Any:
+    """read(); a field it cannot read is named in not_read and left out (None).
+    missing_only: only a missing section is left out; a row of it that cannot
+    be read still stops the import (every row of the Top events table is used)."""
+    try:
+        return read()
+    except ImportInputError as err:
+        if missing_only and err.field != what:
+            raise
+        reason = err.problem if err.field == what else f"{err.field}: {err.problem}"
+        not_read.append(NotRead(what, err.line, reason))
+        return None
 
 
 # ---------------------------------------------------------------------- helpers
@@ -248,13 +170,22 @@ def _header(lines: list[Line], name: str) -> tuple[dict[str, str], Loc]:
     header, loc = _table_row(lines, i, name)
     for k in range(i + 3, min(i + 20, len(lines) - 2)):  # 12.2+ splits Instance and Host into tables of their own
         t = lines[k].text
-        if t.startswith(("Instance", "Host Name")) and is_dash_line(lines[k + 1].text):
+        if t.startswith(("Instance", "Host Name", "Container Name")) and is_dash_line(lines[k + 1].text):
             header.update(_table_row(lines, k, name)[0])
-    if not header.get("Release"):
-        raise loc.error("Release", "the header table has no Release value")
-    if not re.fullmatch(r"\d+(\.\d+)+", header["Release"]):
-        raise loc.error("Release", f"{header['Release']!r} is not an Oracle release number (e.g. 19.0.0.0.0)")
     return header, loc
+
+
+def _release(header: dict[str, str], loc: Loc | None, not_read: list[NotRead]) -> str:
+    """The header's Release, or '' and a note saying why it was left out (the rest of the header stays)."""
+    release = header.get("Release", "")
+    if loc is None:
+        return ""
+    if not release:
+        not_read.append(NotRead("Release", loc.line, "the header table has no Release value"))
+    elif not re.fullmatch(r"\d+(\.\d+)+", release):
+        not_read.append(NotRead("Release", loc.line, f"{release!r} is not an Oracle release number (e.g. 19.0.0.0.0)"))
+        release = ""
+    return release
 
 
 _SNAP = re.compile(r"^\s*(Begin|End) Snap:\s+\d+\s+(\d\d-\w{3}-\d\d \d\d:\d\d:\d\d)")
@@ -313,25 +244,6 @@ def _load_profile(lines: list[Line], name: str) -> LoadProfile:
     return LoadProfile(out)
 
 
-def _classify(label: str) -> str:
-    low = label.lower()
-    if "event" in low or "statistic" in low:
-        return "name"
-    if "class" in low:
-        return "class"
-    if "outs" in low or "/txn" in low:
-        return "skip"
-    if "%" in low:
-        return "pct"
-    if "avg" in low or low in ("(ms)", "wait (ms)"):
-        return "avg"
-    if "time" in low or "tota" in low:
-        return "time"
-    if "waits" in low:
-        return "waits"
-    return "skip"
-
-
 def _event_table(lines: list[Line], i_title: int, name: str, title: str, lazy: bool = False) -> list[Event | ImportInputError]:
     """The events table under a title line: heading lines, dashes, rows. With
     lazy=True a row that cannot be read is kept as its error, raised only if
@@ -342,7 +254,7 @@ def _event_table(lines: list[Line], i_title: int, name: str, title: str, lazy: b
     heading = [ln.text for ln in lines[i_title + 1:j] if ln.text.strip() and not ln.text.lstrip().startswith(("~", "->"))]
     cols = spans(lines[j].text)
     names = labels(heading, cols)
-    kinds = [_classify(label) for label in names]
+    kinds = [classify(label) for label in names]
     for need, label in (("name", "Event"), ("time", "Time")):
         if need not in kinds:
             raise ImportInputError(name, lines[j].number, label, f"{title}: no {label} column in the heading {' | '.join(names)}")
@@ -358,8 +270,8 @@ def _event_table(lines: list[Line], i_title: int, name: str, title: str, lazy: b
         nxt = lines[k + 1].text if k + 1 < len(lines) else ""
         if not t.strip() or ln.page or re.match(r"^\s+-{10,}", t) or nxt.lstrip().startswith("~"):
             break
-        if is_dash_line(t) or t.startswith("->"):
-            continue
+        if is_dash_line(t) or t.startswith("->") or not re.search(r"[A-Za-z0-9]", t):
+            continue  # rules, notes, and a pasted elision ('.')
         try:
             events.append(_event_row(ln, name, cols, kinds, names, title, time_label, avg_label, avg_unit, truncated))
         except ImportInputError as err:
@@ -376,20 +288,7 @@ def _event_row(ln: Line, name: str, cols: list[tuple[int, int]], kinds: list[str
     loc = Loc(name, ln.number)
     event = ln.text[: cols[kinds.index("name")][1]].strip()
     fields = dict(zip(kinds, cut(ln.text, cols, loc, [f"{title}: {n}" + (f" of {event!r}" if event else "") for n in names])))
-    if not event:
-        raise loc.error(f"{title}: Event", "the row has no event name")
-    what = f"{title}: {{}} of {event!r}"
-    waits_text = fields.get("waits", "")
-    if not waits_text and event != CPU_EVENT:
-        raise loc.error(what.format("Waits"), "is empty")
-    waits = number(waits_text, loc, what.format("Waits"), suffix=True) if waits_text else None
-    time_s = number(fields["time"], loc, what.format(time_label), suffix=True)
-    avg_text = fields.get("avg", "")
-    avg = duration_ms(avg_text, loc, what.format(avg_label or "Avg"), avg_unit) if avg_text else None
-    pct_text = fields.get("pct", "")
-    pct = number(pct_text, loc, what.format("% DB time")) if pct_text else None
-    has_unit = bool(re.search(r"[a-zµ]\s*$", avg_text))
-    return Event(event, waits, time_s, avg, has_unit, pct, fields.get("class", ""), loc, truncated)
+    return event_from_fields(event, fields, loc, title, time_label, avg_label, avg_unit, truncated)
 
 
 _TOP = re.compile(r"^Top \d+ .*Events")
@@ -508,11 +407,8 @@ def _host_idle(lines: list[Line], name: str) -> Value | None:
             if "%Idle" not in names:
                 return None
             loc = Loc(name, lines[k + 2].number)
-            value = cut(lines[k + 2].text, cols, loc, [f"Host CPU {n}" for n in names])[names.index("%Idle")]
-            idle = number(value, loc, "Host CPU %Idle")
-            if not 0 <= idle <= 100:
-                raise loc.error("Host CPU %Idle", f"{idle:g} is not a percentage")
-            return Value(idle, loc, "Host CPU %Idle")
+            values = dict(zip(names, cut(lines[k + 2].text, cols, loc, [f"Host CPU {n}" for n in names])))
+            return host_idle_value(values, loc)
     return None
 
 
@@ -527,43 +423,25 @@ def _std_block_size(lines: list[Line], name: str) -> Value | None:
     return None
 
 
-_SLOB_VAR = re.compile(r"v_(\w+?) (?:PLS_INTEGER|VARCHAR2\(\d+\))\s*:\s*=\s*'([^']*)'")
+def cpu_marks(r: AwrReport) -> list[str]:
+    """DB CPU against the host's busy CPUs: the database cannot use more CPU than
+    the host was busy. A mark when it does (10% and half a CPU of slack for
+    rounding and sampling), never a refusal: both figures are kept as printed."""
+    cpus_text = r.header.get("CPUs", "")
+    if r.host_idle_pct is None or "db_cpu" not in r.load or not cpus_text.isdigit():
+        return []
+    try:
+        db_cpu = r.load["db_cpu"]
+    except ImportInputError:
+        return []
+    cpus = int(cpus_text)
+    busy = cpus * (100.0 - r.host_idle_pct.value) / 100.0
+    if db_cpu.value <= busy * 1.1 + 0.5:
+        return []
+    return [f"{r.path}: DB CPU {db_cpu.value:g} s per second ({db_cpu.loc}) is more than the host's busy CPUs, "
+            f"{cpus} CPUs x {100.0 - r.host_idle_pct.value:.1f}% busy = {busy:.1f} ({r.host_idle_pct.loc}): the Host CPU "
+            "figures and the database's disagree (another host's or an older CPU count, or a report edited by hand); "
+            "both are kept as printed"]
 
 
-def _slob_vars(lines: list[Line], name: str) -> dict[str, tuple[str, Loc]]:
-    """SLOB's DECLARE block as AWR prints its SQL text, wrapped at 80 columns
-    (even inside a name: 'v_re' / 'do_stress'), so lines are joined with
-    nothing between them before matching. Every session's block must agree."""
-    texts = [ln.text for ln in lines]
-    joined = "".join(texts)
-    starts = []
-    pos = 0
-    for t in texts:
-        starts.append(pos)
-        pos += len(t)
-    out: dict[str, tuple[str, Loc]] = {}
-    for m in _SLOB_VAR.finditer(joined):
-        k = _line_at(starts, m.start())
-        loc = Loc(name, lines[k].number)
-        var, value = m.group(1), m.group(2)
-        if var == "default_schema_number":
-            continue  # one per session: each SLOB session has its own schema
-        if var in out and out[var][0] != value:
-            raise loc.error(f"SLOB v_{var}", f"{value!r} here but {out[var][0]!r} at line {out[var][1].line}: "
-                            "the report holds sessions of different SLOB runs")
-        out.setdefault(var, (value, loc))
-    return out
-
-
-def _line_at(starts: list[int], offset: int) -> int:
-    lo, hi = 0, len(starts) - 1
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if starts[mid] <= offset:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-__all__ = ["CPU_EVENT", "AwrReport", "Event", "LoadProfile", "parse_awr"]
+__all__ = ["cpu_marks", "parse_awr"]

@@ -32,6 +32,7 @@ from .common import (
     MIB_TO_MB,
     SQLPLUS_COMMA,
     ImportInputError,
+    ImportOptionError,
     Line,
     Loc,
     Value,
@@ -61,19 +62,79 @@ class CalibrateIo:
     end: str = ""
 
 
+@dataclass
+class CalibrateRuns:
+    """Every calibration a file holds, and the one taken (with why)."""
+
+    runs: list[CalibrateIo]
+    chosen: int  # index into runs
+    why: str
+
+    @property
+    def result(self) -> CalibrateIo:
+        return self.runs[self.chosen]
+
+
 def parse_calibrate_io(path: Path) -> CalibrateIo:
+    """The calibration a file holds (the last one when it holds several; see parse_calibrate_runs)."""
+    return parse_calibrate_runs(path).result
+
+
+def parse_calibrate_runs(path: Path, run: int | None = None) -> CalibrateRuns:
+    """Every CALIBRATE_IO result in the file, in order; `run` (1-based) picks one, else the last."""
     shown = str(path)
     lines = read_lines(path, shown)
-    if path.suffix.lower() == ".csv" or (lines and lines[0].text.count(",") >= 2 and "MAX_IOPS" in lines[0].text.upper()):
-        return _csv(path, shown, lines)
-    for i, ln in enumerate(lines[:-1]):
-        if re.match(r"^\s*(START_TIME|END_TIME|MAX_IOPS)\b", ln.text) and is_dash_line(lines[i + 1].text):
-            return _view(lines, i, shown)
-    return _printed(lines, shown)
+    if path.suffix.lower() == ".csv" or (lines and _csv_heading(lines[0].text)):
+        runs = _csv(path, shown, lines)
+    else:
+        starts = _view_starts(lines)
+        runs = [r for i in starts for r in _view(lines, i, shown)] if starts else _printed(lines, shown)
+    return _choose(runs, run, shown)
 
 
-def _printed(lines: list[Line], shown: str) -> CalibrateIo:
-    found: dict[str, Value] = {}
+def _csv_heading(text: str) -> bool:
+    """A CSV heading naming MAX_IOPS (not a pasted query that names it between commas)."""
+    cells = [c.strip().strip('"').upper() for c in text.split(",")]
+    return len(cells) >= 3 and "MAX_IOPS" in cells and all(re.fullmatch(r"[A-Z_][A-Z0-9_$#]*", c) for c in cells)
+
+
+def _choose(runs: list[CalibrateIo], run: int | None, shown: str) -> CalibrateRuns:
+    if run is not None:
+        if not 1 <= run <= len(runs):
+            raise ImportOptionError(f"--run {run}: {shown} holds {len(runs)} calibration run(s); give 1 to {len(runs)}")
+        return CalibrateRuns(runs, run - 1, f"--run {run}")
+    if len(runs) == 1:
+        return CalibrateRuns(runs, 0, "the only run in the file")
+    where = ", ".join(f"{i + 1} (line {r.max_iops.loc.line})" for i, r in enumerate(runs))
+    return CalibrateRuns(runs, len(runs) - 1, f"the last of {len(runs)} runs in the file ({where}): CALIBRATE_IO keeps only "
+                         "its latest result (DBA_RSRC_IO_CALIBRATE), so the last one pasted is the one the database uses; "
+                         "--run N imports another")
+
+
+def _view_starts(lines: list[Line]) -> list[int]:
+    """Where each DBA_RSRC_IO_CALIBRATE result's heading starts, whatever the column order
+    (a heading line naming MAX_IOPS over a dash line, and the wrapped heading lines before it)."""
+    starts: list[int] = []
+    i = 0
+    while i < len(lines) - 1:
+        if re.search(r"\bMAX_IOPS\b", lines[i].text) and is_dash_line(lines[i + 1].text):
+            k = i
+            while k >= 2 and lines[k - 2].text.strip() and is_dash_line(lines[k - 1].text) and not is_dash_line(lines[k - 2].text):
+                k -= 2
+            starts.append(k)
+            i += 2
+            while i < len(lines) - 1 and not (re.search(r"\bMAX_IOPS\b", lines[i].text) and is_dash_line(lines[i + 1].text)):
+                i += 1
+            continue
+        i += 1
+    return starts
+
+
+def _printed(lines: list[Line], shown: str) -> list[CalibrateIo]:
+    """Runs of 'max_iops = N' / 'latency = N' / 'max_mbps = N' lines. A value
+    printed twice (the procedure's and a script's own print) is one run; a key
+    that comes back with another value starts the next run."""
+    runs: list[dict[str, Value]] = [{}]
     for ln in lines:
         m = _PRINTED.match(ln.text)
         if not m:
@@ -83,24 +144,37 @@ def _printed(lines: list[Line], shown: str) -> CalibrateIo:
         loc = Loc(shown, ln.number)
         if not m.group(2):
             raise loc.error(m.group(1), "has no value (CALIBRATE_IO did not finish? it prints NULL when it fails)")
-        found[key] = Value(number(m.group(2), loc, m.group(1), commas=False,
-                                  comma_hint="CALIBRATE_IO's OUT parameters are whole numbers, concatenated without a format"),
-                           loc, f"CALIBRATE_IO {m.group(1)}")
-    for key in ("max_iops", "max_mbps"):
-        if key not in found:
-            raise end_error(lines, shown, key, "no 'max_iops = N' / 'max_mbps = N' line: not CALIBRATE_IO output")
-    return CalibrateIo(shown, "procedure output", found["max_iops"], found["max_mbps"], found.get("latency"), True,
-                       found.get("max_pmbps"))
+        value = Value(number(m.group(2), loc, m.group(1), commas=False,
+                             comma_hint="CALIBRATE_IO's OUT parameters are whole numbers, concatenated without a format"),
+                      loc, f"CALIBRATE_IO {m.group(1)}")
+        current = runs[-1]
+        if key in current and current[key].value != value.value:
+            runs.append({})
+            current = runs[-1]
+        current.setdefault(key, value)
+    runs = [r for r in runs if r]
+    if not runs:
+        raise end_error(lines, shown, "max_iops", "no 'max_iops = N' / 'max_mbps = N' line and no DBA_RSRC_IO_CALIBRATE "
+                        "heading (MAX_IOPS over a dash line): not CALIBRATE_IO output")
+    out = []
+    for found in runs:
+        for key in ("max_iops", "max_mbps"):
+            if key not in found:
+                first = min(v.loc.line for v in found.values())
+                raise ImportInputError(shown, first, key, f"this run (from line {first}) prints no '{key} = N' line")
+        out.append(CalibrateIo(shown, "procedure output", found["max_iops"], found["max_mbps"], found.get("latency"), True,
+                               found.get("max_pmbps")))
+    return out
 
 
-def _view(lines: list[Line], start: int, shown: str) -> CalibrateIo:
+def _view(lines: list[Line], start: int, shown: str) -> list[CalibrateIo]:
     records, _ = sqlplus_table(lines, start, shown)
     if not records:
         raise ImportInputError(shown, lines[start].number, "MAX_IOPS", "the query printed no row (no calibration has run)")
-    return _record(records[-1], shown, "DBA_RSRC_IO_CALIBRATE")
+    return [_record(rec, shown, "DBA_RSRC_IO_CALIBRATE") for rec in records]
 
 
-def _csv(path: Path, shown: str, lines: list[Line]) -> CalibrateIo:
+def _csv(path: Path, shown: str, lines: list[Line]) -> list[CalibrateIo]:
     text = "\n".join(ln.text for ln in lines)
     reader = list(csv.reader(io.StringIO(text)))
     if not reader:
@@ -112,11 +186,13 @@ def _csv(path: Path, shown: str, lines: list[Line]) -> CalibrateIo:
     rows = [(lines[i].number, r) for i, r in enumerate(reader) if i > 0 and any(c.strip() for c in r)]
     if not rows:
         raise end_error(lines, shown, "MAX_IOPS", "the CSV has a heading but no row")
-    number_, row = rows[-1]
-    loc = Loc(shown, number_)
-    if len(row) != len(head):
-        raise loc.error("columns", f"{len(row)} values for {len(head)} columns")
-    return _record({h: (v.strip(), loc) for h, v in zip(head, row)}, shown, "CSV")
+    out = []
+    for number_, row in rows:
+        loc = Loc(shown, number_)
+        if len(row) != len(head):
+            raise loc.error("columns", f"{len(row)} values for {len(head)} columns")
+        out.append(_record({h: (v.strip(), loc) for h, v in zip(head, row)}, shown, "CSV"))
+    return out
 
 
 def _record(rec: dict[str, tuple[str, Loc]], shown: str, form: str) -> CalibrateIo:
@@ -161,4 +237,4 @@ def to_calibration(c: CalibrateIo, *, block_size: int, device: str) -> tuple[Cal
     return cal, sources
 
 
-__all__ = ["CalibrateIo", "parse_calibrate_io", "to_calibration"]
+__all__ = ["CalibrateIo", "CalibrateRuns", "parse_calibrate_io", "parse_calibrate_runs", "to_calibration"]

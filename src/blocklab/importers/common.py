@@ -10,6 +10,7 @@ guessed at, since a shifted column would give a silently wrong number.
 
 from __future__ import annotations
 
+import gzip
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -65,14 +66,23 @@ class Line:
     page: bool = False  # the line began with a form feed: a report section starts here
 
 
-def read_lines(path: Path, shown: str) -> list[Line]:
-    """The file's lines; a form feed at a line's start is dropped and remembered.
+def read_text(path: Path, shown: str) -> str:
+    """The file's text; a gzipped file (SLOB kits ship awr.html.gz) is unpacked.
     Undecodable bytes become U+FFFD (names only; numbers are ASCII)."""
     try:
         raw = path.read_bytes()
     except OSError as err:
         raise ImportInputError(shown, 0, "file", f"cannot be read: {err.strerror}") from None
-    text = raw.decode("utf-8", errors="replace")
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError) as err:
+            raise ImportInputError(shown, 0, "file", f"is gzipped but cannot be unpacked ({err})") from None
+    return raw.decode("utf-8", errors="replace")
+
+
+def text_lines(text: str) -> list[Line]:
+    """Lines of a text (CRLF or LF); a form feed at a line's start is dropped and remembered."""
     out = []
     for number, line in enumerate(text.split("\n"), 1):
         line = line.rstrip("\r")
@@ -81,6 +91,17 @@ def read_lines(path: Path, shown: str) -> list[Line]:
     if out and out[-1].text == "" and len(out) > 1:
         out.pop()  # the newline ending the last line is not a line of its own
     return out
+
+
+def read_lines(path: Path, shown: str) -> list[Line]:
+    """The file's lines (see read_text and text_lines)."""
+    return text_lines(read_text(path, shown))
+
+
+def looks_html(text: str) -> bool:
+    """An HTML document (AWR's awrrpt.sql default), not a text report."""
+    head = text[:2000].lstrip().lower()
+    return head.startswith(("<!doctype html", "<html")) or "<html" in head[:400]
 
 
 def end_error(lines: list[Line], file: str, field: str, problem: str) -> ImportInputError:
@@ -213,8 +234,8 @@ def sqlplus_table(lines: list[Line], start: int, file: str) -> tuple[list[dict[s
             continue
         if re.match(r"\s*(\d+ rows? selected|no rows selected)", t, re.IGNORECASE):
             return records, i + 1
-        if re.match(r"\s*(SQL|SQLcl)>", t):
-            return records, i  # the next prompt: the query's output is over
+        if PROMPT.match(t):
+            return records, i  # the next prompt (SQL>, SYS@cdb1>, SYS @ orcl >): the query's output is over
         again, j = _heading_block(lines, i)
         if again:
             if [h for h, _ in again] != [h for h, _ in heading]:
@@ -249,6 +270,8 @@ def _fits(text: str, cols: list[tuple[int, int]]) -> bool:
     return all(any(s <= m.start() < e for s, e in cols) for m in re.finditer(r"\S+", text))
 
 
+PROMPT = re.compile(r"^\s*(?:SQL|SQLcl|[\w$#]+\s*@\s*[\w$#.:/-]+)\s*>")  # SQL*Plus / SQLcl prompts, SET SQLPROMPT '_user@_connect_identifier>'
+
 MIB = 1024 * 1024  # Oracle's tools count MB as 2^20 bytes (awr_info divides byte counts by 2^20)
 MIB_TO_MB = MIB / 1e6  # blocklab's MB/s is 1e6 bytes per second
 
@@ -256,6 +279,7 @@ MIB_TO_MB = MIB / 1e6  # blocklab's MB/s is 1e6 bytes per second
 __all__ = [
     "MIB",
     "MIB_TO_MB",
+    "PROMPT",
     "SQLPLUS_COMMA",
     "ImportInputError",
     "ImportOptionError",
@@ -267,8 +291,11 @@ __all__ = [
     "end_error",
     "is_dash_line",
     "labels",
+    "looks_html",
     "number",
     "read_lines",
+    "read_text",
     "spans",
     "sqlplus_table",
+    "text_lines",
 ]

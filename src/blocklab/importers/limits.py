@@ -11,17 +11,19 @@ the one the user names (--device), or the tool's own (ORION's LUN).
 from __future__ import annotations
 
 import datetime as dt
+import math
 from pathlib import Path
 from typing import Any
 
 from ..device.calibrate import CALIBRATION_FILE, Calibration, PlannedPoint
 from ..device.fio import Point
-from ..results import ENVIRONMENT_FILE, PLAN_FILE, ResultRow, RunDir
-from .rundir import check_new
+from ..results import ENVIRONMENT_FILE, PLAN_FILE, SUMMARY_FILE, ResultRow, RunDir
+from .common import MIB
+from .rundir import check_new, unranked
 
 
 def save_imported_calibration(run_dir: RunDir, cal: Calibration, *, sources: list[dict[str, str]], environment: dict[str, Any],
-                              extra: dict[str, Any] | None = None) -> RunDir:
+                              extra: dict[str, Any] | None = None, runs_note: str = "") -> RunDir:
     """Write the calibration; `sources[i]` says where point i's numbers came from;
     `extra` maps a file name to a JSON document written beside (e.g. orion.json)."""
     from .. import __version__
@@ -43,7 +45,59 @@ def save_imported_calibration(run_dir: RunDir, cal: Calibration, *, sources: lis
     for name, document in (extra or {}).items():
         run_dir.write_json(name, document)
     run_dir.write_json(CALIBRATION_FILE, cal.to_dict())
+    _write_summary(run_dir, cal, ids)
+    from .rundir import write_import_notes
+
+    write_import_notes(run_dir, [], {"runs": [runs_note] if runs_note else []})
     return run_dir
+
+
+def limits_verdict(cal: Calibration) -> tuple[str, str]:
+    """(headline, verdict) for device limits: what the device reached, each limit
+    by itself. The points are load levels and I/O sizes measured separately, never
+    settings of one knob, so none is ranked against another."""
+    tool = str(cal.device.get("source") or cal.fio_version)
+    small = [p for p in cal.points if p.block_size < MIB]
+    large = [p for p in cal.points if p.block_size >= MIB]
+    parts = []
+    if small:
+        best = max(small, key=lambda p: p.iops)
+        depth = f" at {best.iodepth} outstanding" if best.iodepth else ""
+        parts.append(f"at most {best.iops:,.0f} random {best.block_size // 1024} kB reads/s{depth}")
+        lat = [p for p in small if math.isfinite(p.lat_mean_ms)]
+        if lat:
+            low = min(lat, key=lambda p: p.lat_mean_ms)
+            parts.append(f"{low.lat_mean_ms:.3g} ms the lowest mean small-read latency"
+                         + (f" (at {low.iodepth} outstanding)" if low.iodepth else ""))
+    if large:
+        best = max(large, key=lambda p: p.mb_per_s)
+        depth = f" at {best.iodepth} outstanding" if best.iodepth else ""
+        parts.append(f"at most {best.mb_per_s:,.0f} MB/s of {best.pattern}dom {best.block_size // MIB} MiB reads{depth}"
+                     .replace("randdom", "random").replace("seqdom", "sequential"))
+    headline = f"{cal.device_name}: device limits from {tool}"
+    verdict = (f"Device limits measured by {tool} on {cal.device_name}: " + "; ".join(parts) + ". These are limits of the "
+               "device, each measured by itself (small reads, large reads, load levels), not settings of one knob: none is "
+               "better than another, and a workload meets whichever it reaches first.")
+    return headline, verdict
+
+
+def _write_summary(run_dir: RunDir, cal: Calibration, ids: list[str]) -> None:
+    """summary.json for `report`: the generic analysis of the rows, with the limits' own words
+    instead of a ranking of the points as if they were settings."""
+    from ..analysis.summary import summarise
+
+    rows = run_dir.rows()
+    settings = {ids[i]: _settings(p) for i, p in enumerate(cal.points)}
+    summary = summarise(rows, metric="iops", goal="max", setting_labels=ids, settings_by_label=settings, seed=0,
+                        knob_label="pattern, block_size, iodepth", unit="IOPS")
+    unranked(summary)
+    summary["headline"], summary["verdict"] = limits_verdict(cal)
+    summary["limits"] = True
+    summary["words_from"] = "import"  # `blocklab analyse` keeps these words (report/data.py recompute_summary)
+    summary["experiment"] = "calibration"
+    summary["cells_planned"] = len(ids)
+    summary["seed"] = 0
+    run_dir.write_json(SUMMARY_FILE, summary)
 
 
 def _settings(p: Point) -> dict[str, Any]:
@@ -65,4 +119,4 @@ def default_device(name: str) -> str:
     return Path(name).name or name
 
 
-__all__ = ["calibration", "default_device", "save_imported_calibration"]
+__all__ = ["calibration", "default_device", "limits_verdict", "save_imported_calibration"]

@@ -35,6 +35,7 @@ from .common import (
     MIB_TO_MB,
     ImportInputError,
     ImportOptionError,
+    Line,
     Loc,
     Value,
     end_error,
@@ -60,6 +61,8 @@ class OrionSummary:
     duration_s: float = math.nan
     luns: list[str] = field(default_factory=list)
     extremes: dict[str, tuple[Value, int, int, str]] = field(default_factory=dict)  # name -> (value, small, large, unit text)
+    read_latency: dict[tuple[int, int], tuple[Value, str]] = field(default_factory=dict)  # (small, large) -> avg, unit (11.2+)
+    first_line: int = 1
 
 
 def resolve_prefix(given: Path) -> Path:
@@ -82,14 +85,36 @@ def resolve_prefix(given: Path) -> Path:
 _EXTREME = re.compile(r"^(Maximum Large MBPS|Maximum Small IOPS|Minimum Small Latency)=(\S+)\s*(\S*)\s*@\s*Small=(\d+) and Large=(\d+)")
 
 
-def parse_summary(path: Path) -> OrionSummary:
+_RUN_START = re.compile(r"^\s*(ORION VERSION|ORION: ORacle IO Numbers)")
+
+
+def parse_summaries(path: Path) -> list[OrionSummary]:
+    """Every ORION run in the file: summaries pasted one after another are
+    separate runs (each starts at its 'ORION VERSION' line), never merged."""
     shown = str(path)
     lines = read_lines(path, shown)
+    starts = [i for i, ln in enumerate(lines) if _RUN_START.match(ln.text)]
+    if len(starts) <= 1:
+        return [_parse_run(lines, shown)]
+    bounds = [0, *starts[1:], len(lines)]
+    return [_parse_run(lines[a:b], shown) for a, b in zip(bounds, bounds[1:])]
+
+
+def parse_summary(path: Path) -> OrionSummary:
+    """The file's ORION run (the last, when several are pasted in one file)."""
+    return parse_summaries(path)[-1]
+
+
+_READ_LAT = re.compile(r"^Small Read Latency:\s*avg=(\S+)\s*(us|usecs|ms)?.*@\s*Small=(\d+) and Large=(\d+)")
+
+
+def _parse_run(lines: list[Line], shown: str) -> OrionSummary:
     s = OrionSummary(shown)
+    s.first_line = lines[0].number if lines else 1
     for ln in lines:
         t = ln.text.strip()
         loc = Loc(shown, ln.number)
-        if m := re.match(r"ORION VERSION (\d+(?:\.\d+)+)", t):
+        if m := re.match(r"(?:ORION VERSION |ORION: ORacle IO Numbers -- Version (?:RDBMS_)?)(\d+(?:\.\d+)+)", t):
             s.version, s.version_loc = m.group(1), loc
         elif t in ("Commandline:", "This maps to this test:"):
             s.wording = "11.1"
@@ -112,8 +137,13 @@ def parse_summary(path: Path) -> OrionSummary:
         elif m := _EXTREME.match(t):
             value = number(m.group(2), loc, m.group(1), commas=False)
             s.extremes[m.group(1)] = (Value(value, loc, m.group(1)), int(m.group(4)), int(m.group(5)), m.group(3))
-    if not s.version and not s.wording:
-        raise end_error(lines, shown, "ORION VERSION", "not an ORION summary: no 'ORION VERSION' and no 'Command line:'")
+        elif m := _READ_LAT.match(t):
+            value = number(m.group(1), loc, "Small Read Latency avg", commas=False)
+            s.read_latency.setdefault((int(m.group(3)), int(m.group(4))), (Value(value, loc, "Small Read Latency avg"),
+                                                                          m.group(2) or ""))
+    if not s.version and not s.wording and not s.extremes:
+        raise end_error(lines, shown, "ORION VERSION", "not an ORION summary: no 'ORION VERSION', no 'Command line:' and no "
+                        "'Maximum Small IOPS=' line")
     return s
 
 
@@ -180,19 +210,33 @@ def _check(s: OrionSummary, name: str, matrix: Matrix, scale: float = 1.0) -> No
                               f"Large={lg}: the summary and the matrix disagree")
 
 
-def import_orion(given: Path, *, device: str | None = None, latency_unit_option: str | None = None,
+def import_orion(given: Path, *, device: str | None = None, latency_unit_option: str | None = None, run: int | None = None,
                  ) -> tuple[Calibration, list[dict[str, str]], dict[str, Any], OrionSummary]:
-    """(calibration, the source of each point's numbers, orion.json, the summary)."""
-    prefix = resolve_prefix(given)
-    files = {s: prefix.with_name(f"{prefix.name}_{s}") for s in SUFFIXES}
-    summary = parse_summary(files["summary.txt"]) if files["summary.txt"].exists() else None
-    if summary is None:
+    """(calibration, the source of each point's numbers, orion.json, the summary).
+    A summary file holding several runs: the last, or `run` (1-based); orion.json
+    lists them all. Without the CSVs, the summary's Maximum / Minimum lines are
+    the points."""
+    if given.is_file() and not any(given.name.endswith("_" + suffix) for suffix in SUFFIXES):
+        prefix = given.with_suffix("")  # a summary pasted into a file of its own name: no matrices beside it
+        files = {s: given if s == "summary.txt" else given.with_name(f"{given.name}.absent_{s}") for s in SUFFIXES}
+    else:
+        prefix = resolve_prefix(given)
+        files = {s: prefix.with_name(f"{prefix.name}_{s}") for s in SUFFIXES}
+    if not files["summary.txt"].exists():
         raise ImportOptionError(f"{files['summary.txt']}: missing; ORION writes it beside the matrices (the units depend on it)")
+    runs = parse_summaries(files["summary.txt"])
+    if run is not None and not 1 <= run <= len(runs):
+        raise ImportOptionError(f"--run {run}: {files['summary.txt']} holds {len(runs)} ORION run(s); give 1 to {len(runs)}")
+    chosen = (run or len(runs)) - 1
+    summary = runs[chosen]
     unit = latency_unit(summary, latency_unit_option)
-    mats = {s: parse_matrix(p, s.split(".")[0]) if p.exists() else {} for s, p in files.items() if s != "summary.txt"}
+    mats = {s: parse_matrix(p, s.split(".")[0]) if p.exists() and len(runs) == 1 else {} for s, p in files.items()
+            if s != "summary.txt"}
     iops, mbps, lat = mats["iops.csv"], mats["mbps.csv"], mats["lat.csv"]
     if not iops and not mbps:
-        raise ImportOptionError(f"{prefix}: neither {files['iops.csv'].name} nor {files['mbps.csv'].name} holds a point")
+        only_cal, only_sources, only_doc = _summary_only(summary, prefix, unit, device)
+        only_doc["runs"] = _runs_doc(runs, chosen, run)
+        return only_cal, only_sources, only_doc, summary
     _check(summary, "Maximum Small IOPS", iops)
     _check(summary, "Maximum Large MBPS", mbps)
     _check(summary, "Minimum Small Latency", lat)
@@ -223,8 +267,56 @@ def import_orion(given: Path, *, device: str | None = None, latency_unit_option:
         "matrices": {k.split(".")[0]: [{"large": lg, "small": sm, "value": v.value, "source": str(v.loc)}
                                        for (lg, sm), v in sorted(m.items())] for k, m in mats.items()},
         "points_used": [describe(p.pattern, p.block_size, p.iodepth) for p in points],
+        "runs": _runs_doc(runs, chosen, run),
     }
     return cal, sources, document, summary
 
 
-__all__ = ["OrionSummary", "import_orion", "latency_unit", "parse_matrix", "parse_summary", "resolve_prefix"]
+def _runs_doc(runs: list[OrionSummary], chosen: int, run: int | None) -> list[dict[str, Any]]:
+    why = f"--run {run}" if run else ("the only run" if len(runs) == 1 else f"the last of {len(runs)} runs pasted in the summary "
+                                                                          "file; --run N imports another")
+    return [{"run": i + 1, "line": r.first_line, "version": r.version, "test": r.test, "imported": i == chosen,
+             "why": why if i == chosen else "",
+             "extremes": {k: {"value": v.value, "small": sm, "large": lg, "source": str(v.loc)}
+                          for k, (v, sm, lg, _) in r.extremes.items()}} for i, r in enumerate(runs)]
+
+
+def _summary_only(s: OrionSummary, prefix: Path, unit: str, device: str | None,
+                  ) -> tuple[Calibration, list[dict[str, str]], dict[str, Any]]:
+    """Points from the summary's own lines when the CSVs are not there: Maximum
+    Small IOPS (its latency from 'Small Read Latency: avg=' at the same point,
+    11.2+) and Maximum Large MBPS. Minimum Small Latency stays in orion.json and
+    the notes: the summary gives no rate at that point."""
+    to_ms = 1e-3 if unit == "us" else 1.0
+    points: list[Point] = []
+    sources: list[dict[str, str]] = []
+    if "Maximum Small IOPS" in s.extremes:
+        v, sm, lg, _ = s.extremes["Maximum Small IOPS"]
+        lat = s.read_latency.get((sm, lg))
+        latency = lat[0].value * (1e-3 if lat[1].startswith("us") else 1.0) if lat else math.nan
+        if lat is None and "Minimum Small Latency" in s.extremes and s.extremes["Minimum Small Latency"][1:3] == (sm, lg):
+            latency = s.extremes["Minimum Small Latency"][0].value * to_ms
+        points.append(Point("rand", s.small_bytes, sm, v.value, v.value * s.small_bytes / 1e6, latency, math.nan, s.duration_s))
+        sources.append({"iops": v.source() + f" (Small={sm}, Large={lg})",
+                        "lat_mean_ms": f"{lat[0].source()} ({lat[1] or unit})" if lat else "not in the summary at this point"})
+    if "Maximum Large MBPS" in s.extremes:
+        v, sm, lg, _ = s.extremes["Maximum Large MBPS"]
+        points.append(Point(s.large_pattern, s.large_bytes, lg, v.value * MIB / s.large_bytes, v.value * MIB_TO_MB, math.nan,
+                            math.nan, s.duration_s))
+        sources.append({"mb_per_s": f"{v.source()} (Small={sm}, Large={lg}) x 1.048576"})
+    if not points:
+        raise ImportOptionError(f"{prefix}: no _iops.csv / _mbps.csv and the summary has no 'Maximum Small IOPS=' or "
+                                "'Maximum Large MBPS=' line: nothing to use as a limit")
+    name = device or (default_device(s.luns[0]) if len(s.luns) == 1 else s.test or prefix.name)
+    cal = calibration(points, device=name, directory=", ".join(s.luns) or str(prefix), tool="ORION",
+                      note=f"ORION {s.version or s.wording}: the summary only ({prefix}_summary.txt)", runtime_s=s.duration_s)
+    document = {
+        "format": 1, "prefix": str(prefix), "version": s.version, "test": s.test, "luns": s.luns, "latency_unit_in_files": unit,
+        "small_io_bytes": s.small_bytes, "large_io_bytes": s.large_bytes, "summary_only": True,
+        "summary": {k: {"value": v.value, "small": sm, "large": lg, "source": str(v.loc)} for k, (v, sm, lg, _) in s.extremes.items()},
+        "matrices": {}, "points_used": [describe(p.pattern, p.block_size, p.iodepth) for p in points],
+    }
+    return cal, sources, document
+
+
+__all__ = ["OrionSummary", "import_orion", "latency_unit", "parse_matrix", "parse_summaries", "parse_summary", "resolve_prefix"]

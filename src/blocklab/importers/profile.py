@@ -22,16 +22,24 @@ from typing import Any
 
 from ..probes.profile import SessionProfile, flatten_profile
 from ..results import ResultRow
-from .awr import CPU_EVENT, AwrReport, parse_awr
-from .common import ImportOptionError
-from .rundir import ImportedRun
+from .awr import cpu_marks, parse_awr
+from .awr_model import CPU_EVENT, AwrReport
+from .common import ImportInputError, ImportOptionError
+from .rundir import ImportedRun, import_notes
 
 MAX_PARAMETERS = 4  # more differing parameters than this make a label nobody reads: the file names say it better
 IGNORED_PARAMETERS = ("resource_manager_plan",)  # the scheduler's maintenance window changes it on its own
 
 
-def awr_profile(r: AwrReport) -> tuple[SessionProfile, dict[str, str]]:
-    """The report's profile and where its numbers came from."""
+def awr_profile(r: AwrReport) -> tuple[SessionProfile, dict[str, str], list[str]]:
+    """The report's profile, where its numbers came from, and the marks its own
+    consistency checks leave (shown in the report; never a refusal: the numbers
+    are the database's own)."""
+    if not r.top_events:
+        where = next((n for n in r.not_read if n.field == "Top Foreground Events"), None)
+        raise ImportInputError(r.path, where.line if where else r.lines, "Top Foreground Events",
+                               "the profile is built from the Top events table and this file has none: export the whole "
+                               "report with @?/rdbms/admin/awrrpt.sql", end_of_file=True)
     total = r.db_time_s()
     waits = {e.name: e.time_s for e in r.top_events if e.name != CPU_EVENT}
     sources = {"TOTAL_TIME": total.source()}
@@ -42,18 +50,20 @@ def awr_profile(r: AwrReport) -> tuple[SessionProfile, dict[str, str]]:
     else:
         model = r.time_model_s("DB CPU") or r.load.get("db_cpu")
         if model is None:
-            raise r.elapsed_s.loc.error("DB CPU", "neither the Top events table nor Time Model nor Load Profile gives DB CPU")
-        cpu = model.value if model.what.startswith("Time Model") else model.value * r.elapsed_s.value
+            raise total.loc.error("DB CPU", "neither the Top events table nor Time Model nor Load Profile gives DB CPU")
+        cpu = model.value if model.what.startswith("Time Model") else model.value * r.elapsed().value
         sources["CPU"] = model.source()
     for e in r.top_events:
         if e.name != CPU_EVENT:
             sources[e.name] = f"{e.loc} {r.top_title}: {e.name}" + (" (4-character Time column: cut, not rounded)"
                                                                       if e.time_truncated else "")
+    marks = cpu_marks(r)
     listed = cpu + sum(waits.values())
     if listed > total.value * 1.01 + 1.0:
-        raise total.loc.error("DB time", f"{total.value:,.1f} s is less than the DB CPU and Top event times it should "
-                              f"hold ({listed:,.1f} s at {r.top_events[0].loc}): the report is inconsistent")
-    return SessionProfile(pid=0, elapsed_s=total.value, waits=waits, cpu_s=cpu), sources
+        marks.append(f"{r.path}: the Top events add up to {listed:,.1f} s, more than DB time {total.value:,.1f} s "
+                     f"({total.loc}): foreground waits overlap (12c and later count some inside others, and the report's "
+                     f"'% of DB time' passes 100%), so UNACCOUNTED_TIME is negative here; the figures are the report's own")
+    return SessionProfile(pid=0, elapsed_s=total.value, waits=waits, cpu_s=cpu), sources, marks
 
 
 def import_awr_profiles(paths: list[Path], labels: list[str] | None = None, command: str = "blocklab import awr") -> ImportedRun:
@@ -65,17 +75,19 @@ def import_awr_profiles(paths: list[Path], labels: list[str] | None = None, comm
     settings = _settings(reports, paths, labels)
     rows = []
     for r, s in zip(reports, settings):
-        profile, sources = awr_profile(r)
+        profile, sources, marks = awr_profile(r)
+        elapsed = r.elapsed().value
         metrics = {**flatten_profile(profile, "profile.total"), "profile.awr": 1.0, "db_time_s": profile.elapsed_s,
-                   "db_cpu_s": profile.cpu_s, "elapsed_s": r.elapsed_s.value,
-                   "average_active_sessions": profile.elapsed_s / r.elapsed_s.value}
+                   "db_cpu_s": profile.cpu_s, "elapsed_s": elapsed,
+                   "average_active_sessions": profile.elapsed_s / elapsed}
         for key, name in (("read_requests", "read_iops"), ("write_requests", "write_iops"), ("executes", "executes_per_s"),
                           ("transactions", "transactions_per_s")):
             if key in r.load:
                 metrics[name] = r.load[key].value
                 sources[name] = r.load[key].source()
         rows.append(ResultRow(cell=0, block=0, settings=s, applied={k: str(v) for k, v in s.items()}, metrics=metrics,
-                              started=r.begin_snap, notes={"file": r.path, "sources": sources, "top_table": r.top_title}))
+                              started=r.begin_snap, notes={"file": r.path, "sources": sources, "top_table": r.top_title,
+                                                           **import_notes(r, marks)}))
     knobs: dict[str, list[Any]] = {}
     for s in settings:
         for k, v in s.items():

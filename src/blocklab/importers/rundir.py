@@ -51,6 +51,46 @@ class ImportedRun:
     headline: str = ""  # the report's headline, when the generic 'Best setting ...' would not say it
 
 
+IMPORT_NOTES_FILE = "import-notes.json"
+
+
+def import_notes(report: Any, marks: list[str]) -> dict[str, Any]:
+    """A row's notes on what the import left out (not_read) and what its consistency checks marked."""
+    out: dict[str, Any] = {}
+    not_read = [n.text(report.path) for n in getattr(report, "not_read", [])]
+    if not_read:
+        out["not_read"] = not_read
+    if marks:
+        out["marks"] = marks
+    return out
+
+
+def write_import_notes(run_dir: RunDir, rows: list[ResultRow], extra: dict[str, Any] | None = None) -> None:
+    """import-notes.json: every field left out and every mark, per file, for `blocklab report` to show."""
+    files: dict[str, dict[str, list[str]]] = {}
+    for row in rows:
+        entry = files.setdefault(str(row.notes.get("file", "?")), {"not_read": [], "marks": []})
+        entry["not_read"] += [n for n in row.notes.get("not_read", []) if n not in entry["not_read"]]
+        entry["marks"] += [m for m in row.notes.get("marks", []) if m not in entry["marks"]]
+    doc: dict[str, Any] = {"format": 1, "files": files,
+                           "checked": "each file's own consistency (its sections and columns agree with each other); "
+                                      "nothing was read back from the database, so the settings are as the files state them"}
+    doc.update(extra or {})
+    run_dir.write_json(IMPORT_NOTES_FILE, doc)
+
+
+def unranked(summary: dict[str, Any]) -> dict[str, Any]:
+    """A summary whose settings are not ranked: device limits and system statistics are
+    each a value by itself, and 'best' or 'ratio to best' between them means nothing."""
+    summary["best_label"] = None
+    summary["indistinguishable"] = []
+    for entry in (summary.get("settings") or {}).values():
+        for key in [k for k in entry if k.startswith("ratio_to_best")]:
+            entry[key] = None
+    summary["unranked"] = True
+    return summary
+
+
 def check_new(path: Path, option: str = "--out") -> None:
     """Refuse a directory that already holds a run (exit 2 before anything is written)."""
     for name in (PLAN_FILE, RESULTS_FILE, "calibration.json", "sysstats.json"):
@@ -82,6 +122,7 @@ def write_run(run_dir: RunDir, run: ImportedRun) -> dict[str, Any]:
     run_dir.write_json(ENVIRONMENT_FILE, env)
     for row in rows:
         run_dir.append(row)
+    write_import_notes(run_dir, rows)
     labels = [label_of(s) for s in settings]
     summary = summarise(
         rows, metric=run.metric, goal=run.goal, setting_labels=labels, settings_by_label=dict(zip(labels, settings)),
@@ -97,6 +138,8 @@ def write_run(run_dir: RunDir, run: ImportedRun) -> dict[str, Any]:
                               + (" Each point is one report, a single sample: no confidence intervals." if single else ""))
     if run.headline:
         summary["headline"] = run.headline
+    if run.verdict_extra or run.headline:
+        summary["words_from"] = "import"  # `blocklab analyse` keeps the importer's words (report/data.py recompute_summary)
     summary["experiment"] = run.name
     summary["cells_planned"] = len(cells)
     summary["seed"] = 0
@@ -137,4 +180,4 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
-__all__ = ["ImportedRun", "check_new", "write_run"]
+__all__ = ["IMPORT_NOTES_FILE", "ImportedRun", "check_new", "import_notes", "unranked", "write_import_notes", "write_run"]

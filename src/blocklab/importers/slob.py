@@ -35,10 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from ..results import ResultRow
-from .awr import AwrReport, parse_awr
+from .awr import cpu_marks, parse_awr
 from .awr_info import AwrInfoRow, parse_awr_info, point_metrics
+from .awr_model import AwrReport
 from .common import ImportInputError, ImportOptionError, Loc, Value, read_lines
-from .rundir import ImportedRun
+from .rundir import ImportedRun, import_notes
 
 LATENCY_SOURCE = "AWR: db file sequential read"
 READ_EVENT = "db file sequential read"
@@ -58,6 +59,7 @@ class Point:
     parameters: dict[str, str] = field(default_factory=dict)
     slob: dict[str, str] = field(default_factory=dict)
     loc: Loc | None = None  # an awr_info line
+    extra: dict[str, Any] = field(default_factory=dict)  # not_read / marks for the run's import-notes.json
 
 
 # ---------------------------------------------------------------------- finding the files
@@ -72,30 +74,38 @@ def find_inputs(paths: list[Path]) -> list[tuple[Path, str, Path, str]]:
                 if kind := _kind(path):
                     out.append((path, str(path), given, kind))
         elif given.is_file():
-            kind = _kind(given)
-            if not kind:
-                raise ImportInputError(str(given), 1, "file", "neither an AWR text report ('WORKLOAD REPOSITORY report for') "
-                                       "nor awr_info.sh output (FILE|SESSIONS|...)")
-            out.append((given, str(given), given.parent, kind))
+            # a file named on its own is read as a report unless it is awr_info output: the AWR
+            # reader then says what it found and where it gave up (an excerpt, a RAC global report)
+            out.append((given, str(given), given.parent, _kind(given) or "awr"))
         else:
             raise ImportOptionError(f"{given}: no such file or directory")
     if not out:
-        raise ImportOptionError(f"{', '.join(map(str, paths))}: no AWR text report and no awr_info.sh output found "
-                                "(an AWR report starts 'WORKLOAD REPOSITORY report for'; awr_info output 'FILE|SESSIONS|')")
+        raise ImportOptionError(f"{', '.join(map(str, paths))}: no AWR report (text or HTML) and no awr_info.sh "
+                                "output found (an AWR report starts 'WORKLOAD REPOSITORY report for'; awr_info output 'FILE|SESSIONS|')")
     return out
 
 
 def _kind(path: Path) -> str:
-    """'awr', 'awr_info' or '' from the file's first 4 kB."""
+    """'awr', 'awr_info' or '' from the file's first 16 kB (an AWR HTML report's style sheet comes before its title)."""
     try:
         with open(path, "rb") as f:
-            head = f.read(4096).decode("utf-8", errors="replace")
+            head = f.read(16384).decode("utf-8", errors="replace")
     except OSError:
         return ""
-    if "WORKLOAD REPOSITORY report for" in head:
-        return "awr"
+    if head.startswith("\x1f\ufffd"):  # gzip's magic bytes (SLOB kits ship awr.html.gz)
+        try:
+            import gzip
+
+            with gzip.open(path, "rb") as g:
+                head = g.read(16384).decode("utf-8", errors="replace")
+        except (OSError, EOFError):
+            return ""
     first = next((line for line in head.splitlines() if line.strip()), "")
-    return "awr_info" if first.replace(" ", "").upper().startswith("FILE|SESSIONS|") else ""
+    if first.replace(" ", "").upper().startswith("FILE|SESSIONS|"):
+        return "awr_info"
+    if re.search(r"WORKLOAD REPOSITORY|AWR (RAC )?Report for|^\s*Load Profile\s", head, re.IGNORECASE | re.MULTILINE):
+        return "awr"
+    return ""
 
 
 def sessions_from_name(name: str) -> int | None:
@@ -182,12 +192,14 @@ def report_point(report: AwrReport, shown: str, root: Path, path: Path, update_p
     bs, bs_source = _block_size(block_size, report, shown)
     metrics, sources = awr_metrics(report)
     sources.update({"update_pct": pct_source, "block_size": bs_source, "sessions": f"{shown} (file name)"})
+    extra = import_notes(report, cpu_marks(report))
     h = report.header
     database = {"db_name": h.get("DB Name", ""), "db_id": h.get("DB Id", ""), "release": report.release,
                 "host": h.get("Host Name", ""), "platform": h.get("Platform", ""), "cpus": h.get("CPUs", ""),
                 "cores": h.get("Cores", ""), "sockets": h.get("Sockets", ""), "memory_gb": h.get("Memory(GB)", "")}
     return Point(shown, "awr", sessions, pct, bs, metrics, sources, report.begin_snap, database,
-                 {k: v for k, (v, _) in report.parameters.items()}, {k: v for k, (v, _) in report.slob_vars.items()})
+                 {k: v for k, (v, _) in report.parameters.items()}, {k: v for k, (v, _) in report.slob_vars.items()},
+                 extra=extra)
 
 
 def awr_metrics(r: AwrReport) -> tuple[dict[str, float], dict[str, str]]:
@@ -233,7 +245,7 @@ def awr_metrics(r: AwrReport) -> tuple[dict[str, float], dict[str, str]]:
     put("db_cpu_per_s", r.load.get("db_cpu"))
     put("logical_reads_per_s", r.load.get("logical_reads"))
     put("redo_mb_per_s", r.load.get("redo_bytes"), 1e-6, " / 1e6")
-    put("elapsed_s", r.elapsed_s)
+    put("elapsed_s", r.elapsed())
     return m, src
 
 
@@ -302,7 +314,7 @@ def _num(x: float) -> float | int:
 def _row(p: Point) -> ResultRow:
     settings = {"workload.sessions": p.sessions, "workload.update_pct": _num(p.update_pct), "block_size": p.block_size}
     metrics = {"sessions": float(p.sessions), "update_pct": float(p.update_pct), "block_size": float(p.block_size), **p.metrics}
-    notes = {"file": p.shown, "kind": p.kind, "sources": p.sources, "latency_source": LATENCY_SOURCE}
+    notes = {"file": p.shown, "kind": p.kind, "sources": p.sources, "latency_source": LATENCY_SOURCE, **p.extra}
     if p.slob:
         notes["slob"] = p.slob
     return ResultRow(cell=0, block=0, settings=settings, applied={k: str(v) for k, v in settings.items()}, metrics=metrics,

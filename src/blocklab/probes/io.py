@@ -22,6 +22,7 @@ import time
 from collections.abc import Sequence
 
 from ..engines.base import Engine, IoWindow, Session
+from .cpu_profile import active_windows
 from .os_stats import DiskCounters, device_of, disk_counters, process_cpu_seconds, system_cpu_times
 from .page_cache import process_read_bytes
 from .seconds import PerSecond
@@ -177,15 +178,32 @@ class RunProbe:
         self.host = HostWindow(engine, per_second=per_second)
         self.io: IoWindow = engine.io_window(session, settle=settle, sessions=sessions)
         self.deltas: dict[str, float] = {}
+        # a cell being profiled (runner: measure.cpu_profile / trace_function): the engine's
+        # stacks are sampled, its function traced, over exactly this window
+        self.observers = active_windows()
 
     def __enter__(self) -> RunProbe:
-        self.io.__enter__()
-        self.host.__enter__()
+        for observer in self.observers:  # spawned first: their start-up is outside what the probes count
+            observer.start()
+        try:
+            self.io.__enter__()
+            self.host.__enter__()
+            for observer in self.observers:  # and switched on last
+                observer.__enter__()
+        except BaseException as err:
+            for observer in self.observers:
+                observer.pause()
+                observer.__exit__(type(err), err, None)
+            raise
         return self
 
     def __exit__(self, *exc: object) -> None:
+        for observer in self.observers:  # stopped first: the settle below is not the run's ...
+            observer.pause()
         self.host.__exit__(*exc)
         self.io.__exit__(*exc)
+        for observer in reversed(self.observers):  # ... and read after: folding the stacks is not the engine's CPU
+            observer.__exit__(*exc)
         if exc[0] is None:
             self.deltas = {**self.io.deltas, **self.host.deltas()}
 

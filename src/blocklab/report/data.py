@@ -394,7 +394,25 @@ def load_run(path: Path | str) -> RunData:
     if _summary_stale(summary, rows):
         _refresh_stale_summary(data)
     _older_statistics_note(data)
+    _import_notes(rd, data)
     return data
+
+
+IMPORT_NOTES_FILE = "import-notes.json"  # written by importers/rundir.py
+
+
+def _import_notes(rd: RunDir, data: RunData) -> None:
+    """An imported run's fields left out ("not read") and consistency marks, as notes of the report."""
+    doc = _optional_json(rd, IMPORT_NOTES_FILE, data.notes)
+    files = sorted((doc.get("files") or {}).items())
+    for kind, key in (("not read (left out, the rest imported)", "not_read"), ("marked", "marks")):
+        texts = [str(t) for _, entry in files for t in entry.get(key) or []]
+        if len(texts) <= 3:
+            data.notes += [f"{kind}: {t}" for t in texts]
+        else:  # one line for many: the list is in the file
+            data.notes.append(f"{kind}: {len(texts)} notes in {IMPORT_NOTES_FILE}, the first: {texts[0]}")
+    for text in doc.get("runs") or []:
+        data.notes.append(str(text))
 
 
 def _optional_json(rd: RunDir, name: str, notes: list[str]) -> dict[str, Any]:
@@ -454,6 +472,14 @@ def recompute_summary(data: RunData) -> dict[str, Any]:
     for key in ("experiment", "cells_planned", "seed"):
         if key in old:
             summary[key] = old[key]
+    if old.get("words_from") == "import":  # an importer's own headline and verdict (device limits, system statistics,
+        for key in ("headline", "verdict", "limits", "words_from"):  # SLOB series): the rows do not change on import
+            if key in old:
+                summary[key] = old[key]
+        if old.get("unranked"):  # values that are each a limit or a statistic by itself: no 'best' among them
+            from ..importers.rundir import unranked
+
+            unranked(summary)
     summary.setdefault("experiment", data.name)
     summary.setdefault("cells_planned", data.cells_planned)
     summary.setdefault("seed", data.seed)

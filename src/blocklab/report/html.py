@@ -13,11 +13,21 @@ import jinja2
 
 from .. import __version__
 from ..units import SHORT_NAMES, fmt_bytes, human, label_of, metric_title
+from .cpu_profile_view import FlameGraph, flame_graphs
+from .cpu_profile_view import html_context as cpu_profile_context
 from .csv_export import export_csv
 from .data import RunData, SettingFigures
 from .device_twin import html_context as device_twin_context
 from .fleet import fleet_context
 from .plots import Plot
+from .scripts import scripts_context
+from .trace_view import trace_context
+
+# what an imported run's cells were checked for, instead of a second source in the same run
+IMPORT_CLAIMS = ("Imported, not measured by blocklab: each file was checked for its own consistency (every number read "
+                 "from the column its heading names, figures the file gives twice agreeing; where they do not, a mark "
+                 "below). Nothing was read back from the database: the settings, the cache state and the I/O path are "
+                 "as the files and whoever ran them state them.")
 
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("blocklab.report", "templates"),
@@ -28,13 +38,15 @@ _ENV = jinja2.Environment(
 )
 
 
-def render_html(data: RunData, plots: list[Plot], *, generated: str | None = None) -> bytes:
-    """The report page as UTF-8 bytes."""
+def render_html(data: RunData, plots: list[Plot], *, generated: str | None = None,
+                flames: list[FlameGraph] | None = None) -> bytes:
+    """The report page as UTF-8 bytes. `flames`: the run's flame graphs (drawn here when not given)."""
     template = _ENV.get_template("report.html.j2")
-    return template.render(**context(data, plots, generated=generated)).encode("utf-8")
+    return template.render(**context(data, plots, generated=generated, flames=flames)).encode("utf-8")
 
 
-def context(data: RunData, plots: list[Plot], *, generated: str | None = None) -> dict[str, Any]:
+def context(data: RunData, plots: list[Plot], *, generated: str | None = None,
+            flames: list[FlameGraph] | None = None) -> dict[str, Any]:
     summary = data.summary
     metric, unit = data.metric, data.unit
     measured = len({r.cell_id for r in data.rows})
@@ -60,7 +72,11 @@ def context(data: RunData, plots: list[Plot], *, generated: str | None = None) -
         "settings_caption": _settings_caption(data),
         "ratio_heading": "ratio to best [CI]" if _paired(data) else "ratio to best [95% CI]",
         "other_metrics": _other_metrics(data),
-        "device_twin": device_twin_context(data),  # the engine against its device twin (issue 19)
+        "device_twin": device_twin_context(data),
+        "scripts": scripts_context(data),  # the user's own scripts (workload sql), None for the others
+        # where the CPU went (measure.cpu_profile): rankings and flame graphs (issue 28)
+        "cpu_profile": cpu_profile_context(data, flame_graphs(data) if flames is None else flames),
+        "trace": trace_context(data.summary, data.describe_label),  # --trace-function: the seed's table per setting
         "plots": [_plot_context(p) for p in plots],
         "failed": [_failed(data, r) for r in data.failed_rows],
         "invalid": [_failed(data, r) for r in data.invalid_rows],
@@ -72,7 +88,8 @@ def context(data: RunData, plots: list[Plot], *, generated: str | None = None) -
         "source": data.source,
         "overrides": [(k, _plain(v)) for k, v in data.options.items()],
         "seed": data.seed,
-        "imported": data.plan.get("kind") == "import",
+        "imported": data.plan.get("kind") == "import" or data.environment.get("engine_mode") == "import",
+        "import_claims": IMPORT_CLAIMS,
         "raw_rows": _raw_rows(data),
         "raw_columns": _raw_columns(data),
         "csv_href": "data:text/csv;charset=utf-8;base64," + base64.b64encode(export_csv(data)).decode("ascii"),

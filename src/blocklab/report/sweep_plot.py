@@ -153,7 +153,7 @@ def best_and_close(data: RunData, metric: str, figs: list[SettingFigures]) -> tu
     another metric the highest (or lowest, for times) median is marked, no more."""
     if metric == data.metric and data.summary.get("best_label"):
         return data.summary["best_label"], list(data.summary.get("indistinguishable") or [])
-    if not figs:
+    if data.summary.get("unranked") or not figs:  # device limits, system statistics: each a value by itself
         return None, []
     pick = min if metric.endswith("_s") and not metric.endswith("per_s") else max
     return pick(figs, key=lambda f: f.median).label, []

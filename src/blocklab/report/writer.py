@@ -36,6 +36,7 @@ def write_report(run_dir: RunDir | Path | str, limits: dict[str, float] | None =
     plot's PNG and SVG. `limits` (e.g. {"max_mb_per_s": 1450.0}) draws the device's
     limits; by default they come from the newest calibration of the run's device.
     Raises ResultsError when `run_dir` is not a results directory."""
+    from .cpu_profile_view import flame_graphs
     from .html import render_html
     from .plots import make_plots
 
@@ -44,17 +45,21 @@ def write_report(run_dir: RunDir | Path | str, limits: dict[str, float] | None =
     if limits is None:
         limits = device_limits(data)
     plots = make_plots(data, limits)
+    flames = flame_graphs(data)  # a profiled run's flame graphs (SVG only)
     written: list[Path] = []
     plot_dir = path / PLOTS_DIR
-    if plots:
+    if plots or flames:
         plot_dir.mkdir(exist_ok=True)
     for plot in plots:
         for suffix, content in (("png", plot.png), ("svg", plot.svg)):
             target = plot_dir / f"{plot.id}.{suffix}"
             write_atomic(target, content)
             written.append(target)
+    for flame in flames:
+        write_atomic(plot_dir / f"{flame.id}.svg", flame.svg)
+        written.append(plot_dir / f"{flame.id}.svg")
     report = path / REPORT_FILE
-    write_atomic(report, render_html(data, plots))
+    write_atomic(report, render_html(data, plots, flames=flames))
     return [report, *written]
 
 

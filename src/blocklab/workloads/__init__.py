@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -80,7 +81,9 @@ def make_workload(
     `axis_values` are swept options of one cell (knobs named workload.X, without the prefix)."""
     cls = workload_class(spec.kind, source)
     try:
-        options = cls.Options.model_validate({**spec.options(), **(axis_values or {})})
+        # files an option names are found beside the experiment file (its directory is the context)
+        base_dir = str(Path(source).parent) if Path(source).is_file() else None
+        options = cls.Options.model_validate({**spec.options(), **(axis_values or {})}, context={"base_dir": base_dir})
     except ValidationError as err:
         problems = []
         for p in err.errors():

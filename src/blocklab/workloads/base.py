@@ -41,6 +41,9 @@ class Options(BaseModel):
 class Workload(Protocol):
     name: ClassVar[str]
     default_metric: ClassVar[str]  # what the verdict is about unless measure.metric says otherwise
+    # the result row's metric that counts the run's work and its unit in words, ("rows",
+    # "row inserted"): CPU profiles are divided by it (analysis/cpu_profile.py)
+    work: ClassVar[tuple[str, str]]
     default_goal: ClassVar[str]  # "max" (throughput) or "min" (elapsed)
     metrics: ClassVar[tuple[str, ...]]  # the figures every run reports: what measure.metric may name
     rows_option: ClassVar[str | None]  # the option --rows sets when the workload builds no data set (else dataset.rows)
@@ -79,6 +82,29 @@ def timed_series(workload: object) -> tuple[dict[str, list[float]], str] | None:
     if not key:
         return None
     return dict(getattr(workload, "series", None) or {}), str(key)
+
+
+def workload_cold_problem(workload: Any, engine: Engine) -> str | None:
+    """Why this workload's relations cannot be evicted on this engine although the engine
+    evicts its own data sets (a workload over the user's own tables says so with a
+    `own_relations_cold_problem(engine)` method); None for the others."""
+    ask = getattr(workload, "own_relations_cold_problem", None)
+    return ask(engine) if ask is not None else None
+
+
+def workload_check(workload: Any, engine: Engine) -> None:
+    """What a workload checks on the started engine before anything runs, changing nothing
+    (its `check(engine)`: the sql workload's check run of the user's scripts); SpecError."""
+    check = getattr(workload, "check", None)
+    if check is not None:
+        check(engine)
+
+
+def workload_record(workload: Any) -> dict[str, Any] | None:
+    """What a workload keeps with its run for the report (its `report_record()`: the user's
+    scripts, for workload `sql`), written as workload.json; None for the others."""
+    record = getattr(workload, "report_record", None)
+    return record() if record is not None else None
 
 
 def dialect_bytes_per_row(dialect_class: type[DialectBase], default: float) -> float:

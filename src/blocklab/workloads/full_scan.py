@@ -42,6 +42,7 @@ class FullScanOptions(Options):
 class FullScan:
     name: ClassVar[str] = "full_scan"
     default_metric: ClassVar[str] = "rows_per_s"
+    work: ClassVar[tuple[str, str]] = ("rows", "row scanned")  # the metric counting its work, and its unit (CPU per unit)
     # the figures every run reports: what measure.metric may name (checked before anything runs)
     metrics: ClassVar[tuple[str, ...]] = ('rows_per_s', 'mb_per_s', 'scan_mb_per_s', 'elapsed_s', 'rows', 'reads', 'read_bytes', 'read_time_ms', 'hits', 'server_cpu_s')
     rows_option: ClassVar[str | None] = None  # --rows sizes dataset.rows

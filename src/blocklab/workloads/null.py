@@ -40,6 +40,7 @@ class NullOptions(Options):
 class NullWorkload:
     name: ClassVar[str] = "null"
     default_metric: ClassVar[str] = "score"
+    work: ClassVar[tuple[str, str]] = ("rows", "row")  # the metric counting its work, and its unit (CPU per unit)
     # the figures every run reports: what measure.metric may name (checked before anything runs)
     metrics: ClassVar[tuple[str, ...]] = ('score', 'elapsed_s', 'rows')
     rows_option: ClassVar[str | None] = None  # --rows sizes dataset.rows

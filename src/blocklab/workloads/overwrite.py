@@ -58,6 +58,7 @@ class OverwriteOptions(Options):
 class Overwrite:
     name: ClassVar[str] = "overwrite"
     default_metric: ClassVar[str] = "elapsed_s"
+    work: ClassVar[tuple[str, str]] = ("writes_done", "write")  # the metric counting its work, and its unit (CPU per unit)
     # the figures every run reports: what measure.metric may name (checked before anything runs)
     metrics: ClassVar[tuple[str, ...]] = ('writes_per_s', 'write_mb_per_s', 'elapsed_s', 'wall_s', 'stall_s', 'stall_share', 'writes_done', 'write_bytes', 'reads', 'read_bytes', 'server_cpu_s')
     rows_option: ClassVar[str | None] = None  # --rows sizes dataset.rows

@@ -56,6 +56,7 @@ class PointReadOptions(Options):
 class PointRead:
     name: ClassVar[str] = "point_read"
     default_metric: ClassVar[str] = "elapsed_s"
+    work: ClassVar[tuple[str, str]] = ("reads_done", "read")  # the metric counting its work, and its unit (CPU per unit)
     # the figures every run reports: what measure.metric may name (checked before anything runs)
     metrics: ClassVar[tuple[str, ...]] = ('elapsed_s', 'reads_per_s', 'block_reads_per_s', 'block_mb_per_s', 'read_latency_ms', 'wall_s', 'reads_done', 'reads', 'read_bytes', 'hits', 'server_cpu_s')
     rows_option: ClassVar[str | None] = None  # --rows sizes dataset.rows

@@ -73,6 +73,7 @@ class ReloadOptions(Options):
 class Reload:
     name: ClassVar[str] = "reload"
     default_metric: ClassVar[str] = "elapsed_s"
+    work: ClassVar[tuple[str, str]] = ("rows", "row inserted")  # the metric counting its work, and its unit (CPU per unit)
     # the figures every run reports: what measure.metric may name (checked before anything runs)
     metrics: ClassVar[tuple[str, ...]] = ('elapsed_s', 'rows_per_s', 'rows', 'table_bytes')
     rows_option: ClassVar[str | None] = None  # --rows sizes dataset.rows

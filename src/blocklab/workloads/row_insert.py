@@ -90,6 +90,7 @@ class RowInsertOptions(Options):
 class RowInsert:
     name: ClassVar[str] = "row_insert"
     default_metric: ClassVar[str] = "elapsed_s"
+    work: ClassVar[tuple[str, str]] = ("rows", "row inserted")  # the metric counting its work, and its unit (CPU per unit)
     # the figures every run reports: what measure.metric may name (checked before anything runs)
     metrics: ClassVar[tuple[str, ...]] = ('elapsed_s', 'rows_per_s', 'rows', 'table_bytes')
     default_goal: ClassVar[str] = "min"

@@ -78,6 +78,7 @@ class SlobOptions(Options):
 class Slob:
     name: ClassVar[str] = "slob"
     default_metric: ClassVar[str] = "read_iops"
+    work: ClassVar[tuple[str, str]] = ("iterations", "operation")  # the metric counting its work, and its unit (CPU per unit)
     # the figures every run reports: what measure.metric may name (checked before anything runs)
     metrics: ClassVar[tuple[str, ...]] = ('read_iops', 'write_iops', 'mb_per_s', 'read_mb_per_s', 'read_latency_ms', 'ops_per_s', 'iterations', 'updates', 'update_share', 'elapsed_s', 'wall_s', 'reads', 'writes', 'reads_per_iteration')
     rows_option: ClassVar[str | None] = None  # --rows sizes dataset.rows

@@ -105,6 +105,7 @@ class UpdateOptions(Options):
 class Update:
     name: ClassVar[str] = "update"
     default_metric: ClassVar[str] = "elapsed_s"
+    work: ClassVar[tuple[str, str]] = ("rows", "row updated")  # the metric counting its work, and its unit (CPU per unit)
     # the figures every run reports: what measure.metric may name (checked before anything runs)
     metrics: ClassVar[tuple[str, ...]] = ('elapsed_s', 'wall_s', 'fastest_s', 'mean_session_s', 'rows', 'rows_per_s')
     rows_option: ClassVar[str | None] = None  # --rows sizes dataset.rows

@@ -60,6 +60,7 @@ from ..base import ApplyClass, Capabilities, CounterWindow, EngineBase, EngineEr
 from ..host import DirectoryLock, drop_os_cache_files, stop_at_exit, stopped
 from .capabilities import CAPABILITIES
 from .counters import innodb_window, read_counters
+from .cpu_profile import ProfileProcesses
 from .dsn import DATABASE, parse_dsn
 from .instance import InstanceMixin, tail_of_log
 from .knobs import (
@@ -77,6 +78,7 @@ from .scan import ScanTables
 from .server import DsnServerMixin
 from .session import MariadbSession
 from .slob import SlobTables
+from .sqlscript import SqlScripts
 from .tables import InsertLoop, ReloadTables
 from .update import UpdateTables
 
@@ -103,6 +105,8 @@ class MariadbEngine(InstanceMixin, KnobsMixin, DsnServerMixin, EngineBase):
         "reload": ReloadTables,
         "slob": SlobTables,
         "update": UpdateTables,
+        "sql": SqlScripts,
+        "cpu_profile": ProfileProcesses,
     }
     # a restart ~3 s; a checksum change rebuilds small tables (~1 s over the checksum
     # recipe's quick sweep); another page size is another data directory (change_cost)

@@ -9,7 +9,7 @@ are refused in validation.
 The package holds all blocklab knows of PostgreSQL: its knobs (knobs.py), its
 I/O counters (counters.py, pg_stat_io), its wait sampler (waits.py), and how
 each workload's tables are built and timed here (scan.py, tables.py, slob.py,
-update.py; sysstats.py for `blocklab sysstats`).
+update.py, sqlscript.py for the user's own scripts; sysstats.py for `blocklab sysstats`).
 """
 
 from __future__ import annotations
@@ -29,11 +29,13 @@ from ..host import ReadAhead, drop_os_cache_files, stop_at_exit, stopped
 from . import knobs
 from .capabilities import CAPABILITIES
 from .counters import StatIoWindow, read_counters, relation_totals
+from .cpu_profile import ProfileProcesses
 from .instance import EmbeddedCluster
 from .scan import ScanTables
 from .server import DsnServerMixin
 from .session import PgSession
 from .slob import SlobTables
+from .sqlscript import SqlScripts
 from .sysstats import SysstatsReads
 from .tables import InsertLoop, ReloadTables
 from .update import UpdateTables
@@ -67,7 +69,9 @@ class PostgresEngine(DsnServerMixin, EngineBase):
         "reload": ReloadTables,
         "slob": SlobTables,
         "update": UpdateTables,
+        "sql": SqlScripts,
         "sysstats": SysstatsReads,
+        "cpu_profile": ProfileProcesses,
     }
     # a restart ~2 s here; a pg_checksums pass or a new cluster ~10 s (2-core VM)
     install_bytes: ClassVar[float] = 100e6  # initdb's cluster and WAL: ~60 MB here

@@ -80,7 +80,9 @@ class DsnServerMixin:
         "SELECT 'table ' || c.relname FROM pg_class c WHERE c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace "
         "AND (c.relname LIKE 'blocklab\\_%%' OR obj_description(c.oid, 'pg_class') LIKE '{\"blocklab\\_dataset\"%%') "
         "UNION ALL SELECT 'procedure ' || p.proname FROM pg_proc p WHERE p.pronamespace = current_schema()::regnamespace "
-        "AND p.proname LIKE 'blocklab\\_%%' ORDER BY 1"
+        "AND p.proname LIKE 'blocklab\\_%%' "
+        # the schemas of the sql workload: a writing script's copies (blocklab_sql), a data set's (blocklab_sql_<hash>)
+        "UNION ALL SELECT 'schema ' || nspname FROM pg_namespace WHERE nspname LIKE 'blocklab\\_sql%%' ORDER BY 1"
     )
 
     def privileges(self) -> list[tuple[str, str]]:
@@ -127,7 +129,8 @@ class DsnServerMixin:
         done = []
         for entry in self.created_objects():
             kind, name = entry.split(" ", 1)
-            statement = "DROP TABLE IF EXISTS {}" if kind == "table" else "DROP PROCEDURE IF EXISTS {}"
+            statement = {"table": "DROP TABLE IF EXISTS {}", "schema": "DROP SCHEMA IF EXISTS {} CASCADE"}.get(
+                kind, "DROP PROCEDURE IF EXISTS {}")
             with self.pg_connect(session=False) as conn:
                 conn.execute(sql.SQL(statement).format(sql.Identifier(name)))
             done.append(entry)

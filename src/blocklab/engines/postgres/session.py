@@ -16,6 +16,7 @@ class PgSession(SessionBase):
     def __init__(self, conn: psycopg.Connection):
         self.conn = conn  # the psycopg connection, for this package's own code
         self.backend_id = int(conn.info.backend_pid)
+        self.prepared: dict[str, bytes] = {}  # statement text -> its prepared name (the sql workload's, sqlscript.py)
 
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
         cur = self.conn.execute(sql, params)  # our SQL text, parameters bound by psycopg

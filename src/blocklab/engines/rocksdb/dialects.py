@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..base import DialectBase, EngineError
 from . import files
+from .cpu_profile import ProfileProcesses
 
 if TYPE_CHECKING:
     from . import RocksDbEngine, RocksDbSession
@@ -185,5 +186,6 @@ DIALECTS: dict[str, type] = {
     "point_read": PointRead,
     "overwrite": Overwrite,
     "reload": Reload,
+    "cpu_profile": ProfileProcesses,
 }
 __all__ = ["DIALECTS"]

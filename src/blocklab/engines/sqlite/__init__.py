@@ -47,6 +47,7 @@ import apsw
 from ..base import ApplyClass, Capabilities, CounterWindow, EngineBase, EngineError, EngineInfo, KnobError, KnobInfo, SessionBase
 from ..host import DirectoryLock, drop_os_cache_files
 from .capabilities import CAPABILITIES
+from .cpu_profile import ProfileProcesses
 from .files import (
     BUSY_TIMEOUT_MS,
     CACHE_STATUS,
@@ -67,6 +68,7 @@ from .files import (
     read_pragmas,
 )
 from .knobs import ALWAYS_RECORDED, GENERIC_TO_NATIVE, KNOBS, NOT_ON_SQLITE, SESSION_ORDER, checked_page_size, with_limits
+from .sqlscript import SqlScripts
 from .tables import InsertLoop, ReloadTables
 
 ENGINE_NAME = "sqlite"
@@ -103,7 +105,8 @@ class SqliteEngine(EngineBase):
     native_prefix: ClassVar[str] = "sqlite."
     summary: ClassVar[str] = "SQLite through apsw: a database file of blocklab's own, in this process"
     accepts_dsn: ClassVar[bool] = False
-    dialects: ClassVar[dict[str, type]] = {"row_insert": InsertLoop, "reload": ReloadTables}
+    dialects: ClassVar[dict[str, type]] = {"row_insert": InsertLoop, "reload": ReloadTables, "sql": SqlScripts,
+                                           "cpu_profile": ProfileProcesses}
     # a "restart" is a new connection, a reinit a new file: milliseconds
     install_bytes: ClassVar[float] = 0.0  # the one database file is all
     capabilities: ClassVar[Capabilities] = CAPABILITIES

@@ -1,0 +1,174 @@
+"""The `sql` workload on MariaDB (workloads/sql.py SqlDialect): the user's scripts.
+
+* Parameters: PyMySQL's %s, which it escapes into the statement's text (MariaDB's
+  text protocol: the driver, not blocklab, quotes each value); a statement without
+  parameters is sent as it is. MariaDB's errors carry no offset: an error names the
+  statement's first line.
+* Everything happens in blocklab's database `blocklab` (the private instance's, or
+  the one blocklab makes on a server by DSN); a script names other databases'
+  tables with their database (`shop.orders`).
+* The data set of a setup/load: its fingerprint and the tables it made are kept in
+  the table `blocklab_sql_meta`; a data set of another content first drops those.
+* The check run: START TRANSACTION READ ONLY; each statement under a SAVEPOINT. One
+  MariaDB refuses as a write (error 1792) is explained instead (EXPLAIN
+  FORMAT=JSON names its tables); then ROLLBACK. The relations a cold cell evicts
+  (the private instance restarts, which empties the buffer pool, and drops their
+  files from the OS page cache) are the tables of blocklab's database (its catalog).
+* On a server by DSN every session is READ ONLY; a writing script is refused even
+  with --allow-writes: MariaDB has no search path that would send a script's
+  writes to copies of its tables.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import pymysql
+
+from ...workloads.sql import CheckStatement, ScriptFacts, SessionAccess
+from ..base import DialectBase, EngineError
+from .dsn import DATABASE
+from .waits import SessionWaitProfiler
+
+if TYPE_CHECKING:
+    from . import MariadbEngine
+    from .session import MariadbSession
+
+META = "blocklab_sql_meta"
+READ_ONLY_ERROR = 1792  # ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION
+
+
+class SqlScripts(DialectBase):
+    def __init__(self, engine: MariadbEngine):
+        self.engine = engine
+
+    def placeholder(self, n: int) -> str:
+        return "%s"
+
+    def driver_sql(self, chunks: Sequence[str]) -> str:
+        if len(chunks) == 1:
+            return chunks[0]  # sent as it is: PyMySQL formats only a statement given parameters
+        return "%s".join(c.replace("%", "%%") for c in chunks)
+
+    def execute(self, session: Any, text: str, params: Sequence[Any]) -> int:
+        with session.conn.cursor() as cur:
+            count = cur.execute(text, tuple(params) if params else None)
+            cur.fetchall()
+        return int(count or 0)
+
+    def statement_error(self, err: BaseException) -> tuple[str, int | None] | None:
+        if not isinstance(err, pymysql.err.MySQLError) or not err.args or not isinstance(err.args[0], int):
+            return None
+        return f"MariaDB error {err.args[0]}: {err.args[1] if len(err.args) > 1 else err}", None
+
+    def sql_session(self, access: SessionAccess) -> MariadbSession:
+        session = self.engine.connect()
+        if access.read_only:
+            session.execute("SET SESSION TRANSACTION READ ONLY")
+        return session
+
+    def can_copy_tables(self) -> bool:
+        return self.engine.mode == "dsn"
+
+    def copy_tables(self, tables: list[str]) -> str:
+        raise EngineError(f"a writing script on a MariaDB server given by --dsn cannot be sent to copies of "
+                          f"{', '.join(tables)}: MariaDB has no search path; run it on the private instance (no --dsn)")
+
+    def profiler(self, sample_ms: float, sample_nice: int | None) -> SessionWaitProfiler:
+        return SessionWaitProfiler(self.engine)
+
+    def cold_problem(self) -> str | None:
+        return None  # the engine's own cold_cache_problem refuses a server by DSN
+
+    # ------------------------------------------------------------------ the data set
+    def dataset_schema(self, fingerprint: str) -> str | None:
+        return None  # blocklab's database
+
+    def _recorded(self) -> dict[str, Any] | None:
+        if not self.engine.query("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+                                 (DATABASE, META))[0][0]:
+            return None
+        rows = self.engine.query(f"SELECT fingerprint FROM `{META}` WHERE name = 'dataset'")
+        return json.loads(rows[0][0]) if rows else None
+
+    def dataset_built(self, fingerprint: str) -> bool:
+        recorded = self._recorded()
+        return recorded is not None and recorded.get("fingerprint") == fingerprint
+
+    def build_dataset(self, fingerprint: str, statements: list[CheckStatement]) -> None:
+        previous = self._recorded()
+        with self.engine.sql_connect(session=False) as conn, conn.cursor() as cur:
+            for table in (previous or {}).get("tables", []):
+                cur.execute(f"DROP TABLE IF EXISTS `{table}`")
+            cur.execute(f"DELETE FROM `{META}`" if previous is not None else "SELECT 1")
+            before = _tables(cur)
+            for i, statement in enumerate(statements):
+                try:
+                    cur.execute(statement.sql, tuple(statement.params) if statement.params else None)
+                except pymysql.err.MySQLError as err:
+                    raise EngineError(f"the data set's setup/load failed at its statement {i + 1} "
+                                      f"({' '.join(statement.sql.split())[:80]}): {err}") from None
+            made = sorted(_tables(cur) - before)
+            for table in made:
+                self.engine.analyze(table)
+            cur.execute(f"CREATE TABLE IF NOT EXISTS `{META}` (name VARCHAR(64) PRIMARY KEY, fingerprint TEXT)")
+            cur.execute(f"REPLACE INTO `{META}` VALUES ('dataset', %s)", (json.dumps({"fingerprint": fingerprint, "tables": made}),))
+
+    # ------------------------------------------------------------------ the check run
+    def check_run(self, statements: list[CheckStatement], access: SessionAccess) -> ScriptFacts:
+        facts = ScriptFacts()
+        with self.engine.sql_connect() as conn, conn.cursor() as cur:
+            cur.execute("START TRANSACTION READ ONLY")
+            try:
+                for statement in statements:
+                    if statement.transaction is not None:
+                        continue
+                    cur.execute("SAVEPOINT blocklab_check")
+                    try:
+                        cur.execute(statement.sql, tuple(statement.params) if statement.params else None)
+                        cur.fetchall()
+                    except pymysql.err.MySQLError as err:
+                        cur.execute("ROLLBACK TO SAVEPOINT blocklab_check")
+                        if not err.args or err.args[0] != READ_ONLY_ERROR:
+                            why = self.statement_error(err)
+                            facts.failed = (statement.index, *(why or (str(err), None)))
+                            return facts
+                        facts.writes[statement.index] = _explained_tables(cur, statement)
+                        facts.uncopyable[statement.index] = ("MariaDB has no search path that would send the script's "
+                                                             "writes to copies of its tables; run it on the private "
+                                                             "instance (no --dsn)")
+                facts.relations = sorted(_tables(cur) - {META})
+            finally:
+                cur.execute("ROLLBACK")
+        return facts
+
+
+def _tables(cur: Any) -> set[str]:
+    cur.execute("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_TYPE = 'BASE TABLE'",
+                (DATABASE,))
+    return {str(r[0]) for r in cur.fetchall()}
+
+
+def _explained_tables(cur: Any, statement: CheckStatement) -> list[str]:
+    """The tables EXPLAIN FORMAT=JSON names for a statement (its plan: nothing runs)."""
+    try:
+        cur.execute("EXPLAIN FORMAT=JSON " + statement.sql, tuple(statement.params) if statement.params else None)
+        plan = json.loads(cur.fetchall()[0][0])
+    except (pymysql.err.MySQLError, IndexError, ValueError):
+        return [f"{DATABASE}.?"]
+    found: set[str] = set()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("table_name"), str):
+                found.add(f"{DATABASE}.{node['table_name']}")
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(plan)
+    return sorted(found)

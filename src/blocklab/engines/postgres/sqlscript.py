@@ -1,0 +1,290 @@
+"""The `sql` workload on PostgreSQL (workloads/sql.py SqlDialect): the user's scripts.
+
+* Parameters are bound by the server ($1, $2 ... in the text it is sent, as text values it
+  casts to what the statement needs). A session prepares each statement once, at its
+  first run, and then only executes it, as pgbench -M prepared: straight through libpq
+  (psycopg's pq layer), because psycopg's cursor costs ~50 us of Python per statement,
+  which at thousands of statements a second on two cores would measure the client.
+* The data set of a setup/load lives in a schema of its own, `blocklab_sql_<hash>`
+  (the hash of the setup's and load's content and the row count), its fingerprint the
+  schema's COMMENT, written last: built once per machine, kept while its content is.
+* The check run: BEGIN READ ONLY; each statement under a SAVEPOINT. One the server
+  refuses as a write (SQLSTATE 25006) is explained instead (EXPLAIN VERBOSE, FORMAT
+  JSON: its ModifyTable nodes name the tables it writes; EXPLAIN runs nothing). What
+  the transaction read is in pg_stat_xact_user_tables (this transaction's own scans),
+  their indexes in pg_index. Then ROLLBACK: nothing was written.
+* On a DSN: sessions are `default_transaction_read_only`; a script allowed to write
+  works on copies in the schema `blocklab_sql` (CREATE TABLE (LIKE ... INCLUDING
+  INDEXES, CONSTRAINTS, DEFAULTS, IDENTITY) + INSERT ... SELECT), looked in first
+  (search_path). server.py lists that schema among what blocklab made; `blocklab
+  clean` drops it.
+* Cold cache: PostgreSQL 17 evicts a relation's buffers (pg_buffercache_evict);
+  before 17 blocklab evicts by rewriting its own tables (VACUUM FULL), never a
+  user's: on such a server the user's tables are measured warm, by design.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from psycopg import pq, sql
+
+from ...workloads.sql import CheckStatement, ScriptFacts, SessionAccess
+from ..base import DialectBase, EngineError
+from .session import PgSession
+from .waits import SessionSampler
+
+if TYPE_CHECKING:
+    from . import PostgresEngine
+
+COPY_SCHEMA = "blocklab_sql"  # the copies of a writing script's tables on a DSN
+DATASET_PREFIX = "blocklab_sql_"  # + the data set's hash: a setup/load's schema
+READ_ONLY_SQLSTATE = "25006"
+TUPLES_OK, COMMAND_OK = pq.ExecStatus.TUPLES_OK, pq.ExecStatus.COMMAND_OK
+
+
+class SqlScripts(DialectBase):
+    def __init__(self, engine: PostgresEngine):
+        self.engine = engine
+
+    # ------------------------------------------------------------------ statements
+    def placeholder(self, n: int) -> str:
+        return f"${n}"
+
+    def driver_sql(self, chunks: Sequence[str]) -> str:
+        out = [chunks[0]]
+        for n, chunk in enumerate(chunks[1:], start=1):
+            out += [f"${n}", chunk]
+        return "".join(out)
+
+    def execute(self, session: Any, text: str, params: Sequence[Any]) -> int:
+        pgconn = session.conn.pgconn
+        name = session.prepared.get(text)
+        if name is None:
+            name = f"blocklab_sql_{len(session.prepared)}".encode()
+            _checked(pgconn.prepare(name, text.encode()))
+            session.prepared[text] = name
+        result = pgconn.exec_prepared(name, [str(p).encode() for p in params])  # str(float) is its repr
+        status = result.status
+        if status == TUPLES_OK:
+            return int(result.ntuples)
+        if status != COMMAND_OK:
+            raise psycopg.errors.error_from_result(result)
+        changed = result.command_tuples
+        return int(changed) if changed else 0
+
+    def statement_error(self, err: BaseException) -> tuple[str, int | None] | None:
+        if not isinstance(err, psycopg.Error) or isinstance(err, psycopg.OperationalError) and err.sqlstate is None:
+            return None
+        diag = err.diag
+        message = diag.message_primary or (str(err).strip().splitlines() or [type(err).__name__])[0]
+        if err.sqlstate:
+            message = f"PostgreSQL error {err.sqlstate}: {message}"
+        position = int(diag.statement_position) - 1 if diag.statement_position else None
+        return message, position
+
+    # ------------------------------------------------------------------ sessions
+    def sql_session(self, access: SessionAccess) -> PgSession:
+        session = self.engine.connect()
+        try:
+            session.execute("SET application_name = 'blocklab sql'")
+            if access.read_only:
+                session.execute("SET default_transaction_read_only = on")
+            if access.schemas:
+                _search_first(session.conn, access.schemas)
+        except BaseException:
+            session.close()
+            raise
+        return session
+
+    def can_copy_tables(self) -> bool:
+        return self.engine.mode == "dsn"
+
+    def profiler(self, sample_ms: float, sample_nice: int | None) -> SessionSampler:
+        return SessionSampler(self.engine, interval=sample_ms / 1000, nice=sample_nice)
+
+    # ------------------------------------------------------------------ the data set
+    def dataset_schema(self, fingerprint: str) -> str:
+        return DATASET_PREFIX + json.loads(fingerprint)["content"][:12]
+
+    def dataset_built(self, fingerprint: str) -> bool:
+        rows = self.engine.query("SELECT obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname = %s",
+                                 (self.dataset_schema(fingerprint),))
+        return bool(rows) and rows[0][0] == fingerprint
+
+    def build_dataset(self, fingerprint: str, statements: list[CheckStatement]) -> None:
+        schema = sql.Identifier(self.dataset_schema(fingerprint))
+        with self.engine.pg_connect(session=False) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(schema))  # a build cut off before its end
+            conn.execute(sql.SQL("CREATE SCHEMA {}").format(schema))
+            _search_first(conn, (self.dataset_schema(fingerprint),))
+            for i, statement in enumerate(statements):
+                try:
+                    _exec(conn, statement.sql, statement.params)
+                except psycopg.Error as err:
+                    why = self.statement_error(err)
+                    raise EngineError(f"the data set's setup/load failed at its statement {i + 1} "
+                                      f"({' '.join(statement.sql.split())[:80]}): {why[0] if why else err}") from None
+            conn.execute("CHECKPOINT")
+            conn.execute(sql.SQL("ANALYZE"))
+            conn.execute(sql.SQL("COMMENT ON SCHEMA {} IS {}").format(schema, sql.Literal(fingerprint)))
+
+    # ------------------------------------------------------------------ the check run
+    def check_run(self, statements: list[CheckStatement], access: SessionAccess) -> ScriptFacts:
+        facts = ScriptFacts()
+        written: set[str] = set()
+        with self.engine.pg_connect() as conn:
+            if access.schemas:
+                _search_first(conn, access.schemas)
+            conn.execute("BEGIN READ ONLY")
+            try:
+                for statement in statements:
+                    if statement.transaction is not None:
+                        continue  # the check is one transaction of its own
+                    conn.execute("SAVEPOINT blocklab_check")
+                    try:
+                        _exec(conn, statement.sql, statement.params)
+                    except psycopg.Error as err:
+                        conn.execute("ROLLBACK TO SAVEPOINT blocklab_check")
+                        if err.sqlstate != READ_ONLY_SQLSTATE:
+                            why = self.statement_error(err)
+                            facts.failed = (statement.index, *(why or (str(err), None)))
+                            return facts
+                        targets = _write_targets(conn, statement)
+                        if isinstance(targets, str):
+                            facts.unknown_writes[statement.index] = targets
+                        else:
+                            facts.writes[statement.index] = targets
+                            written.update(targets)
+                            if _names_its_schema(conn, statement):
+                                facts.uncopyable[statement.index] = (
+                                    f"it names {', '.join(targets)} with its schema, and blocklab's copies are found through "
+                                    "the search path: name the table without its schema")
+                    else:
+                        conn.execute("RELEASE SAVEPOINT blocklab_check")
+                facts.relations = _touched(conn, sorted(written))
+            finally:
+                with contextlib.suppress(psycopg.Error):
+                    conn.execute("ROLLBACK")
+        return facts
+
+    # ------------------------------------------------------------------ copies on a DSN
+    def copy_tables(self, tables: list[str]) -> str:
+        with self.engine.pg_connect(session=False) as conn:
+            conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(COPY_SCHEMA)))
+            conn.execute(sql.SQL("COMMENT ON SCHEMA {} IS {}").format(
+                sql.Identifier(COPY_SCHEMA), sql.Literal("blocklab's copies of tables a script writes; blocklab clean removes it")))
+            for qualified in tables:
+                schema, name = qualified.split(".", 1)
+                copy = sql.Identifier(COPY_SCHEMA, name)
+                exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f'"{COPY_SCHEMA}"."{name}"',)).fetchone()
+                if exists and exists[0]:
+                    continue  # made by an earlier cell of this run, or an earlier run (clean removes it)
+                original = sql.Identifier(schema, name)
+                with conn.transaction():
+                    conn.execute(sql.SQL("CREATE TABLE {} (LIKE {} INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES "
+                                         "INCLUDING IDENTITY)").format(copy, original))
+                    conn.execute(sql.SQL("INSERT INTO {} SELECT * FROM {}").format(copy, original))
+                conn.execute(sql.SQL("ANALYZE {}").format(copy))
+        return COPY_SCHEMA
+
+    # ------------------------------------------------------------------ cold cache
+    def cold_problem(self) -> str | None:
+        if self.engine.mode == "dsn" and self.engine.major < 17:
+            return (f"PostgreSQL {self.engine.major} cannot take a table out of shared buffers (pg_buffercache_evict "
+                    "comes with 17), and blocklab evicts by rewriting only its own tables, never yours: your tables are "
+                    "measured warm here, by design; set measure.cache = 'warm' or 'auto' (the --script shortcut's)")
+        return None
+
+
+def _param(value: Any) -> bytes:
+    """A parameter as text, which the server casts to the type the statement needs (as pgbench sends them)."""
+    return (repr(value) if isinstance(value, float) else str(value)).encode()
+
+
+def _checked(result: pq.abc.PGresult) -> pq.abc.PGresult:
+    """The result, or the server's error raised as psycopg raises it (SQLSTATE, position and all)."""
+    if result.status not in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK):
+        raise psycopg.errors.error_from_result(result)
+    return result
+
+
+def _exec(conn: psycopg.Connection, text: str, params: Sequence[Any]) -> pq.abc.PGresult:
+    """One statement with its parameters, unprepared (the check run, the data set's build)."""
+    return _checked(conn.pgconn.exec_params(text.encode(), [_param(p) for p in params]))
+
+
+def _search_first(conn: psycopg.Connection, schemas: Sequence[str]) -> None:
+    """The session looks in `schemas` first, then where it looked before."""
+    conn.execute("SELECT set_config('search_path', %s || ', ' || current_setting('search_path'), false)",
+                 (", ".join(sql.Identifier(s).as_string(conn) for s in schemas),))
+
+
+def _write_targets(conn: psycopg.Connection, statement: CheckStatement) -> list[str] | str:
+    """The tables a statement the server refused as a write would write, from its plan;
+    why not, when it has no plan (DDL, a function's own writes)."""
+    conn.execute("SAVEPOINT blocklab_explain")
+    try:
+        result = _exec(conn, "EXPLAIN (VERBOSE, FORMAT JSON) " + statement.sql, statement.params)
+    except psycopg.Error as err:
+        conn.execute("ROLLBACK TO SAVEPOINT blocklab_explain")
+        return f"it is not a table write PostgreSQL can explain: {(err.diag.message_primary or str(err)).strip()}"
+    conn.execute("RELEASE SAVEPOINT blocklab_explain")
+    value = result.get_value(0, 0) if result.ntuples else None
+    plan = json.loads(bytes(value).decode()) if value is not None else []
+    found: list[str] = []
+
+    def walk(node: dict[str, Any]) -> None:
+        if node.get("Node Type") == "ModifyTable" and node.get("Relation Name"):
+            found.append(f"{node.get('Schema', 'public')}.{node['Relation Name']}")
+        for child in node.get("Plans", []):
+            walk(child)
+
+    for entry in plan:
+        walk(entry["Plan"])
+    if not found:
+        return "its plan writes no table (a function or a command that writes elsewhere)"
+    return sorted(set(found))
+
+
+def _names_its_schema(conn: psycopg.Connection, statement: CheckStatement) -> bool:
+    """Does the statement find its tables without the search path (schema.table)? Its plan is
+    asked with an empty search path: only a statement that names the schemas has one."""
+    conn.execute("SAVEPOINT blocklab_path")
+    try:
+        conn.execute("SET LOCAL search_path = pg_catalog")
+        _exec(conn, "EXPLAIN " + statement.sql, statement.params)
+        return True
+    except psycopg.Error:
+        return False
+    finally:
+        conn.execute("ROLLBACK TO SAVEPOINT blocklab_path")  # the search path with it
+
+
+def _touched(conn: psycopg.Connection, written: list[str]) -> list[str]:
+    """Tables this transaction scanned (its own statistics) or would write, and their indexes."""
+    rows = conn.execute(
+        "SELECT schemaname || '.' || relname FROM pg_stat_xact_user_tables "
+        "WHERE seq_scan + coalesce(idx_scan, 0) + n_tup_ins + n_tup_upd + n_tup_del > 0 ORDER BY 1"
+    ).fetchall()
+    tables = sorted({str(r[0]) for r in rows} | set(written))
+    if not tables:
+        return []
+    indexes = conn.execute(
+        "SELECT n.nspname || '.' || c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE i.indrelid = ANY(SELECT to_regclass(quote_ident(split_part(t, '.', 1)) || '.' || quote_ident(split_part(t, '.', 2))) "
+        "FROM unnest(%s::text[]) AS t) ORDER BY 1",
+        (tables,),
+    ).fetchall()
+    return [_quoted(t) for t in tables] + [_quoted(str(r[0])) for r in indexes]
+
+
+def _quoted(qualified: str) -> str:
+    """schema.name as regclass reads it whatever the case of its parts."""
+    schema, name = qualified.split(".", 1)
+    return f'"{schema}"."{name}"'

@@ -1,0 +1,528 @@
+"""Workload `sql`: the user's own statements, in pgbench's script language (issue 27).
+
+    [workload]
+    kind = "sql"
+    script = ["report.sql"]            # or ["tpcb.sql@9", "select.sql@1"]: pgbench's -f FILE@WEIGHT
+    setup = "schema.sql"               # optional: the data set's DDL ...
+    load = "load.sql"                  # ... and its load, :rows = dataset.rows
+    sessions = 4                       # threads, each its own connection
+    duration_s = 10                    # or transactions = N per session (pgbench -t)
+    variables = { scale = 1 }          # pgbench's -D NAME=VALUE
+
+Each session runs transactions until the time is up: a script chosen by weight,
+its `\\set` evaluated in Python, its statements sent to the engine with the
+`:name`s as bound parameters (workloads/pgscript.py parses the files). A
+transaction is one run of a script, as pgbench counts it.
+
+What differs between engines is the `sql` dialect (engines/<name>/sqlscript.py):
+the engine's placeholders, its sessions (read only, the schema looked in first),
+how the data set is built and cached, and the check run. The check run runs one
+transaction of every script before anything is timed, in a READ ONLY transaction
+rolled back at the end: the engine's own errors (a syntax error, a missing
+table) come out there, mapped to the file, line and column; the statements that
+would write are found by the engine refusing them, and which tables they write
+from the engine's own plan of them; the relations the scripts read from its
+statistics views' per-transaction counters and its catalog (their indexes). A
+cold cell evicts those relations.
+
+On someone else's server (a DSN): no setup, the user's tables as they are; every
+transaction is READ ONLY; a script that writes is refused before anything runs
+unless `allow_writes` (--allow-writes), and then it writes copies of the tables
+it names, made in a schema of blocklab's own that the sessions look in first
+(`blocklab clean --dsn` removes it); the check run is repeated on the copies and
+every write must land there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import statistics
+import time
+from collections.abc import Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Protocol, cast
+
+from pydantic import Field, ValidationInfo, field_validator, model_validator
+
+from ..engines.base import Engine, Session, SessionProfiler
+from ..probes.io import RunProbe
+from ..spec import DatasetSpec, SpecError
+from .base import Options
+from .pgscript import PREDEFINED, Runner, Script, SetCommand, SleepCommand, Statement, load_script
+from .pgscript_expr import ScriptError, Value
+from .together import run_together
+
+
+# ---------------------------------------------------------------------- what the engine provides
+@dataclass(frozen=True)
+class CheckStatement:
+    """One statement of the check run: the driver's text, its parameters, its index in the scripts."""
+
+    sql: str
+    params: list[Value]
+    index: int
+    transaction: str | None
+
+
+@dataclass
+class ScriptFacts:
+    """What the check run learnt from the engine."""
+
+    failed: tuple[int, str, int | None] | None = None  # (statement index, the engine's message, offset in its text)
+    writes: dict[int, list[str]] = field(default_factory=dict)  # statement index -> tables it writes (schema.table)
+    unknown_writes: dict[int, str] = field(default_factory=dict)  # statement index -> why its tables are unknown (DDL)
+    uncopyable: dict[int, str] = field(default_factory=dict)  # statement index -> why its writes cannot go to a copy
+    relations: list[str] = field(default_factory=list)  # tables read or written and their indexes (schema.name)
+
+
+@dataclass(frozen=True)
+class SessionAccess:
+    read_only: bool
+    schemas: tuple[str, ...]  # looked in first, in this order (the data set's, blocklab's copies)
+
+
+class SqlDialect(Protocol):
+    """What running the user's scripts needs from an engine."""
+
+    def placeholder(self, n: int) -> str:
+        """The n-th parameter (from 1) as the server sees it ($1, ?): error positions are in that text."""
+
+    def driver_sql(self, chunks: Sequence[str]) -> str:
+        """The statement's text as the driver takes it, a parameter between each two chunks."""
+
+    def can_copy_tables(self) -> bool:
+        """Is this a server of someone else's, whose tables a writing script must not touch?"""
+
+    def dataset_schema(self, fingerprint: str) -> str | None:
+        """Where the data set of this fingerprint lives (None: the engine's default place)."""
+
+    def dataset_built(self, fingerprint: str) -> bool:
+        """Is the data set of this fingerprint there, complete?"""
+
+    def build_dataset(self, fingerprint: str, statements: list[CheckStatement]) -> None:
+        """Run the setup and load statements (in their order), then store the fingerprint last."""
+
+    def sql_session(self, access: SessionAccess) -> Session:
+        """One session of the run (session knobs applied), read only or not, schemas looked in first."""
+
+    def execute(self, session: Session, sql: str, params: Sequence[Value]) -> int:
+        """One statement; the rows it returned or changed."""
+
+    def statement_error(self, err: BaseException) -> tuple[str, int | None] | None:
+        """The engine's own error as (its message, 0-based offset in the server's text); None: not the engine's."""
+
+    def check_run(self, statements: list[CheckStatement], access: SessionAccess) -> ScriptFacts:
+        """Run the statements once in a READ ONLY transaction, rolled back: see the module's doc."""
+
+    def copy_tables(self, tables: list[str]) -> str:
+        """Copies of these tables (rows, indexes) in blocklab's own schema, made once; that schema."""
+
+    def cold_problem(self) -> str | None:
+        """Why the user's relations cannot be evicted here (None: they can, as the built-in data sets)."""
+
+    def profiler(self, sample_ms: float, sample_nice: int | None) -> SessionProfiler | None:
+        """The engine's session profiler (None where it has none)."""
+
+
+# ---------------------------------------------------------------------- options
+class SqlOptions(Options):
+    script: list[str] = Field(description="the pgbench scripts, FILE or FILE@WEIGHT (paths relative to the experiment file)")
+    setup: str | None = Field(default=None, description="DDL of the data set, run once per machine (its content is the cache key)")
+    load: str | None = Field(default=None, description="its load, run once after setup; :rows is dataset.rows")
+    sessions: int = Field(default=1, ge=1, le=256, description="concurrent sessions (pgbench -c), each its own connection")
+    duration_s: float | None = Field(default=None, gt=0, le=86_400, description="seconds each cell runs (pgbench -T); default 10")
+    transactions: int | None = Field(default=None, ge=1, description="transactions per session instead of a duration (pgbench -t)")
+    variables: dict[str, int | float] = Field(default_factory=dict, description="variables as pgbench -D NAME=VALUE (scale = 1 unless set)")
+    allow_writes: bool = Field(default=False, description="on a DSN, let a writing script run, on copies of the tables it writes")
+    seed: int | None = Field(default=None, ge=0, description="seed of the scripts' random numbers (default: drawn, recorded)")
+    sample_ms: float = Field(default=10.0, gt=0, le=1000, description="the session profiler's interval")
+    sample: bool = Field(default=True, description="run the engine's session profiler (the time profile)")
+
+    @field_validator("script", mode="before")
+    @classmethod
+    def _one_or_more(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("script", "setup", "load")
+    @classmethod
+    def _relative_to_experiment(cls, value: Any, info: ValidationInfo) -> Any:
+        base = (info.context or {}).get("base_dir")
+        if base is None or value is None:
+            return value
+        def resolve(text: str) -> str:
+            name, sep, weight = text.rpartition("@") if "@" in text and "/" not in text.rpartition("@")[2] else (text, "", "")
+            path = Path(name)
+            return (str(path if path.is_absolute() or path.exists() else Path(base) / path)) + (sep + weight)
+        return [resolve(v) for v in value] if isinstance(value, list) else resolve(value)
+
+    @field_validator("script")
+    @classmethod
+    def _not_empty(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError("give at least one script file")
+        return value
+
+    @model_validator(mode="after")
+    def _duration_or_count(self) -> SqlOptions:
+        if self.duration_s is not None and self.transactions is not None:
+            raise ValueError("give duration_s or transactions, not both")
+        for name in self.variables:
+            if name in ("client_id", "rows"):
+                raise ValueError(f"variables.{name}: blocklab sets :{name} itself (client_id: the session's number, rows: dataset.rows)")
+        return self
+
+
+DEFAULT_DURATION_S = 10.0
+SET, SLEEP, STATEMENT = 0, 1, 2  # the kinds of a compiled script's steps
+
+
+# ---------------------------------------------------------------------- the workload
+class Sql:
+    name: ClassVar[str] = "sql"
+    default_metric: ClassVar[str] = "tps"
+    default_goal: ClassVar[str] = "max"
+    steady_series: ClassVar[str] = "device_mb_per_s"
+    metrics: ClassVar[tuple[str, ...]] = (
+        "tps", "statements_per_s", "transactions", "statements", "rows", "rows_per_s", "elapsed_s", "latency.mean_ms",
+        "latency.p50_ms", "latency.p95_ms", "latency.p99_ms", "latency.max_ms")
+    rows_option: ClassVar[str | None] = None  # --rows sizes dataset.rows: :rows of the setup and load
+    work: ClassVar[tuple[str, str]] = ("transactions", "transaction")  # the metric counting its work, and its unit (CPU per unit)
+    Dialect: ClassVar[type] = SqlDialect
+    needs: ClassVar[str] = "the engine's placeholders and sessions, a check run of the scripts, the data set's build"
+    Options = SqlOptions
+    dialect_class: type = object
+
+    def __init__(self, options: SqlOptions, dataset: DatasetSpec):
+        self.options = options
+        self.dataset = dataset
+        self.series: dict[str, list[float]] = {}
+        self.scripts = [load_script(s) for s in options.script]
+        if sum(s.weight for s in self.scripts) == 0:
+            raise ScriptError("workload sql: every script has weight 0; give one a weight above 0")
+        self.setup = load_script(options.setup) if options.setup else None
+        self.load = load_script(options.load) if options.load else None
+        self.variables: dict[str, Value] = {"scale": 1, **options.variables, "rows": dataset.rows}
+        known = set(PREDEFINED) | set(self.variables)
+        for script in [*self.scripts, *(s for s in (self.setup, self.load) if s)]:
+            script.check_names(known)
+        self.seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**31)
+        self.facts = ScriptFacts()
+        self.access = SessionAccess(read_only=False, schemas=())
+        self.statements = [st for script in self.scripts for st in script.statements]
+        self.owners = [s for s in self.scripts for _ in s.statements]  # each statement's script
+        self.keys = [statement_key(i, s, st) for i, s in enumerate(self.scripts) for st in s.statements]
+        self._compiled: dict[int, list[tuple[int, Any, Any]]] = {}  # a script's steps, by its first statement's index
+
+    # ------------------------------------------------------------------ data set
+    def fingerprint(self) -> str:
+        """The data set's cache key: the content of its setup and load, and the row count."""
+        digest = hashlib.sha256()
+        for part in (self.setup, self.load):
+            digest.update((part.text if part else "").encode() + b"\0")
+        digest.update(json.dumps(self.variables, sort_keys=True).encode())
+        return json.dumps({"blocklab_dataset": "sql", "build": 1, "content": digest.hexdigest()[:16]})
+
+    def check(self, engine: Engine) -> None:
+        """Before anything runs: the check run (read only, rolled back) where the tables are
+        there already (a server by DSN, a data set built before), so that a SQL error or a
+        write refused on a DSN stops the run at once, exit 2. Changes nothing."""
+        dialect = cast(SqlDialect, engine.dialect(self.name))
+        if dialect.can_copy_tables() and (self.setup or self.load):
+            raise SpecError("workload sql: setup and load are not run on a server given by --dsn: the scripts run on "
+                            "its tables as they are; leave setup and load out")
+        if (self.setup or self.load) and not dialect.dataset_built(self.fingerprint()):
+            return  # checked once the first cell has built it
+        self.prepare(engine, build=False)
+
+    def prepare(self, engine: Engine, build: bool = True) -> None:
+        dialect = cast(SqlDialect, engine.dialect(self.name))
+        remote = dialect.can_copy_tables()
+        schemas: tuple[str, ...] = ()
+        if self.setup or self.load:
+            fp = self.fingerprint()
+            if build and not dialect.dataset_built(fp):
+                dialect.build_dataset(fp, self._build_statements(dialect))
+            where = dialect.dataset_schema(fp)
+            schemas = (where,) if where else ()
+        access = SessionAccess(read_only=remote, schemas=schemas)
+        facts = self._check(dialect, access)
+        if (facts.writes or facts.unknown_writes) and remote:  # blocklab's own data set may be written
+            self._refuse_writes(facts)  # unless allowed, and every write can be sent to a copy
+            if not build:
+                return  # the copies are made by the first cell, not while checking
+            access = SessionAccess(read_only=False, schemas=(dialect.copy_tables(sorted({t for ts in facts.writes.values() for t in ts})), *schemas))
+            facts = self._check(dialect, SessionAccess(read_only=True, schemas=access.schemas), writes_to=access.schemas[0])
+        self.facts, self.access = facts, access
+
+    def _build_statements(self, dialect: SqlDialect) -> list[CheckStatement]:
+        runner = Runner([], self.variables, self.seed)
+        out: list[CheckStatement] = []
+        for script in (s for s in (self.setup, self.load) if s):
+            for command in script.commands:
+                if isinstance(command, SetCommand):
+                    runner.env[command.name] = runner.evaluate(command.expr)
+                elif isinstance(command, Statement):
+                    out.append(CheckStatement(dialect.driver_sql(command.chunks), runner.params(command), -1, command.transaction))
+        return out
+
+    def _check(self, dialect: SqlDialect, access: SessionAccess, writes_to: str | None = None) -> ScriptFacts:
+        """The check run: one transaction of every script, READ ONLY, rolled back."""
+        runner = Runner(self.scripts, {**self.variables, "client_id": 0}, self.seed)
+        statements: list[CheckStatement] = []
+        index = 0
+        for script in self.scripts:
+            for command in script.commands:
+                if isinstance(command, SetCommand):
+                    runner.env[command.name] = runner.evaluate(command.expr)
+                elif isinstance(command, Statement):
+                    statements.append(CheckStatement(dialect.driver_sql(command.chunks), runner.params(command), index, command.transaction))
+                    index += 1
+        facts = dialect.check_run(statements, access)
+        if facts.failed is not None:
+            i, message, offset = facts.failed
+            raise ScriptError(self.engine_error_text(dialect, i, message, offset))
+        if writes_to is not None:
+            for i, tables in facts.writes.items():
+                stray = [t for t in tables if not t.startswith(writes_to + ".")]
+                if stray:
+                    raise ScriptError(f"{self.statements[i].where}: writes {', '.join(stray)}, not blocklab's copy in "
+                                      f"{writes_to}: the copies are found through the search path, so name the table "
+                                      "without its schema")
+        return facts
+
+    def _refuse_writes(self, facts: ScriptFacts) -> None:
+        """A script that writes on someone's server: refused unless allowed, and unless each of its
+        writes can be sent to a copy of its table."""
+        for i, why in facts.unknown_writes.items():
+            raise ScriptError(f"{self.statements[i].where}: this statement changes the server ({why}) and blocklab cannot "
+                              "make it work on a copy; on a server given by --dsn a script may only write rows of tables")
+        if not self.options.allow_writes:
+            first = min(facts.writes)
+            tables = sorted({t for ts in facts.writes.values() for t in ts})
+            raise ScriptError(f"{self.statements[first].where}: the script writes ({', '.join(tables)}) and this is a server "
+                              "given by --dsn, where every transaction is READ ONLY; pass --allow-writes (workload.allow_writes "
+                              "= true) to run it on copies of those tables, never on the originals")
+        for i, why in facts.uncopyable.items():
+            raise ScriptError(f"{self.statements[i].where}: --allow-writes cannot send this statement's writes to a copy: {why}")
+
+    def engine_error_text(self, dialect: SqlDialect, index: int, message: str, offset: int | None) -> str:
+        statement = self.statements[index]
+        where = statement.source_where(offset, dialect.placeholder) if offset is not None else statement.where
+        return f"{where}: {message} (in: {statement.first_line})"
+
+    def relations(self) -> list[str]:
+        return list(self.facts.relations)
+
+    def own_relations_cold_problem(self, engine: Engine) -> str | None:
+        """Why a cold cache cannot be made for the user's relations here (said before anything runs)."""
+        return cast(SqlDialect, engine.dialect(self.name)).cold_problem()
+
+    def report_record(self) -> dict[str, Any]:
+        """The scripts, their parameters and their statements' keys: kept with the run for its report."""
+        return {
+            "workload": self.name,
+            "scripts": [{"file": s.path, "weight": s.weight, "text": s.text} for s in self.scripts],
+            "setup": {"file": self.setup.path, "text": self.setup.text} if self.setup else None,
+            "load": {"file": self.load.path, "text": self.load.text} if self.load else None,
+            "variables": self.variables,
+            "sessions": self.options.sessions,
+            "duration_s": self.duration_s if self.options.transactions is None else None,
+            "transactions": self.options.transactions,
+            "seed": self.seed,
+            "allow_writes": self.options.allow_writes,
+            "statements": [{"key": k, "script": owner.path, "line": st.where.line, "text": st.first_line}
+                           for k, owner, st in zip(self.keys, self.owners, self.statements)],
+        }
+
+    @property
+    def duration_s(self) -> float:
+        return self.options.duration_s or DEFAULT_DURATION_S
+
+    # ------------------------------------------------------------------ timed run
+    def run(self, engine: Engine) -> dict[str, float]:
+        o = self.options
+        dialect = cast(SqlDialect, engine.dialect(self.name))
+        texts = [dialect.driver_sql(st.chunks) for st in self.statements]
+        profiler = dialect.profiler(o.sample_ms, 19) if o.sample else None
+        sessions: list[Session] = []
+        self.series = {}
+        try:
+            for _ in range(o.sessions):
+                sessions.append(dialect.sql_session(self.access))
+            for session in sessions:
+                if profiler is not None:
+                    profiler.register(session)
+            with (
+                profiler if profiler is not None else nullcontext(),
+                RunProbe(engine, settle=True, sessions=sessions, per_second=True) as probe,
+            ):
+                tallies = self._run_sessions(dialect, sessions, texts, profiler)
+            self.series = probe.host.series()
+        finally:
+            for session in sessions:
+                session.close()
+        metrics = self.tally_metrics(tallies)
+        metrics.update(probe.host.deltas())
+        metrics.update(probe.engine_metrics())
+        data = float(sum(engine.relation_bytes(r) for r in self.relations()))
+        metrics.update(probe.pattern(metrics["elapsed_s"], sequential=False, direct=engine.direct_io_active(),
+                                     data_bytes=data, sessions=o.sessions))
+        if profiler is not None:
+            metrics.update(profiler.metrics("profile"))
+        return metrics
+
+    def _run_sessions(self, dialect: SqlDialect, sessions: list[Session], texts: list[str],
+                      profiler: SessionProfiler | None) -> list[Tally]:
+        offsets = [0]
+        for script in self.scripts:
+            offsets.append(offsets[-1] + len(script.statements))
+        stop = [False]
+
+        def one(i: int) -> Tally:
+            session = sessions[i]
+            runner = Runner(self.scripts, {**self.variables, "client_id": i}, self.seed * 1000 + i)
+            tally = Tally(len(self.statements))
+            t0 = profiler.begin(session) if profiler is not None else time.perf_counter()
+            deadline = t0 + self.duration_s
+            count = self.options.transactions
+            done = 0
+            while not stop[0] and (done < count if count is not None else time.perf_counter() < deadline):
+                k = runner.choose()
+                self._transaction(dialect, session, runner, self.scripts[k], offsets[k], texts, tally)
+                done += 1
+            tally.t0 = t0
+            tally.t1 = profiler.end(session) if profiler is not None else time.perf_counter()
+            return tally
+
+        def cancel(i: int) -> None:
+            stop[0] = True
+            sessions[i].cancel()
+
+        return run_together(len(sessions), one, "blocklab-sql", cancel)
+
+    def _transaction(self, dialect: SqlDialect, session: Session, runner: Runner, script: Script, first: int,
+                     texts: list[str], tally: Tally) -> None:
+        """One run of a script. The commands are compiled once (compiled()): at thousands of
+        statements a second the loop itself is part of what the client costs."""
+        clock = time.perf_counter
+        env, rng, execute, latencies = runner.env, runner.rng, dialect.execute, tally.latencies
+        start = clock()
+        for kind, first_arg, second_arg in self.compiled(script, first, texts):
+            if kind == STATEMENT:
+                index, names, text = first_arg, second_arg, texts[first_arg]
+                t = clock()
+                try:
+                    rows = execute(session, text, [env[n] for n in names])
+                except Exception as err:
+                    engine_error = dialect.statement_error(err)
+                    if engine_error is None:
+                        raise
+                    raise ScriptError(self.engine_error_text(dialect, index, *engine_error)) from None
+                latencies[index].append(clock() - t)
+                if rows > 0:
+                    tally.rows += rows
+            elif kind == SET:
+                env[first_arg] = second_arg(env, rng)
+            else:
+                time.sleep(max(0.0, float(first_arg(env, rng))) * second_arg)
+        tally.transactions.append(clock() - start)
+
+    def compiled(self, script: Script, first: int, texts: list[str]) -> list[tuple[int, Any, Any]]:
+        """The script as (kind, a, b) steps: (SET, name, evaluate), (SLEEP, evaluate, seconds per unit),
+        (STATEMENT, its index among all statements, its variables' names)."""
+        steps = self._compiled.get(first)
+        if steps is None:
+            steps, index = [], first
+            for command in script.commands:
+                if isinstance(command, SetCommand):
+                    steps.append((SET, command.name, command.expr.run))
+                elif isinstance(command, SleepCommand):
+                    steps.append((SLEEP, command.amount.run, command.seconds_per_unit))
+                else:
+                    steps.append((STATEMENT, index, command.names))
+                    index += 1
+            self._compiled[first] = steps
+        return steps
+
+    def tally_metrics(self, tallies: list[Tally]) -> dict[str, float]:
+        elapsed = max(t.t1 for t in tallies) - min(t.t0 for t in tallies)
+        secs = elapsed if elapsed > 0 else 1e-9
+        latencies = [x for t in tallies for x in t.transactions]
+        statements = sum(len(x) for t in tallies for x in t.latencies)
+        m: dict[str, float] = {
+            "tps": len(latencies) / secs,
+            "statements_per_s": statements / secs,
+            "transactions": float(len(latencies)),
+            "statements": float(statements),
+            "rows": float(sum(t.rows for t in tallies)),
+            "rows_per_s": sum(t.rows for t in tallies) / secs,
+            "elapsed_s": elapsed,
+            "sessions": float(len(tallies)),
+            "random_seed": float(self.seed),
+        }
+        m.update(percentiles("latency", latencies))
+        for i, key in enumerate(self.keys):
+            values = [x for t in tallies for x in t.latencies[i]]
+            if values:
+                m.update(percentiles(f"stmt.{key}", values))
+                m[f"stmt.{key}.count"] = float(len(values))
+        return m
+
+    def describe(self, m: dict[str, float]) -> str:
+        text = (f"{m['tps']:,.1f} tps ({m['sessions']:.0f} sessions), {m['statements_per_s']:,.0f} statements/s, "
+                f"latency p50 {m.get('latency.p50_ms', 0):.2f} ms, p95 {m.get('latency.p95_ms', 0):.2f} ms")
+        total = m.get("profile.total.total_s")
+        if total:
+            prefix = "profile.total.wait."
+            waits = sorted(((k[len(prefix):-2], v) for k, v in m.items() if k.startswith(prefix)), key=lambda kv: -kv[1])
+            parts = [f"{name} {v / total:.0%}" for name, v in waits[:2]] + [f"CPU {m.get('profile.total.cpu_s', 0) / total:.0%}"]
+            text += "; sessions' time: " + ", ".join(parts)
+        return text
+
+    def disk_bytes(self) -> float:
+        return float(self.dataset.rows * 200) if (self.setup or self.load) else 0.0
+
+    def estimate_seconds(self) -> float:
+        if self.options.transactions is not None:
+            return self.options.transactions / 500 + 1.0
+        return self.duration_s + 1.5
+
+
+WORKLOAD = Sql
+
+
+# ---------------------------------------------------------------------- tallies
+class Tally:
+    """One session's counts: every transaction's and every statement's time."""
+
+    def __init__(self, statements: int):
+        self.latencies: list[list[float]] = [[] for _ in range(statements)]
+        self.transactions: list[float] = []
+        self.rows = 0
+        self.t0 = self.t1 = 0.0
+
+
+def statement_key(script_index: int, script: Script, statement: Statement) -> str:
+    """A statement's name in the metrics: s<script>_l<line> (s1_l6: the first script's line 6)."""
+    return f"s{script_index + 1}_l{statement.where.line}" + (f"_c{statement.where.column}" if _shares_line(script, statement) else "")
+
+
+def _shares_line(script: Script, statement: Statement) -> bool:
+    return sum(1 for s in script.statements if s.where.line == statement.where.line) > 1
+
+
+def percentiles(prefix: str, seconds: list[float]) -> dict[str, float]:
+    """mean, p50, p95, p99 and max in milliseconds."""
+    if not seconds:
+        return {}
+    ordered = sorted(seconds)
+
+    def at(q: float) -> float:
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+    return {f"{prefix}.mean_ms": statistics.fmean(ordered) * 1000, f"{prefix}.p50_ms": at(0.50),
+            f"{prefix}.p95_ms": at(0.95), f"{prefix}.p99_ms": at(0.99), f"{prefix}.max_ms": ordered[-1] * 1000}
