@@ -85,6 +85,23 @@ def test_clear_difference_is_significant_with_ratio_and_interval(tmp_path):
     json.dumps(result.to_dict())  # JSON-able for an export
 
 
+def test_two_quick_runs_say_no_p_value_can_fall_below_the_designs_minimum(tmp_path):
+    from blocklab.analysis.stats import min_p_value, runs_for_p
+
+    assert min_p_value(2, 2) == pytest.approx(1 / 3) and min_p_value(3, 3) == pytest.approx(0.1)
+    assert min_p_value(4, 4) == pytest.approx(2 / 70) and runs_for_p(0.05) == 4
+    a = make_run(tmp_path / "a", {1: [100.0, 101.0], 16: [300.0, 303.0]})
+    b = make_run(tmp_path / "b", {1: [250.0, 260.0], 16: [301.0, 299.0]})  # 2.5x apart, yet p >= 0.33
+    result = compare_runs(a, b)
+    tripled = result.settings[0]
+    assert tripled.p_value == pytest.approx(1 / 3) and "no p-value can fall below 0.33" in tripled.verdict
+    assert result.resolution_note().startswith("With 2 and 2 runs per setting no p-value can fall below 0.33")
+    assert "runs of 4 repeats or more can show one" in result.resolution_note()
+    assert result.to_dict()["resolution"] == result.resolution_note()
+    wide = compare_runs(make_run(tmp_path / "c", {1: noisy(100, seed=1)}), make_run(tmp_path / "d", {1: noisy(100, seed=2)}))
+    assert wide.resolution_note() == ""  # 8 against 8 can reach any p
+
+
 def test_lower_is_better_metric_reads_the_other_way(tmp_path):
     a = make_run(tmp_path / "a", {8: noisy(2.0, seed=1)}, metric="elapsed_s", goal="min")
     b = make_run(tmp_path / "b", {8: noisy(1.0, seed=2)}, metric="elapsed_s", goal="min")
@@ -227,6 +244,8 @@ def test_compare_real_runs_prints_the_table_and_verdicts(real_runs):
     assert all(("B/A = " in v) or (" than A " in v) for v in verdicts)
     assert "B against A over 2 common settings" in out
     assert "differ" not in out.split("rows_per_s (rows/s)")[0]  # like runs: nothing reported as different
+    # two quick runs of 2 repeats: the U test cannot go below 2/C(4,2) = 0.33, and the output says so
+    assert "With 2 and 2 runs per setting no p-value can fall below 0.33" in out, out
 
 
 @pytest.mark.engine

@@ -318,6 +318,28 @@ def _rows_and_twins(iops_by_cell, device_iops, util=90.0, server=0.3):
     return rows, twins
 
 
+def test_a_cpu_share_never_exceeds_the_cores_and_below_the_ticks_resolution_calls_no_bottleneck():
+    # issue 30: "CPU 1.21 of 1 core", "1.63/1", and a CPU bottleneck called from 0.01-0.04 s of CPU (one to four ticks)
+    def one(server_cores, cpu_s):
+        rows = [_row(0, {"k": 1}, {**_pattern_metrics(**{"pattern.read_iops": 8_000.0, "pattern.server_cores": server_cores,
+                                                        "pattern.sessions": 1.0}), "server_cpu_s": cpu_s})]
+        p = io_pattern.setting_patterns(rows)["k=1"]
+        twins = RunTwins("on", "measured", twins={p.key: _twin(p, 20_000)}, patterns={"k=1": p.key})
+        (e,) = efficiency.analyse(rows, twins)
+        return e
+
+    over = one(1.21, 0.5)  # half a second of CPU, rounded up by the ticks of several processes
+    assert over.cores_used == 1.0 and over.cpu_text() == "1.00 of 1" and over.to_dict()["server_cores"] == 1.0
+    assert over.bottleneck == "cpu" and "1.21" not in efficiency.bottleneck_sentence(over, "PostgreSQL")
+    tick = one(1.21, 0.03)  # three ticks of 10 ms: not a measurement of a share
+    assert not tick.cpu_resolved and tick.cpu_text() == "< resolution (0.03 s)"
+    assert tick.bottleneck == "neither"  # no CPU bottleneck from rounding; the disk had more to give
+    assert "below what the clock ticks resolve" in efficiency.bottleneck_sentence(tick, "PostgreSQL")
+    old = _rows_and_twins([8_000], 20_000, server=0.95)  # an old run without server_cpu_s: judged as before
+    (e,) = efficiency.analyse(*old)
+    assert e.cpu_resolved and e.bottleneck == "cpu"
+
+
 def test_efficiency_per_cell_median_and_interval():
     rows, twins = _rows_and_twins([9_000, 10_000, 11_000], 20_000)
     (e,) = efficiency.analyse(rows, twins)
@@ -358,12 +380,15 @@ def test_no_twin_still_names_a_cpu_bound_engine_and_says_why_there_is_no_efficie
 def test_summary_gets_the_efficiency_once_however_often_it_is_written(tmp_path):
     rows, twins = _rows_and_twins([10_000, 10_500], 20_000, util=95.0)
     rd = _run_dir(tmp_path, rows, twins)
-    summary = {"verdict": "Best k = 1.", "best_label": "k=1", "settings": {"k=1": {}}, "seed": 1}
+    summary = {"verdict": "Best k = 1.", "verdict_options": [["Best k = 1."]], "explain": ["How."], "best_label": "k=1",
+               "settings": {"k=1": {}}, "seed": 1}
     efficiency.add_to_summary(summary, rd)
-    first = summary["verdict"]
+    first, explained = summary["verdict"], list(summary["explain"])
     efficiency.add_to_summary(summary, rd)
-    assert summary["verdict"] == first
-    assert first.startswith("Best k = 1. PostgreSQL reaches 51% ") and "of what the disk delivers for the same I/O." in first
+    assert summary["verdict"] == first and summary["explain"] == explained
+    # the verdict's last line is the disk's one line; the sentences go to the explanation
+    assert first.startswith("Best k = 1.\nDisk: at k=1 PostgreSQL gets 51% ") and first.count("\n") == 1
+    assert explained[0] == "How." and explained[1].startswith("PostgreSQL reaches 51% ")
     part = summary["efficiency"]
     assert part["device_twin"] == "measured" and part["settings"]["k=1"]["efficiency"] == pytest.approx(0.5125)
     assert part["bottleneck"] == "neither"
@@ -486,7 +511,7 @@ def test_mbrc_twin_follows_the_engines_io_and_efficiency_is_a_share(cli_env, tmp
     assert "device twin: on" in text and "device twin: 2 pattern(s) on" in text
     assert "of disk: the engine's rate over fio's for the same I/O, median [95% CI]" in text
     assert "The engine against its device twin" in text
-    assert "of what the disk delivers for the same I/O" in text
+    assert re.search(r"\nDisk: at \d+ \(\d+ kB\) PostgreSQL gets \d+% .*of what fio gets for the same I/O", text), text
     doc = json.loads((out / "twin.json").read_text())
     assert doc["status"] == "measured" and doc["fio_version"].startswith("fio-")
     patterns = {label: Pattern.from_dict(t["pattern"]) for t in doc["twins"].values() for label, key in doc["patterns"].items() if key == t["key"]}
@@ -526,8 +551,8 @@ def test_twin_only_adds_the_device_to_a_run_measured_without_it(cli_env, tmp_pat
     assert "device twin: 1 pattern(s) on" in only.stdout and "The engine against its device twin" in only.stdout
     after = json.loads((out / SUMMARY_FILE).read_text())
     assert after["efficiency"]["device_twin"] == "measured"
-    assert after["verdict"].startswith(before["verdict"].split(" PostgreSQL reaches")[0])
-    assert after["verdict"].count("of what the disk delivers for the same I/O") == 1
+    assert after["verdict"].startswith(before["verdict"]) and after["verdict"].count("\nDisk: ") == 1
+    assert sum("of what the disk delivers for the same I/O" in line for line in after["explain"]) == 1
     assert len(_rows(out)) == 1  # no cell measured again
 
 

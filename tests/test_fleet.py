@@ -90,7 +90,7 @@ def test_mbrc_quick_on_three_hosts(mbrc_run):
     summary = json.loads((out / "summary.json").read_text())
     fleet = summary["fleet"]
     for host in HOSTS:
-        assert fleet["hosts"][host]["verdict"].startswith("Best multiblock_read = "), fleet["hosts"][host]["verdict"]
+        assert fleet["hosts"][host]["verdict"].startswith("Best multiblock_read is "), fleet["hosts"][host]["verdict"]
         assert fleet["hosts"][host]["cells_ok"] == 8
     assert re.match(r"The best multiblock_read is \d+ \(.+?\) on [1-3] of 3 hosts", summary["verdict"]), summary["verdict"]
     parts = fleet["agree"] + fleet["close"] + list(fleet["differ"])

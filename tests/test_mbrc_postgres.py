@@ -88,7 +88,7 @@ def test_killed_run_resumes_with_every_cell_once(cli_env, tmp_path):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["plan", "mbrc", "--set", "bogus=1"], "knobs.bogus: unknown knob; accepted: block_size, multiblock_read"),
+        (["plan", "mbrc", "--set", "bogus=1"], "--set bogus: unknown knob; accepted: block_size, multiblock_read"),
         (["plan", "mbrc", "--set", "multiblock_read=0,16"], "knob 'multiblock_read' (postgres io_combine_limit): 0 is out of range; accepted: an integer from 1 to 128"),
         (["plan", "nosuchrecipe"], "unknown recipe 'nosuchrecipe'; built-in recipes: "),
         (["plan", "mbrc", "--set", "block_checking=on"], "knob 'block_checking' is not available on engine postgres"),

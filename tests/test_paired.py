@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ from blocklab.analysis.paired import (
     unsettled,
 )
 from blocklab.analysis.stats import analyse
-from blocklab.analysis.verdict import verdict_text
+from blocklab.analysis.verdict import explain_lines, verdict_text
 
 R = 2000
 
@@ -83,7 +84,7 @@ def test_settings_that_share_no_block_are_compared_unpaired():
     assert a.best == "m"
     assert a.unpaired == ("a", "b")
     assert not fit_blocks(cells + late).effect("a", "m").paired
-    assert "shared no block with the best" in verdict_text(a)
+    assert any("shared no block with the best" in line for line in explain_lines(a))
 
 
 def test_goal_min_practical_and_baseline():
@@ -96,7 +97,7 @@ def test_goal_min_practical_and_baseline():
     assert "close" in a.indistinguishable  # within 3%, even if its interval excluded 1
     assert a.settings["slow"].ratio_to_baseline == 1.0
     assert a.settings["fast"].ratio_to_baseline == pytest.approx(1 / 1.5, rel=0.03)
-    assert "slow is 1.5" in verdict_text(a)
+    assert "Slower: slow 1.5" in verdict_text(a) and "as good (within 3%): close 1.0" in verdict_text(a)
 
 
 def test_more_looks_give_wider_intervals():
@@ -235,7 +236,8 @@ def test_eight_equal_settings_no_longer_give_false_slower_calls():
     for k, s in a.settings.items():
         assert s.ratio_to_best_ci_low <= 1.0 <= s.ratio_to_best_ci_high, k
     text = verdict_text(a)
-    assert "No setting is demonstrably better" in text and "The 7 intervals to the best hold together" in text
+    assert "Slower" not in text and "5 blocks cannot separate" in text, text
+    assert any("The 7 intervals to the best hold together" in line for line in explain_lines(a))
 
 
 def test_a_true_10_percent_among_eight_is_still_separated():
@@ -246,7 +248,7 @@ def test_a_true_10_percent_among_eight_is_still_separated():
     assert "ten" not in a.indistinguishable and a.settings["ten"].ratio_to_best_ci_high < 1.0
     assert a.settings["ten"].ratio_to_best_ci_low < 0.90 < a.settings["ten"].ratio_to_best_ci_high
     assert all(f"s{i}" in a.indistinguishable for i in range(6) if f"s{i}" != a.best)
-    assert "ten is 1.1" in verdict_text(a)
+    assert re.search(r"Slower: ten 1\.1\dx \[", verdict_text(a)), verdict_text(a)
 
 
 def _family_false(rng, n_blocks, k):
@@ -277,7 +279,7 @@ def test_two_settings_keep_the_pairs_own_t_interval():
     r, lo, hi = model.effect(other, a.best).interval(0.05)
     s = a.settings[other]
     assert (s.ratio_to_best, s.ratio_to_best_ci_low, s.ratio_to_best_ci_high) == pytest.approx((r, lo, hi), rel=1e-12)
-    assert "hold together" not in verdict_text(a)
+    assert "hold together" not in " ".join(explain_lines(a))
 
 
 def test_intervals_contain_the_pairs_own_and_agree_with_the_verdict():

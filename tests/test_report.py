@@ -26,6 +26,7 @@ from blocklab.cli import main
 from blocklab.report import writer
 from blocklab.report.csv_export import export_csv
 from blocklab.report.data import load_run
+from blocklab.report.html import context as html_context
 from blocklab.report.html import render_html
 from blocklab.report.json_export import export_json
 from blocklab.report.parquet_export import ExportUnavailable, export_parquet
@@ -159,8 +160,8 @@ def test_html_has_the_verdict_table_plots_and_nothing_external(real_run):
     data = load_run(real_run)
     plots = make_plots(data)
     html = render_html(data, plots).decode()
-    assert str(escape(data.summary["verdict"])) in html
-    assert "Best multiblock_read is" in html
+    assert all(str(escape(line)) in html for line in data.summary["verdict"].splitlines())
+    assert "Best multiblock_read is" in html and 'id="how-to-read"' in html
     assert 'id="settings-table"' in html
     for value, size in ((1, "8 kB"), (8, "64 kB"), (64, "512 kB")):
         assert f"{value} ({size})" in html
@@ -201,6 +202,42 @@ def test_report_of_an_interrupted_run_with_a_torn_line(run_copy):
     assert "recomputed" in html  # summary.json counted 6 cells; the page counts the 3 that are there
     data = load_run(run_copy)
     assert data.summary["cells_ok"] == 3 and not data.complete
+
+
+@pytest.mark.engine
+def test_report_and_analyse_explain_print_how_the_verdict_was_judged(run_copy):
+    for command in (["report", str(run_copy), "--explain"], ["analyse", str(run_copy), "--dry-run", "--explain"]):
+        result = CliRunner().invoke(main, command)
+        assert result.exit_code == 0, result.output
+        summary = load_run(run_copy).summary
+        assert summary["verdict"].splitlines()[0] in result.output
+        explained = result.output.split("How to read this:\n", 1)[1]
+        assert "block-adjusted level" in explained and "Ratios compare the settings within each of the 2 blocks" in explained
+    html = (run_copy / "report.html").read_text()
+    assert 'id="how-to-read"' in html and all(str(escape(line)) in html for line in summary["explain"])
+
+
+@pytest.mark.engine
+def test_a_partial_run_names_no_best_until_every_setting_has_its_blocks(run_copy):
+    # issue 30: "Best multiblock_read is 32 (256 kB)" was the headline after 1 of 16 cells
+    results = run_copy / "results.jsonl"
+    lines = results.read_text().splitlines()
+    for kept in (1, 4):  # one cell; then a whole block and one more (each setting has 1 of its 2 blocks)
+        results.write_text("\n".join(lines[:kept]) + "\n")
+        (run_copy / "summary.json").unlink(missing_ok=True)
+        result = CliRunner().invoke(main, ["report", str(run_copy)])
+        assert result.exit_code == 0, result.output
+        html = (run_copy / "report.html").read_text()
+        data = load_run(run_copy)
+        assert data.summary["best_label"] is None and data.summary["partial"]["cells"] == kept
+        assert data.summary["verdict"].startswith(f"Partial run: {kept} of 6 cells measured; no best yet: ")
+        assert "Best multiblock_read" not in html and "a best is named once every setting has 2" in html
+        assert "best" not in [row["note"] for row in html_context(data, [])["settings_table"]]
+    # once every setting has its two blocks the run is complete and names its best
+    results.write_text("\n".join(lines) + "\n")
+    (run_copy / "summary.json").unlink(missing_ok=True)
+    assert CliRunner().invoke(main, ["report", str(run_copy)]).exit_code == 0
+    assert "Best multiblock_read is" in (run_copy / "report.html").read_text()
 
 
 @pytest.mark.engine

@@ -124,7 +124,8 @@ def test_summary_uses_the_series_for_a_setting_with_exactly_one_row():
     assert s8["interval_source"] == ""  # two rows: the usual interval over runs, not a series
     alone = summarise([one], metric="iops", goal="max", setting_labels=["sessions=1"],
                       settings_by_label={"sessions=1": {"sessions": 1}}, unit="IOPS")
-    assert "per-second series" in alone["verdict"] and "[" in alone["verdict"]
+    assert alone["verdict"].startswith("Only setting = sessions=1 was measured: ") and "[" in alone["verdict"]
+    assert any("per-second series" in line for line in alone["explain"])
     no_series = summarise([_row(0, 1, 10_000.0)], metric="iops", goal="max", setting_labels=["sessions=1"],
                           settings_by_label={}, unit="IOPS")
     assert no_series["settings"]["sessions=1"]["ci_low"] == 10_000.0  # no series: no interval, as before

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 
@@ -98,6 +99,11 @@ def test_cli_quick_run_draws_one_series_per_update_share_and_block_size(cli_env,
     assert {r.applied["block_size"] for r in rows} == {"4096", "32768"}
     assert set(points(rows)) == {(0.0, 4096), (0.0, 32768), (30.0, 4096), (30.0, 32768)}
     assert "0% updates, 32k blocks" in proc.stdout
+    # the load (sessions, update share) is never ranked; the page size is, within each load level (issue 30)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["load"] == {"axes": ["workload.sessions", "workload.update_pct"], "knobs": ["block_size"]}
+    assert summary["verdict"].startswith("Best block_size at each load level: ") and "workload.sessions" not in summary["verdict"]
+    assert summary["verdict"] in proc.stdout
     for name in ("slob-latency-iops.png", "slob-latency-mbps.png"):
         assert (out / "plots" / name).stat().st_size > 10_000
 

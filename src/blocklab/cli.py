@@ -34,7 +34,7 @@ from .experiment import Experiment
 from .lab import Overrides, load_experiment, load_saved_experiment, plan_text
 from .paths import check_out_dir, results_root
 from .probes import cpu_profile
-from .report.console_tables import efficiency_table, overhead_tables, print_comparison, settings_table
+from .report.console_tables import efficiency_table, explain_text, overhead_tables, print_comparison, settings_table
 from .results import ResultsError, ResultsWriteError, RunDir, new_run_dir
 from .runner import Interrupted, run
 from .spec import SpecError
@@ -127,6 +127,7 @@ def main() -> None:
               help="after the cells, fio replays each setting's I/O on the same file system and the engine's share of "
                    "it is printed (on: required; off: not; only: just that, for the run given by --resume). "
                    "Default: on where fio is installed and the data directory is on this host")
+@click.option("--explain", is_flag=True, help="after the verdict, print how it was judged (the report's 'How to read this')")
 @click.option("--cpu-profile", "cpu_profile", is_flag=True,
               help="sample the engine's own processes' stacks with perf in every cell: flame graphs per setting and the "
                    "functions whose CPU per unit of work grows with the knob (measure.cpu_profile)")
@@ -140,7 +141,7 @@ def main() -> None:
 @fleet_run_options  # --fleet, --hosts, --certs, --insecure, --share-disk (cli_fleet.py)
 def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_server_changes, out, resume, no_retry, wait_s,
                 device_twin, cpu_profile, cpu_profile_hz, trace_function, trace_arg, scripts, setup, load, sessions, duration,
-                transactions, defines, allow_writes, **fleet) -> None:
+                transactions, defines, allow_writes, explain, **fleet) -> None:
     """Run an experiment FILE or built-in RECIPE and print the verdict.
 
     \b
@@ -152,6 +153,7 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_ser
       blocklab run --resume results/mbrc-20261122-101500 --no-retry
       blocklab run slob --wait 3600          # queue behind another run on the same cache
       blocklab run mbrc --quick --device-twin off       # no fio replay after the cells
+      blocklab run mbrc --quick --explain               # the verdict, then how it was judged
       blocklab run --resume results/mbrc-20261122-101500 --device-twin only   # add the device twin to a run
       blocklab run mbrc --fleet tls://sched:8786 --certs ~/fleet-certs    # every host of a fleet
 
@@ -235,6 +237,8 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_ser
     except EngineError as err:
         fail(console, str(err), EXIT_FAILED)
     device_twin = _device_twin_mode(console, exp, device_twin)
+    for warning in exp.warnings():  # said before any cell, so the run can be stopped and given more rows
+        console.print(f"warning: {warning}", style="yellow", markup=False, highlight=False)
     console.print(f"results: {run_dir.path}")
     reporter = ConsoleReporter(console, lambda cell: _cell_text(exp, cell))
     try:
@@ -252,6 +256,8 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, allow_ser
         _owed_hint(console, run_dir)
         fail(console, f"{err}\nwhat was measured is kept: continue with blocklab run --resume {run_dir.path}", EXIT_FAILED)
     _print_summary(console, exp, summary, run_dir)
+    if explain:
+        console.print(explain_text(summary), markup=False, highlight=False)
 
 
 def _device_twin_mode(console: Console, exp: Experiment, asked: str | None) -> str:
@@ -322,13 +328,9 @@ def _cell_text(exp: Experiment, cell: Any) -> str:
 
 
 def _print_summary(console: Console, exp: Experiment, summary: dict[str, Any], run_dir: RunDir) -> None:
-    if summary.get("settings") and summary.get("best_label"):
+    if summary.get("settings") and summary.get("analysis"):
         console.print(settings_table(summary, "", exp.describe_setting))
-        best = summary["best"]
-        if len(best) == 1:
-            knob, value = next(iter(best.items()))
-            console.print(f"Best {knob} is {exp.describe_setting(summary['best_label'])}")
-        console.print(summary["verdict"])
+        console.print(summary["verdict"], markup=False, highlight=False)
     _print_why(console, summary, exp.describe_setting)
     _print_workload_tables(console, run_dir, summary)
     _print_efficiency(console, run_dir, summary, exp.describe_setting)
@@ -427,7 +429,8 @@ def recipes_command(show: str | None) -> None:
 
 @main.command("report")
 @click.argument("run_dir", metavar="RUN_DIR", type=click.Path(path_type=Path))
-def report_command(run_dir: Path) -> None:
+@click.option("--explain", is_flag=True, help="also print the verdict and how it was judged (the report's 'How to read this')")
+def report_command(run_dir: Path, explain: bool) -> None:
     """Write the HTML report and the plots of a results directory (again).
 
     Works on finished runs, interrupted ones and runs with failed cells; prints
@@ -437,7 +440,9 @@ def report_command(run_dir: Path) -> None:
     Examples:
       blocklab report results/mbrc-20261122-101500
       blocklab report results/mbrc-20261122-101500 | grep report.html
+      blocklab report results/mbrc-20261122-101500 --explain
     """
+    from .report.data import load_run
     from .report.writer import write_report
 
     console = make_console()
@@ -448,6 +453,10 @@ def report_command(run_dir: Path) -> None:
     for path in paths:
         if path.suffix in (".html", ".png"):
             click.echo(str(path))
+    if explain:
+        summary = load_run(run_dir).summary
+        click.echo(str(summary.get("verdict") or "No measurement yet."))
+        click.echo(explain_text(summary))
 
 
 @main.command("export")

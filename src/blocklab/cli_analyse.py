@@ -10,12 +10,14 @@ import click
 
 from .cli_errors import EXIT_BAD_INPUT, fail
 from .console import make_console
+from .report.console_tables import explain_text
 
 
 @click.command("analyse")
 @click.argument("run_dir", metavar="RUN_DIR", type=click.Path(path_type=Path))
 @click.option("--dry-run", is_flag=True, help="print the new verdict without rewriting summary.json")
-def analyse_command(run_dir: Path, dry_run: bool) -> None:
+@click.option("--explain", is_flag=True, help="after the verdict, print how it was judged (the report's 'How to read this')")
+def analyse_command(run_dir: Path, dry_run: bool, explain: bool) -> None:
     """Recompute a run's verdict and intervals from its rows with today's statistics.
 
     For runs analysed by an older blocklab, imported runs, and runs whose
@@ -27,6 +29,7 @@ def analyse_command(run_dir: Path, dry_run: bool) -> None:
     Examples:
       blocklab analyse results/mbrc-20261122-101500
       blocklab analyse results/mbrc-20261122-101500 --dry-run
+      blocklab analyse results/mbrc-20261122-101500 --explain
       blocklab analyse results/mbrc-20261122-101500 && blocklab report results/mbrc-20261122-101500
     """
     from .report.reanalyse import AnalyseError, reanalyse
@@ -53,3 +56,5 @@ def analyse_command(run_dir: Path, dry_run: bool) -> None:
         say(f"report:  blocklab report {run_dir}")
     else:
         say("not written (--dry-run)")
+    if explain:
+        say(explain_text(summary))

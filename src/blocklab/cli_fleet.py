@@ -27,6 +27,7 @@ from .console import ConsoleReporter, make_console
 from .engines.base import EngineError
 from .fleet import FleetError, FleetInputError
 from .paths import check_out_dir
+from .probes.os_stats import describe_medium
 from .report.console_tables import print_comparison
 from .results import ResultsError, ResultsWriteError, RunDir
 from .spec import SpecError
@@ -219,8 +220,8 @@ def _print_status(console: Console, address: str, workers: list[dict[str, Any]])
             continue
         others = [n for n in by_disk.get(str(w.get("disk")), []) if n != w["name"]]
         device = str(w.get("device") or "")
-        if w.get("rotational") is not None:
-            device += " (rotational)" if w["rotational"] else " (non-rotational)"
+        if medium := describe_medium(str(w.get("virtual") or ""), w.get("rotational")):
+            device += f" ({medium})"
         table.add_row(w["name"], w["address"], str(w.get("hostname") or ""), device, str(w.get("file_system") or ""),
                       ", ".join(others) or "-", describe_engines(w.get("engines") or {}), ", ".join(w.get("busy") or []) or "-")
     console.print(table)

@@ -11,6 +11,7 @@ workload for a cell, how a setting reads. Nothing here changes a server.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import random
 from collections.abc import Callable
@@ -25,7 +26,7 @@ from .plan import Plan, grid, make_plan
 from .probes import cpu_profile, trace_function
 from .search import check_refinable, coarse_values
 from .spec import WORKLOAD_AXIS, Spec, SpecError, spec_from_dict
-from .units import label_of, value_text
+from .units import fmt_bytes, label_of, value_text
 from .workloads import make_workload
 from .workloads.base import COMMON_METRICS, Workload, metric_accepted, workload_check, workload_cold_problem
 
@@ -69,6 +70,7 @@ class Experiment:
         apply = {k: info.apply for k, info in self.knob_infos.items() if k in self.knobs}
         plan = make_plan(self.knobs, self.spec.measure.repeats, self.seed, apply)
         plan.value_bytes = self.value_bytes()
+        plan.value_text = self.value_text()
         return plan
 
     def describe_setting(self, label: str) -> str:
@@ -109,6 +111,51 @@ class Experiment:
             sizes = {value_text(v): size for v in values if (size := info.size_bytes(v)) is not None}
             if sizes:
                 out[knob] = sizes
+        return out
+
+    def warnings(self) -> list[str]:
+        """What the plan and the run say before any cell: a data set smaller than the
+        largest read swept (--rows 10: one page, every read the same 8 kB, and a
+        verdict about nothing)."""
+        out = []
+        data = max((self.workload_for(s.as_dict()).disk_bytes() for s in grid(self.knobs)), default=0.0) if self.knobs else 0.0
+        for knob, values in self.knobs.items():
+            info = self.knob_infos.get(knob)
+            if info is None or (info.generic or knob) not in READ_SIZE_KNOBS or data <= 0:
+                continue
+            sizes = {v: size for v in values if (size := info.size_bytes(v)) is not None}
+            if not sizes or max(sizes.values()) <= data:
+                continue
+            largest = max(sizes, key=lambda v: sizes[v])
+            per_row = data / max(self.spec.dataset.rows, 1)
+            rows = _round_up(10 * sizes[largest] / per_row) if per_row > 0 else 0
+            same = [info.describe_value(v) for v in values if v in sizes and sizes[v] >= data]
+            out.append(
+                f"the data set ({self.spec.dataset.rows:,} rows, about {fmt_bytes(data)}) is smaller than the largest read "
+                f"swept ({knob} = {info.describe_value(largest)}): a read is never larger than the table, so "
+                f"{', '.join(same)} cannot differ from each other and the verdict would rank noise"
+                + (f"; give --rows {rows:,} or more (ten times the largest read)" if rows else "")
+            )
+        return out
+
+    def load_axes(self) -> list[str]:
+        """The swept knobs that are the workload's load (slob's sessions and update share):
+        ranked never, the real knobs within each of their levels (analysis/load.py)."""
+        from .analysis.load import load_axes_of
+
+        return load_axes_of(self.spec.workload.kind, self.knobs)
+
+    def value_text(self) -> dict[str, dict[str, str]]:
+        """For knobs whose values the engine reads out ('64' -> '64 (read-ahead off)'):
+        each swept value's text, kept in plan.json for a report drawn later."""
+        out: dict[str, dict[str, str]] = {}
+        for knob, values in self.knobs.items():
+            info = self.knob_infos.get(knob)
+            if info is None or info.kind == "workload":
+                continue
+            texts = {value_text(v): info.describe_value(v) for v in values if info.meaning(v)}
+            if texts:
+                out[knob] = texts
         return out
 
     def knob_label(self) -> str:
@@ -358,6 +405,18 @@ def free_bytes(path: Path) -> float:
         path = path.parent
     st = os.statvfs(path)
     return float(st.f_bavail * st.f_frsize)
+
+
+# knobs whose values are the size of a read (by the project's generic vocabulary, not an engine's names)
+READ_SIZE_KNOBS = frozenset({"multiblock_read", "read_ahead", "block_size"})
+
+
+def _round_up(x: float) -> int:
+    """10,000 -> 10,000; 123,456 -> 200,000: a number of rows a person would type."""
+    if x <= 0:
+        return 0
+    step = 10 ** max(int(math.log10(x)), 0)
+    return int(math.ceil(x / step) * step)
 
 
 def _grid_points(knobs: dict[str, list[Any]]) -> list[dict[str, Any]]:

@@ -147,6 +147,8 @@ def plan_text(exp: Experiment) -> list[str]:
         lines.append(f"adapted {why}")
     for what in exp.spec.overridden:
         lines.append(f"override {what}")
+    for warning in exp.warnings():
+        lines.append(f"warning: {warning}")
     for name, value in exp.fixed.items():
         info = exp.knob_infos[name]
         lines.append(f"fixed   {name} = {info.describe_value(value)}  [{info.apply.label}]")

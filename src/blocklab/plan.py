@@ -51,6 +51,8 @@ class Plan:
     apply_class: dict[str, ApplyClass] = field(default_factory=dict)
     # knob -> value as labelled -> bytes, for knobs that are sizes (the report's '16 kB')
     value_bytes: dict[str, dict[str, int]] = field(default_factory=dict)
+    # knob -> value as labelled -> how it reads for the engine ('64 (read-ahead off)'), where the engine says
+    value_text: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -58,6 +60,7 @@ class Plan:
             "settings": [s.as_dict() for s in self.settings],
             "apply_class": {k: v.label for k, v in self.apply_class.items()},
             "value_bytes": self.value_bytes,
+            "value_text": self.value_text,
             "cells": [
                 {"index": c.index, "block": c.block, "cell_id": c.cell_id, "settings": c.setting.as_dict()}
                 for c in self.cells
@@ -69,7 +72,9 @@ class Plan:
         settings = [Setting(tuple(s.items())) for s in data["settings"]]
         cells = [Cell(c["index"], c["block"], Setting(tuple(c["settings"].items()))) for c in data["cells"]]
         value_bytes = {k: {str(v): int(b) for v, b in sizes.items()} for k, sizes in (data.get("value_bytes") or {}).items()}
-        return cls(cells=cells, seed=int(data["seed"]), settings=settings, apply_class=apply_class, value_bytes=value_bytes)
+        value_text = {k: {str(v): str(t) for v, t in texts.items()} for k, texts in (data.get("value_text") or {}).items()}
+        return cls(cells=cells, seed=int(data["seed"]), settings=settings, apply_class=apply_class, value_bytes=value_bytes,
+                   value_text=value_text)
 
     def extend(self, cells: list[Cell], settings: list[Setting]) -> None:
         self.cells.extend(cells)

@@ -400,6 +400,8 @@ def write_summary(exp: Experiment, run_dir: RunDir, plan: Plan) -> dict[str, Any
         knob_label=exp.knob_label(),
         unit=unit_of(exp.metric),
         looks=sequential_looks(exp.spec.measure),
+        cells_planned=len(plan.cells),
+        load_axes=exp.load_axes(),
     )
     summary["experiment"] = exp.spec.name
     summary["cells_planned"] = len(plan.cells)

@@ -209,6 +209,18 @@ class RunComparison:
             + "."
         )
 
+    def resolution_note(self) -> str:
+        """Said when the runs are too few for the test to call any difference at 5%."""
+        from .stats import min_p_value, runs_for_p
+
+        floors = [(min_p_value(s.comparison.n_a, s.comparison.n_b), s.comparison.n_a, s.comparison.n_b) for s in self.settings]
+        if not floors or min(f for f, _, _ in floors) < 0.05:
+            return ""
+        floor, n_a, n_b = min(floors)
+        return (f"With {n_a} and {n_b} runs per setting no p-value can fall below {floor:.2g} (the U test's most extreme "
+                f"ordering of {n_a + n_b} values): 'no significant difference' here means too few runs, not no difference; "
+                f"runs of {runs_for_p()} repeats or more can show one.")
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "run_a": str(self.run_a.path),
@@ -223,6 +235,7 @@ class RunComparison:
             "only_in_a": list(self.only_in_a),
             "only_in_b": list(self.only_in_b),
             "summary": self.summary_line(),
+            "resolution": self.resolution_note() or None,
         }
 
 

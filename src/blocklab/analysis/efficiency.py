@@ -38,6 +38,7 @@ from ..device.io_pattern import Pattern, setting_patterns
 from ..device.replay import Twin
 from ..device.twin import RunTwins
 from ..device.twin import load as load_twins
+from ..probes.os_stats import CPU_TICK_S
 from ..results import ENVIRONMENT_FILE, ResultRow, RunDir
 from ..units import label_of
 
@@ -47,6 +48,10 @@ CPU_BOUND = 0.8  # the engine's CPU at or above this share of the cores it could
 MACHINE_BUSY_PCT = 90.0  # all CPUs this busy (everyone's processes): the engine may have waited for one
 ABOVE_ONE = 1.05  # an efficiency above this is explained, not hidden: the twin met a busier machine
 FSYNCS_NAMED = 10.0  # fsyncs a second from which the verdict names them as a wait
+# CPU time is counted in clock ticks (10 ms): below this many ticks a share of the
+# cores is mostly rounding (one tick of 0.03 s reads as a third of a core), so
+# it is shown as below the resolution and no CPU bottleneck is called from it.
+CPU_RESOLVED_TICKS = 5
 
 Describe = Callable[[str], str]
 
@@ -71,11 +76,35 @@ class SettingEfficiency:
     cpu_busy_pct: float  # all CPUs of the machine, everyone's processes
     bottleneck: str  # "device" | "cpu" | "device+cpu" | "neither" | "" (not known)
     profiled: bool = False  # the cells carry a time profile (where the sessions' time went)
+    cpu_seconds: float = math.nan  # the engine's CPU time in a cell (median): what the share is made of
     fsyncs_per_s: float = math.nan  # the engine's fsyncs (median of the cells): waits the twin does not replay
 
     @property
     def has(self) -> bool:
         return self.twin is not None and math.isfinite(self.median)
+
+    @property
+    def cpu_resolved(self) -> bool:
+        """The cells' CPU time is enough clock ticks for a share of the cores to mean something
+        (unknown CPU time, an old run: taken as resolved)."""
+        return not math.isfinite(self.cpu_seconds) or self.cpu_seconds >= CPU_RESOLVED_TICKS * CPU_TICK_S
+
+    @property
+    def cores_used(self) -> float:
+        """The cores the engine used, never more than it could use (ticks' rounding can
+        read 1.14 of 1 core on a short cell); NaN below the resolution."""
+        if not self.cpu_resolved or not math.isfinite(self.server_cores):
+            return math.nan
+        return min(self.server_cores, self.cores_available) if math.isfinite(self.cores_available) else self.server_cores
+
+    def cpu_text(self, sep: str = " of ") -> str:
+        """'0.51 of 1', '< resolution (0.01 s of CPU)', '–'."""
+        if math.isfinite(self.server_cores) and not self.cpu_resolved:
+            return f"< resolution ({self.cpu_seconds:.2f} s)"
+        used = self.cores_used
+        if not math.isfinite(used):
+            return "–"
+        return f"{used:.2f}{sep}{self.cores_available:.0f}" if math.isfinite(self.cores_available) else f"{used:.2f}"
 
     @property
     def device_rate(self) -> float:
@@ -104,7 +133,9 @@ class SettingEfficiency:
             "n": len(self.values),
             "values": [round(v, 4) for v in self.values],
             "device_util_pct": _finite_or_none(self.util_pct),
-            "server_cores": _finite_or_none(self.server_cores),
+            "server_cores": _finite_or_none(self.cores_used),
+            "server_cpu_s": _finite_or_none(self.cpu_seconds),
+            "cpu_resolved": self.cpu_resolved,
             "cores_available": _finite_or_none(self.cores_available),
             "cpu_busy_pct": _finite_or_none(self.cpu_busy_pct),
             "bottleneck": self.bottleneck or None,
@@ -153,13 +184,16 @@ def analyse(rows: Iterable[ResultRow], twins: RunTwins | None, *, order: Iterabl
         server = _median(r.metrics.get("pattern.server_cores", math.nan) for r in cells)
         available = _median(min(r.metrics.get("pattern.sessions", math.inf), r.metrics.get("pattern.cores", math.inf)) for r in cells)
         busy = _median(r.metrics.get("pattern.cpu_busy_pct", math.nan) for r in cells)
+        cpu_s = _median(r.metrics.get("server_cpu_s", math.nan) for r in cells)
+        resolved = not math.isfinite(cpu_s) or cpu_s >= CPU_RESOLVED_TICKS * CPU_TICK_S
         why = "" if twin is not None else _why_none(p, pattern, twins)
         out.append(SettingEfficiency(
             label=label, pattern=pattern, why_none=why, twin=twin, unit=unit, values=values,
             median=med, ci_low=lo, ci_high=hi, engine_rate=_median(rates), util_pct=util,
             server_cores=server, cores_available=available, cpu_busy_pct=busy,
-            bottleneck=bottleneck(med, util, server, available),
+            bottleneck=bottleneck(med, util, server if resolved else math.nan, available),
             profiled=any("profile.slowest.total_s" in r.metrics for r in cells),
+            cpu_seconds=cpu_s,
             fsyncs_per_s=_median(r.metrics.get("pattern.fsyncs_per_s", math.nan) for r in cells),
         ))
     return out
@@ -255,8 +289,11 @@ def where(label: str, describe: Describe = str) -> str:
 def bottleneck_sentence(e: SettingEfficiency, engine: str, describe: Describe = str) -> str:
     """What limits the setting `e`, in words, with the evidence; '' when nothing is known."""
     where_ = where(e.label, describe)
-    cpu = (f"its processes used {e.server_cores:.2f} of the {e.cores_available:.0f} core(s) they could use"
-           if math.isfinite(e.server_cores) and math.isfinite(e.cores_available) else "")
+    cpu = (f"its processes used {e.cores_used:.2f} of the {e.cores_available:.0f} core(s) they could use"
+           if math.isfinite(e.cores_used) and math.isfinite(e.cores_available) else "")
+    if math.isfinite(e.server_cores) and not e.cpu_resolved:
+        cpu = (f"its processes' CPU time ({e.cpu_seconds:.2f} s a cell) is below what the clock ticks resolve "
+               f"({CPU_TICK_S * 1000:.0f} ms each), so the CPU's share is not known")
     disk = ""
     if e.has:
         assert e.pattern is not None
@@ -299,30 +336,41 @@ def summary_part(effs: list[SettingEfficiency], twins: RunTwins | None, engine: 
         "sentence": sentence(effs, engine, describe, best) or None,
         "bottleneck": chosen.bottleneck if chosen else None,
         "verdict": (bottleneck_sentence(chosen, engine, describe) if chosen else "") or None,
+        "line": disk_line(chosen, engine, describe) or None,
         "settings": {e.label: e.to_dict() for e in effs},
     }
 
 
 def add_to_summary(summary: dict[str, Any], run_dir: RunDir | Path | str, describe: Describe | None = None) -> None:
-    """Put the efficiency into a summary (in place): summary["efficiency"], and the
-    efficiency sentence and the bottleneck of the best setting after the verdict.
-    Idempotent (a summary that has them already gets them replaced); does nothing
-    to a run without pattern metrics or twin.json."""
+    """Put the efficiency into a summary (in place): summary["efficiency"], the
+    disk's one line as the verdict's last, and the efficiency sentence and the
+    bottleneck's reasoning in the explanation. Idempotent (a summary that has them
+    already gets them replaced); does nothing to a run without pattern metrics or twin.json."""
+    from .verdict import compose
+
     rd = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
     twins = load_twins(rd)
     rows = rd.rows()
     if twins is None and not any("pattern.seconds" in r.metrics for r in rows):
         return
     old = summary.get("efficiency") or {}
-    verdict = str(summary.get("verdict") or "")
-    for part in (old.get("sentence"), old.get("verdict")):
-        if part and part in verdict:
-            verdict = verdict.replace(" " + part, "").replace(part, "")
+    explain = [line for line in summary.get("explain") or [] if line not in (old.get("sentence"), old.get("verdict"))]
     effs = analyse(rows, twins, order=list(summary.get("settings") or {}), seed=int(summary.get("seed") or 0))
     part = summary_part(effs, twins, engine_name(rd), describe or str, summary.get("best_label"))
     summary["efficiency"] = part
-    extra = " ".join(p for p in (part["sentence"], part["verdict"]) if p)
-    summary["verdict"] = f"{verdict} {extra}".strip() if extra else verdict
+    summary["explain"] = explain + [p for p in (part["sentence"], part["verdict"]) if p]
+    if summary.get("verdict_options"):
+        summary["verdict"] = compose(summary["verdict_options"], part.get("line") or "")
+
+
+def disk_line(e: SettingEfficiency | None, engine: str, describe: Describe = str) -> str:
+    """The verdict's last line: what the disk allowed at the best setting.
+    'Disk: at 16 (128 kB) PostgreSQL gets 62% [55, 69] of what fio gets for the same I/O; the limit is neither the disk nor the CPU.'"""
+    if e is None or not e.has:
+        return ""
+    limit = {"device": "the disk is the limit", "cpu": "the CPU is the limit", "device+cpu": "the disk and the CPU are both at their limit",
+             "neither": "neither the disk nor the CPU is the limit (latency or waiting)"}.get(e.bottleneck, "")
+    return f"Disk: at {describe(e.label)} {engine} gets {e.percent()} of what fio gets for the same I/O" + (f"; {limit}." if limit else ".")
 
 
 # ====================================================================== the pictures' numbers
@@ -373,6 +421,7 @@ __all__ = [
     "by_label",
     "device_points",
     "device_values",
+    "disk_line",
     "engine_name",
     "for_run",
     "sentence",

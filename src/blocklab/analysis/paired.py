@@ -128,6 +128,7 @@ class BlockModel:
     residuals: Mapping[Hashable, tuple[float, ...]]  # per setting, in the order its cells were given
     _logs: Mapping[Hashable, np.ndarray] = field(repr=False, compare=False)
     _by_block: Mapping[Hashable, Mapping[int, float]] = field(repr=False, compare=False)  # mean log per block
+    level_se: Mapping[Hashable, float] = field(default_factory=dict)  # standard error of each level (log scale)
 
     @property
     def blocks(self) -> tuple[int, ...]:
@@ -190,6 +191,7 @@ def fit_blocks(cells: Iterable[BlockCell], order: Sequence[Hashable] = ()) -> Bl
     shift = {cid: float(np.mean(v)) for cid, v in comp_blocks.items()}
     levels = {key: float(theta[col[key]]) + shift[component[("setting", key)]] for key in keys}
     drift = {b: float(theta[bcol[b]]) - shift[component[("block", b)]] for b in blocks}
+    level_se = _level_errors(keys, blocks, col, bcol, component, xtx_pinv, sd)
 
     residuals: dict[Hashable, list[float]] = {key: [] for key in keys}
     logs: dict[Hashable, list[float]] = {key: [] for key in keys}
@@ -205,9 +207,27 @@ def fit_blocks(cells: Iterable[BlockCell], order: Sequence[Hashable] = ()) -> Bl
         residual_sd=sd,
         df=df,
         residuals={key: tuple(v) for key, v in residuals.items()},
+        level_se=level_se,
         _logs={key: np.asarray(v) for key, v in logs.items()},
         _by_block={key: {b: float(np.mean(v)) for b, v in mine.items()} for key, mine in per_block.items()},
     )
+
+
+def _level_errors(keys: list, blocks: list[int], col: dict, bcol: dict, component: dict, xtx_pinv: np.ndarray,
+                  sd: float) -> dict[Hashable, float]:
+    """The standard error of each setting's level (log scale): the level is its
+    coefficient plus the mean of its component's block effects, an estimable
+    function of the design, so its variance is sd^2 * c' (X'X)^+ c."""
+    out: dict[Hashable, float] = {}
+    for key in keys:
+        c = np.zeros(xtx_pinv.shape[0])
+        c[col[key]] = 1.0
+        mine = [b for b in blocks if component[("block", b)] == component[("setting", key)]]
+        for b in mine:
+            c[bcol[b]] += 1.0 / len(mine)
+        var = float(c @ xtx_pinv @ c)
+        out[key] = sd * math.sqrt(var) if math.isfinite(sd) and var > 0 else math.nan
+    return out
 
 
 def _components(cells: list[BlockCell]) -> dict[tuple[str, Hashable], int]:
@@ -348,6 +368,7 @@ def analyse_blocks(
         else:  # no variance estimate for this pair yet: a point, no interval
             to_best = (math.exp(model.effect(key, best).estimate), math.nan, math.nan)
         idx = outliers.get(key, ())
+        level = _level_interval(model, key, alpha)
         settings[key] = SettingStats(
             key=key,
             n=int(x.size),
@@ -365,6 +386,9 @@ def analyse_blocks(
             ratio_to_best_ci_low=to_best[1],
             ratio_to_best_ci_high=to_best[2],
             outlier_indices=idx,
+            level=level[0],
+            level_ci_low=level[1],
+            level_ci_high=level[2],
         )
         if key != best:
             r, rlo, rhi = to_best
@@ -391,6 +415,18 @@ def analyse_blocks(
         drift=dict(sorted(model.block_effects.items())) if model is not None else {},
         unpaired=tuple(k for k in measured if k != best and model is not None and best is not None and not model.effect(k, best).paired),
     )
+
+
+def _level_interval(model: BlockModel, key: Hashable, alpha: float) -> tuple[float, float, float]:
+    """A setting's block-adjusted level (the geometric mean with the blocks' drift
+    taken out, at the run's average block) with its t interval from the block
+    model's pooled noise; NaN bounds when the model has no residual degrees of freedom."""
+    level = math.exp(model.levels[key])
+    se = model.level_se.get(key, math.nan)
+    if not (model.df > 0 and math.isfinite(se)):
+        return level, math.nan, math.nan
+    t = float(_scipy_stats.t.ppf(1.0 - alpha / 2.0, model.df))
+    return level, math.exp(model.levels[key] - t * se), math.exp(model.levels[key] + t * se)
 
 
 def _residual_outliers(cells: Sequence[BlockCell], model: BlockModel) -> dict[Hashable, tuple[int, ...]]:

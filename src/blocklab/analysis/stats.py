@@ -90,6 +90,19 @@ class SettingStats:
     # "series": a single run whose interval comes from its own per-second
     # series (analysis/series.py); "" for the bootstrap over runs.
     interval_source: str = ""
+    # What the best is picked on, the table's and the plot's main figure: paired,
+    # the block-adjusted level (the geometric mean with each block's drift taken
+    # out, analysis/paired.py) with its interval; unpaired, the median and its
+    # bootstrap interval. NaN: not computed (a summary from an older blocklab).
+    level: float = math.nan
+    level_ci_low: float = math.nan
+    level_ci_high: float = math.nan
+
+    def figure(self) -> tuple[float, float, float]:
+        """(value, low, high) the verdict is decided on: the level, else the median."""
+        if math.isfinite(self.level):
+            return self.level, self.level_ci_low, self.level_ci_high
+        return self.median, self.ci_low, self.ci_high
 
     @property
     def has_interval(self) -> bool:
@@ -399,6 +412,9 @@ def analyse(
             ratio_to_best_ci_low=rt_lo,
             ratio_to_best_ci_high=rt_hi,
             outlier_indices=out_idx,
+            level=med,  # unpaired: the best is picked on the medians
+            level_ci_low=lo,
+            level_ci_high=hi,
         )
         if k != best:
             overlaps = rt_lo <= 1.0 <= rt_hi  # False for NaN
@@ -454,6 +470,23 @@ def _fmt_p(p: float) -> str:
     if p < 0.001:
         return "p<0.001"
     return f"p={p:.2g}" if p < 0.1 else f"p={p:.2f}"
+
+
+def min_p_value(n_a: int, n_b: int) -> float:
+    """The smallest two-sided p-value the exact Mann-Whitney U test can give for
+    samples of n_a and n_b distinct values: the two most extreme of the
+    C(n_a + n_b, n_a) equally likely orderings. 2 against 2: 2/6 = 0.33."""
+    if n_a < 1 or n_b < 1:
+        return 1.0
+    return min(1.0, 2.0 / math.comb(n_a + n_b, n_a))
+
+
+def runs_for_p(alpha: float = 0.05) -> int:
+    """The fewest runs a side whose smallest two-sided p-value is below `alpha` (4 for 0.05)."""
+    n = 1
+    while min_p_value(n, n) >= alpha:
+        n += 1
+    return n
 
 
 def compare_samples(
@@ -516,6 +549,10 @@ def compare_samples(
         else:
             verdict = f"no significant difference between {name_b} and {name_a}: {raw}"
     verdict += small
+    floor = min_p_value(int(xa.size), int(xb.size))
+    if floor >= alpha and not significant:
+        verdict += (f" (with {xa.size} and {xb.size} runs no p-value can fall below {floor:.2g}: too few to call a "
+                    f"difference; {runs_for_p(alpha)} a side could)")
     return Comparison(
         ratio=ratio,
         ci_low=lo,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any
 
 from ..results import ResultRow
@@ -77,10 +77,16 @@ def summarise(
     knob_label: str = "setting",
     unit: str = "",
     looks: int = 1,
+    cells_planned: int | None = None,
+    load_axes: list[str] | tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """The analysis of a (possibly partial) run, as a JSON-able dict. `looks`:
-    how many times a sequential run may look at its data (search.sequential_looks)."""
-    from .verdict import verdict_text
+    how many times a sequential run may look at its data (search.sequential_looks).
+    `cells_planned`: the plan's cells; a run that has fewer names no best until
+    every setting has enough blocks (partial_status), and says it is partial.
+    `load_axes`: knobs that are the workload's load (analysis/load.py): the real
+    knobs are ranked within each load level, never the load itself."""
+    from .verdict import compose, explain_lines, standings, verdict_options
 
     groups = group_samples(rows, metric, setting_labels)
     failed = [r.cell_id for r in rows if not r.ok]
@@ -116,10 +122,67 @@ def summarise(
     summary["best_label"] = best
     summary["baseline"] = analysis.baseline
     summary["indistinguishable"] = list(analysis.indistinguishable)
-    summary["verdict"] = verdict_text(
-        analysis, knob_label=knob_label, describe=lambda k: describe_setting(str(k)), metric=metric, unit=unit
-    )
+    for st in standings(analysis):  # slower / as good / undecided, what the table's note and the plot's rings say
+        entry = summary["settings"].get(str(st.key))
+        if entry is not None:
+            entry["standing"] = st.kind
+            entry["blocks_needed"] = st.blocks_needed
+    summary["as_good"] = [label for label, e in summary["settings"].items() if e.get("standing") == "as_good"]
+    summary["undecided"] = [label for label, e in summary["settings"].items() if e.get("standing") == "undecided"]
+    describe = lambda k: describe_setting(str(k))  # noqa: E731
+    options = verdict_options(analysis, knob_label=knob_label, describe=describe, unit=unit)
+    summary["verdict_options"] = options  # the disk's line is added after them (efficiency.add_to_summary)
+    summary["verdict"] = compose(options)
+    summary["explain"] = explain_lines(analysis, describe=describe, metric=metric)
+    if load_axes:
+        from .load import apply_load
+
+        def level(own: list[ResultRow], labels: list[str]) -> dict[str, Any]:
+            return summarise(own, metric=metric, goal=goal, setting_labels=labels, settings_by_label=settings_by_label,
+                             practical=practical, seed=seed, describe_setting=describe_setting, knob_label=knob_label,
+                             unit=unit, looks=looks)
+
+        apply_load(summary, rows, axes=list(load_axes), settings_by_label=settings_by_label, describe=describe_setting,
+                   analyse_level=level, unit=unit)
+    if cells_planned is not None:
+        _mark_partial(summary, rows, groups, cells_planned)
     return summary
+
+
+def partial_status(rows: list[ResultRow], groups: Mapping[str, list[float]], cells_planned: int) -> dict[str, Any] | None:
+    """None for a run whose every planned cell has a row; else how far it is and
+    whether a best may be named yet: every setting needs min(2, the blocks
+    planned) measured blocks, so that one block's luck is never called a best."""
+    recorded = len({r.cell_id for r in rows})
+    if recorded >= cells_planned or not groups:
+        return None
+    planned_blocks = max(1, cells_planned // max(len(groups), 1))
+    enough = min(2, planned_blocks)
+    short = [label for label, values in groups.items() if len(values) < enough]
+    return {"cells": recorded, "planned": cells_planned, "blocks_needed": enough, "settings_short": short}
+
+
+def _mark_partial(summary: dict[str, Any], rows: list[ResultRow], groups: Mapping[str, list[float]], cells_planned: int) -> None:
+    """A partial run says it is partial in its verdict; with a setting still short
+    of blocks it names no best (summary best_label None, nothing starred)."""
+    status = partial_status(rows, groups, cells_planned)
+    if status is None:
+        return
+    summary["partial"] = status
+    done = f"Partial run: {status['cells']} of {status['planned']} cells measured"
+    if status["settings_short"]:
+        n, total, blocks = len(status["settings_short"]), len(groups), status["blocks_needed"]
+        summary["best"], summary["best_label"] = {}, None
+        summary["as_good"], summary["undecided"] = [], []
+        summary["verdict_options"] = [[
+            f"{done}; no best yet: {n} of {total} settings {'has' if n == 1 else 'have'} fewer than "
+            f"{blocks} measured block{'s' if blocks != 1 else ''}, and a best is named once every setting has {blocks}."
+        ]]
+    else:
+        summary["verdict_options"] = [[f"{done}. " + lines[0], *lines[1:]] for lines in summary["verdict_options"]]
+    from .verdict import compose
+
+    summary["verdict"] = compose(summary["verdict_options"])
 
 
 def _with_series_intervals(analysis: Analysis, rows: list[ResultRow], metric: str) -> tuple[Analysis, dict[str, Any]]:
@@ -140,10 +203,15 @@ def _with_series_intervals(analysis: Analysis, rows: list[ResultRow], metric: st
         interval = row_series_interval(own[0].series, metric)
         if interval is None:
             continue
+        old = settings[label]
+        own_level = math.isfinite(old.level_ci_low)  # a level interval from the block model is kept
         settings[label] = dataclasses.replace(
-            settings[label], ci_low=interval.ci_low, ci_high=interval.ci_high, interval_source="series"
+            old, ci_low=interval.ci_low, ci_high=interval.ci_high, interval_source="series",
+            level_ci_low=old.level_ci_low if own_level else interval.ci_low,
+            level_ci_high=old.level_ci_high if own_level else interval.ci_high,
         )
         found[label] = interval.to_dict()
     if not found:
         return analysis, {}
     return dataclasses.replace(analysis, settings=settings), found
+

@@ -1,8 +1,13 @@
-"""The analysis of a sweep, told in a few sentences a human can paste into a ticket.
+"""The analysis of a sweep, told in at most three lines a DBA reads in ten seconds:
 
-    Best multiblock_read = 16 (128 kB): 25.9 M rows/s [25.1, 26.4] (median
-    rows_per_s, 95% CI, n=5). 8, 32, 64 are indistinguishable from it.
-    1 is 3.6x slower [3.4, 3.8]; 2 is 1.9x slower [1.8, 2.0].
+    Best multiblock_read is 16 (128 kB): 25.9 M rows/s [25.1, 26.4]; as good (within 5%): 32 (256 kB) 1.01x.
+    Slower: 1 (8 kB) 3.6x [3.4, 3.8], 2 (16 kB) 1.9x [1.8, 2.0]; 3 blocks cannot separate 8 (64 kB) 1.04x (about 9 would).
+    Disk: ...                        (the device twin's line, analysis/efficiency.py)
+
+the best, what is as good as it, what every other setting costs, what the disk
+allowed. How the figures were judged (drift cancelled, the intervals holding
+together, the looks of sequential stopping, outliers) is the explanation
+(explain_lines): the report's "How to read this" and `--explain`.
 
 "x slower" always means worse for the goal: a lower throughput when the goal
 is "max", a larger elapsed time when it is "min".
@@ -12,15 +17,32 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Hashable, Sized
+from dataclasses import dataclass
 
 from ..units import fmt_factor, human, with_interval
 from .stats import Analysis, SettingStats
 
-_MAX_SLOWER_LISTED = 3
-
-
 # --------------------------------------------------------------------------
-# the verdict
+# where each setting stands against the best
+
+AS_GOOD = 0.05  # "as good as the best": the whole interval of the slowdown within 5% (or measure.practical)
+VERDICT_CHARS = 400  # the verdict, all its lines: shorter than this
+MAX_BLOCKS_SAID = 100  # an estimate of blocks needed above this is said as "more than 100"
+
+
+@dataclass(frozen=True)
+class Standing:
+    """A setting other than the best against it: how much slower (>= 1 worse),
+    and whether that is shown ("slower"), the setting is as good within the
+    tolerance ("as_good"), or the run cannot tell yet ("undecided", with the
+    blocks its noise says would settle it)."""
+
+    key: Hashable
+    factor: float
+    low: float
+    high: float
+    kind: str
+    blocks_needed: int | None = None
 
 
 def slowdown(stats: SettingStats, goal: str) -> tuple[float, float, float]:
@@ -31,6 +53,86 @@ def slowdown(stats: SettingStats, goal: str) -> tuple[float, float, float]:
         return r, lo, hi
     with_zero = lambda x: math.inf if x == 0 else 1.0 / x  # noqa: E731
     return with_zero(r), with_zero(hi), with_zero(lo)
+
+
+def tolerance(analysis: Analysis) -> float:
+    """How close to the best counts as "as good": measure.practical when set, else 5%."""
+    return analysis.practical if analysis.practical > 0 else AS_GOOD
+
+
+def blocks_of(analysis: Analysis, key: Hashable) -> int:
+    """The blocks (paired) or runs (unpaired) a setting's comparison with the best rests on."""
+    if analysis.method == "paired" and analysis.blocks:
+        return analysis.blocks
+    best = analysis.settings.get(analysis.best) if analysis.best is not None else None
+    return min(analysis.settings[key].n, best.n if best else analysis.settings[key].n)
+
+
+def standings(analysis: Analysis) -> list[Standing]:
+    """Every measured setting other than the best, the worst first."""
+    tol = tolerance(analysis)
+    out = []
+    for key, s in analysis.settings.items():
+        if s.n == 0 or key == analysis.best:
+            continue
+        f, lo, hi = slowdown(s, analysis.goal)
+        best = analysis.settings[analysis.best]
+        if analysis.method == "unpaired" and (s.n < 2 or best.n < 2):
+            lo = hi = math.nan  # one sample against one: the bootstrap interval is the point itself
+        if math.isfinite(lo) and math.isfinite(hi) and key not in analysis.indistinguishable:
+            kind, needed = "slower", None
+        elif key in analysis.indistinguishable and (
+            (math.isfinite(hi) and hi <= 1.0 + tol and lo >= 1.0 / (1.0 + tol)) or (analysis.practical > 0 and abs(f - 1.0) <= tol)
+        ):
+            kind, needed = "as_good", None
+        else:
+            kind, needed = "undecided", blocks_to_settle(
+                f, lo, hi, blocks_of(analysis, key), tol, settings=len([k for k, v in analysis.settings.items() if v.n]),
+                noise_sd=analysis.residual_sd if analysis.method == "paired" else math.nan,
+                alpha=(1.0 - analysis.confidence_per_look),
+            )
+        out.append(Standing(key, f, lo, hi, kind, needed))
+    return sorted(out, key=lambda st: -_sort_factor(st.factor))
+
+
+def blocks_to_settle(factor: float, low: float, high: float, blocks: int, tol: float, *, noise_sd: float = math.nan,
+                     settings: int = 2, alpha: float = 0.05) -> int | None:
+    """About how many blocks would settle a comparison whose interval holds 1 now:
+    either separate it from the best (the interval's half-width on the log scale
+    below the gap) or show it within `tol` of it.
+
+    With the block model's pooled noise (`noise_sd`, log scale; a per-block
+    ratio carries two cells' worth): the fewest blocks m whose interval, a
+    Bonferroni t over the `settings` - 1 comparisons with the best at the pooled
+    (m - 1)(settings - 1) degrees of freedom, is narrow enough. Without it (an
+    unpaired analysis): the observed half-width scaled by one over the square
+    root of the blocks, its critical value kept (an estimate that errs high).
+    None without an interval (one block: no noise measured yet)."""
+    if not (math.isfinite(low) and math.isfinite(high) and low > 0 and factor > 0 and blocks >= 1):
+        return None
+    gap = abs(math.log(factor))
+    room = math.log(1.0 + tol) - gap
+    wanted = max((w for w in (gap, room) if w > 0), default=0.0)
+    if wanted <= 0:
+        return None
+    if math.isfinite(noise_sd) and noise_sd > 0:
+        from scipy import stats as _scipy_stats
+
+        per_block = noise_sd * math.sqrt(2.0)
+        others = max(settings - 1, 1)
+        for m in range(blocks + 1, MAX_BLOCKS_SAID + 2):
+            t = float(_scipy_stats.t.ppf(1.0 - alpha / (2.0 * others), (m - 1) * others))
+            if t * per_block / math.sqrt(m) < wanted:
+                return m
+        return MAX_BLOCKS_SAID + 1
+    half = (math.log(high) - math.log(low)) / 2.0
+    if half <= 0:
+        return None
+    return max(blocks + 1, math.ceil(blocks * (half / wanted) ** 2))
+
+
+# --------------------------------------------------------------------------
+# the verdict: at most three lines
 
 
 def _default_describe(key: Hashable) -> str:
@@ -50,6 +152,101 @@ def _are(names: Sized) -> str:
     return "is" if len(names) == 1 else "are"
 
 
+def best_figure(analysis: Analysis, unit: str = "") -> str:
+    """The best's figure as the table shows it: '15.2 M rows/s [13.5, 17.0]'."""
+    best = analysis.settings[analysis.best]
+    value, lo, hi = best.figure()
+    if best.has_interval and math.isfinite(lo) and math.isfinite(hi):
+        return with_interval(value, lo, hi, unit)
+    return human(value, unit)
+
+
+def verdict_options(
+    analysis: Analysis,
+    *,
+    knob_label: str = "setting",
+    describe: Callable[[Hashable], str] | None = None,
+    unit: str = "",
+) -> list[list[str]]:
+    """The verdict's lines, from the most detailed to the most compact: the
+    caller keeps the first that fits (compose), with the disk's line after them."""
+    d = describe or _default_describe
+    measured = [k for k, s in analysis.settings.items() if s.n > 0]
+    if analysis.best is None or not measured:
+        return [["No measurement yet."]]
+    named = f"setting {d(analysis.best)}" if ", " in knob_label else f"{knob_label} is {d(analysis.best)}"
+    figure = best_figure(analysis, unit)
+    ranked = standings(analysis)
+    if not ranked:
+        return [[f"Only {named.replace(' is ', ' = ', 1)} was measured: {figure}; nothing to compare it with."]]
+    options = []
+    for detail in (2, 1, 0):
+        for most in (None, 6, 4, 2):
+            first = f"Best {named}: {figure}" + _as_good_part(analysis, ranked, d, detail, most)
+            second = _cost_part(analysis, ranked, d, detail, most)
+            options.append([first + ".", *([second] if second else [])])
+    return options
+
+
+def _factor(st: Standing, interval: bool) -> str:
+    if st.kind == "undecided" or not interval:
+        return fmt_factor(st.factor)
+    return fmt_factor(st.factor, st.low, st.high)
+
+
+def _some(items: list[Standing], d: Callable[[Hashable], str], detail: int, most: int | None) -> str:
+    """'8 (64 kB) 1.04x [0.98, 1.10], 32 (256 kB) 1.9x' (at most `most` named, the rest counted)."""
+    shown = items if most is None or len(items) <= most else items[:most]
+    sep = "; " if any(", " in d(st.key) for st in shown) else ", "
+    text = sep.join(f"{d(st.key)} {_factor(st, detail >= 2)}" if detail else d(st.key) for st in shown)
+    rest = items[len(shown):]
+    if rest:
+        fs = [st.factor for st in rest]
+        text += f" and {len(rest)} more ({fmt_factor(min(fs))}-{fmt_factor(max(fs))})"
+    return text
+
+
+def _as_good_part(analysis: Analysis, ranked: list[Standing], d: Callable[[Hashable], str], detail: int, most: int | None) -> str:
+    good = [st for st in ranked if st.kind == "as_good"][::-1]  # the closest first
+    if not good:
+        return ""
+    return f"; as good (within {tolerance(analysis) * 100:g}%): {_some(good, d, detail, most)}"
+
+
+def _cost_part(analysis: Analysis, ranked: list[Standing], d: Callable[[Hashable], str], detail: int, most: int | None) -> str:
+    """'Slower: ...; 2 blocks cannot separate ... from it (about 6 would: --repeats 6).'"""
+    parts = []
+    slower = [st for st in ranked if st.kind == "slower"]
+    if slower:
+        parts.append(f"Slower: {_some(slower, d, detail, most)}")
+    open_ = [st for st in ranked if st.kind == "undecided"]
+    if open_:
+        blocks = max(blocks_of(analysis, st.key) for st in open_)
+        unit = "block" if analysis.method == "paired" else "run"
+        runs = f"{blocks} {unit}{'s' if blocks != 1 else ''}"
+        factors = _some(open_, d, max(detail, 1), most)
+        needed = sorted(st.blocks_needed for st in open_ if st.blocks_needed is not None)
+        if needed:
+            few, many = needed[0], needed[-1]
+            most_ = f"more than {MAX_BLOCKS_SAID}" if many > MAX_BLOCKS_SAID else str(many)
+            span = most_ if few == many else f"{few} to {most_}"
+            more = f"about {span} would" + (f": --repeats {min(many, MAX_BLOCKS_SAID)}" if few <= MAX_BLOCKS_SAID else "")
+        else:
+            more = "repeat to measure its noise"
+        parts.append(f"{runs} cannot separate {factors} from it ({more})")
+    return ("; ".join(parts) + ".") if parts else ""
+
+
+def compose(options: list[list[str]], extra: str = "", limit: int = VERDICT_CHARS) -> str:
+    """The first option whose lines, with `extra` (the disk's line) after them, stay
+    under `limit` characters (the last option when none does)."""
+    for lines in options:
+        text = "\n".join([*lines, *([extra] if extra else [])])
+        if len(text) < limit:
+            return text
+    return "\n".join([*options[-1], *([extra] if extra else [])])
+
+
 def verdict_text(
     analysis: Analysis,
     *,
@@ -58,95 +255,73 @@ def verdict_text(
     metric: str | None = None,
     unit: str = "",
 ) -> str:
-    """A few sentences: the best setting with its median and interval, the
-    settings indistinguishable from it, how much slower the others are (worst
-    first, with intervals), and what needs care (single samples, outliers)."""
+    """At most three lines under 400 characters: the best with the figure the
+    table shows for it, what is as good as it, what every other setting costs
+    (and what the run cannot tell yet, with the blocks that would)."""
+    return compose(verdict_options(analysis, knob_label=knob_label, describe=describe, unit=unit))
+
+
+# --------------------------------------------------------------------------
+# the explanation: how the figures were judged
+
+
+def explain_lines(
+    analysis: Analysis,
+    *,
+    describe: Callable[[Hashable], str] | None = None,
+    metric: str | None = None,
+) -> list[str]:
+    """The method behind the verdict, one paragraph a line: the report's "How to
+    read this" and `blocklab run/report/analyse --explain`."""
     d = describe or _default_describe
     metric = analysis.metric if metric is None else metric
-    goal = analysis.goal
     settings = analysis.settings
     measured = [k for k, s in settings.items() if s.n > 0]
-    empty = [k for k, s in settings.items() if s.n == 0]
-
     if analysis.best is None or not measured:
-        return "No measurements yet." if not empty else f"No measurements yet for {_listing([d(k) for k in empty])}."
-
-    best = settings[analysis.best]
-    what = f"median {metric}" if metric else "median"
-    if best.n >= 2:
-        figure = f"{with_interval(best.median, best.ci_low, best.ci_high, unit)} ({what}, 95% CI, n={best.n})"
-    elif best.has_interval:
-        figure = (
-            f"{with_interval(best.median, best.ci_low, best.ci_high, unit)} "
-            f"({metric or 'value'} of a single run; 95% CI of its steady state from its per-second series)"
+        return []
+    out = [_figure_sentence(analysis, metric)]
+    out.extend(_method_sentences(analysis, d))
+    tol = tolerance(analysis)
+    out.append(
+        f"A setting is slower when the interval of its ratio to the best excludes 1; as good when the whole interval "
+        f"lies within {tol * 100:g}% of the best; otherwise the run cannot tell yet, and the blocks that would settle it "
+        "are estimated from this run's noise (an interval narrows as one over the square root of the blocks)."
+    )
+    single = [k for k in measured if settings[k].n == 1 and not settings[k].has_interval]
+    if single and len(measured) > 1:
+        out.append(
+            f"{_listing([d(k) for k in single])} {'has' if len(single) == 1 else 'have'} a single sample and no interval "
+            "of its own: each factor is one measurement against one; repeat to be sure."
         )
-    else:
-        figure = f"{human(best.median, unit)} ({what}, a single sample: no interval)"
-
-    sentences: list[str] = []
-    others = [k for k in measured if k != analysis.best]
-    # several knobs: the setting's own label already names each of them
-    named = f"setting {d(analysis.best)}" if ", " in knob_label else f"{knob_label} = {d(analysis.best)}"
-    if not others:
-        sentences.append(f"Only {named} was measured: {figure}. Nothing to compare it with.")
-    else:
-        sentences.append(f"Best {named}: {figure}.")
-        same = [k for k in others if k in analysis.indistinguishable]
-        worse = [k for k in others if k not in analysis.indistinguishable]
-        rule = ""
-        if analysis.practical > 0:
-            rule = f" (interval of the ratio contains 1, or within {analysis.practical * 100:g}%)"
-        if same and not worse:
-            sentences.append(
-                f"No setting is demonstrably better: {_listing([d(k) for k in same])} "
-                f"{_are(same)} indistinguishable from it{rule}."
-            )
-            # Still say how large the largest gap is, for the record.
-            k = max(same, key=lambda k: _sort_factor(slowdown(settings[k], goal)[0]))
-            f, lo, hi = slowdown(settings[k], goal)
-            if math.isfinite(f) and f > 1.0:
-                sentences.append(f"The largest gap: {d(k)} is {fmt_factor(f, lo, hi, 'slower')}.")
-        elif same:
-            sentences.append(f"{_listing([d(k) for k in same])} {_are(same)} indistinguishable from it{rule}.")
-        if worse:
-            ranked = sorted(worse, key=lambda k: -_sort_factor(slowdown(settings[k], goal)[0]))
-            shown = len(ranked) if len(ranked) <= _MAX_SLOWER_LISTED + 1 else _MAX_SLOWER_LISTED
-            listed = ranked[:shown]
-            parts = []
-            for k in listed:
-                f, lo, hi = slowdown(settings[k], goal)
-                if analysis.method == "unpaired" and (settings[k].n < 2 or best.n < 2):
-                    lo = hi = math.nan  # one sample against one: the bootstrap interval is the point itself
-                parts.append(f"{d(k)} is {fmt_factor(f, lo, hi, 'slower')}")
-            if not same:
-                lead = "Every other setting is slower: " if len(worse) > 1 else ""
-                sentences.append(lead + "; ".join(parts) + ".")
-            else:
-                sentences.append("; ".join(parts) + ".")
-            rest = ranked[shown:]
-            if rest:
-                fs = [slowdown(settings[k], goal)[0] for k in rest]
-                lo_f, hi_f = min(fs), max(fs)
-                span = f"{fmt_factor(lo_f)} to {fmt_factor(hi_f)}"
-                sentences.append(f"{len(rest)} more are {span} slower: {_listing([d(k) for k in rest])}.")
-
-    single = [k for k in measured if settings[k].n == 1]
-    if others and len(single) == len(measured):
-        sentences.append("Every setting has a single sample: each factor is one measurement against one, with no interval; repeat to be sure.")
-    elif single and others:
-        sentences.append(
-            f"{_listing([d(k) for k in single])} {'has' if len(single) == 1 else 'have'} a single sample "
-            "and no interval of its own: repeat to be sure."
+    series = [k for k in measured if settings[k].interval_source == "series"]
+    if series:
+        out.append(
+            f"{_listing([d(k) for k in series])}: a single run whose interval is that of its per-second series' steady "
+            "state (batch means after the warm-up), not an interval over runs."
         )
     flagged = [k for k in measured if settings[k].outliers]
     if flagged:
         notes = [f"{d(k)}: {len(settings[k].outliers)} of {settings[k].n}" for k in flagged]
-        sentences.append(f"Outliers flagged and kept in the statistics: {'; '.join(notes)}.")
+        out.append(f"Outliers flagged and kept in the statistics: {'; '.join(notes)}.")
+    empty = [k for k, s in settings.items() if s.n == 0]
     if empty:
-        sentences.append(f"No measurements for {_listing([d(k) for k in empty])}.")
-    if others:
-        sentences.extend(_method_sentences(analysis, d))
-    return " ".join(sentences)
+        out.append(f"No measurements for {_listing([d(k) for k in empty])}.")
+    return out
+
+
+def _figure_sentence(analysis: Analysis, metric: str) -> str:
+    what = metric or "the metric"
+    if analysis.method == "paired":
+        return (
+            f"Each setting's figure is its block-adjusted level of {what}: the geometric mean of its runs with each "
+            "block's drift taken out (a fit of every cell as setting level times block drift), the figure the best is "
+            f"picked on; its interval is a {_percent(analysis.confidence_per_look)} t interval from the fit's pooled noise. "
+            "The median of the runs as measured is a detail column."
+        )
+    return (
+        f"Each setting's figure is the median of its runs of {what} with its 95% bootstrap interval (the values are not "
+        "all positive, or the runs have no blocks, so no drift is taken out); the best is the best median."
+    )
 
 
 def _method_sentences(analysis: Analysis, d: Callable[[Hashable], str]) -> list[str]:
@@ -176,6 +351,11 @@ def _method_sentences(analysis: Analysis, d: Callable[[Hashable], str]) -> list[
         names = _listing([d(k) for k in analysis.unpaired])
         out.append(f"{names} shared no block with the best and {'was' if len(analysis.unpaired) == 1 else 'were'} compared unpaired.")
     return out
+
+
+def _percent(x: float) -> str:
+    """0.95 -> '95%', 0.99722 -> '99.72%'."""
+    return f"{x * 100:.2f}".rstrip("0").rstrip(".") + "%"
 
 
 def _sort_factor(f: float) -> float:

@@ -62,6 +62,11 @@ class KnobInfo:
     unit_bytes: int | None = None  # bytes per unit, for sizes counted in blocks
     default: Any = None
     description: str = ""
+    # How a value reads for the native parameter, declared by the engine package:
+    # exact values ("64" -> "read-ahead off" for InnoDB's innodb_read_ahead_threshold)
+    # and a template with {value} for the others ("read-ahead after {value} of 64 pages").
+    readings: tuple[tuple[str, str], ...] = ()
+    reading: str = ""
 
     def accepted(self) -> str:
         """A short phrase saying what values this knob takes."""
@@ -114,7 +119,18 @@ class KnobInfo:
         16 blocks of 8 kB -> '16 (128 kB)'; True -> 'on'."""
         if isinstance(value, bool):
             return "on" if value else "off"
-        return describe_size(value, self.size_bytes(value))
+        text = describe_size(value, self.size_bytes(value))
+        meaning = self.meaning(value)
+        if not meaning:
+            return text
+        return f"{text[:-1]}; {meaning})" if text.endswith(")") else f"{text} ({meaning})"
+
+    def meaning(self, value: object) -> str:
+        """What `value` does to the native parameter, when the engine says ('' otherwise)."""
+        exact = dict(self.readings).get(str(value))
+        if exact:
+            return exact
+        return self.reading.format(value=value) if self.reading else ""
 
 
 def parse_bool(value: object, where: str) -> bool:

@@ -46,6 +46,7 @@ def collect_facts(name: str, cache_dir: Path) -> dict[str, Any]:
         "mount_point": device.mount_point,
         "model": device.model,
         "rotational": device.rotational,
+        "virtual": device.virtual,
         "disk": disk_key(cache_dir),
         "engines": engines,
         "kernel": f"{uname.system} {uname.release}",

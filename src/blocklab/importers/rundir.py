@@ -83,9 +83,10 @@ def unranked(summary: dict[str, Any]) -> dict[str, Any]:
     """A summary whose settings are not ranked: device limits and system statistics are
     each a value by itself, and 'best' or 'ratio to best' between them means nothing."""
     summary["best_label"] = None
-    summary["indistinguishable"] = []
+    summary["indistinguishable"], summary["as_good"], summary["undecided"] = [], [], []
+    summary["explain"] = []  # how settings were ranked against a best: nothing here was
     for entry in (summary.get("settings") or {}).values():
-        for key in [k for k in entry if k.startswith("ratio_to_best")]:
+        for key in [k for k in entry if k.startswith("ratio_to_best") or k in ("standing", "blocks_needed")]:
             entry[key] = None
     summary["unranked"] = True
     return summary

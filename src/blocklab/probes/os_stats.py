@@ -13,6 +13,7 @@ from pathlib import Path
 
 SECTOR = 512  # /proc/diskstats counts 512-byte sectors whatever the device's sector size
 _TICKS = os.sysconf("SC_CLK_TCK")
+CPU_TICK_S = 1.0 / _TICKS  # the resolution of a process's CPU time in /proc/PID/stat
 
 
 @dataclass(frozen=True)
@@ -23,10 +24,58 @@ class Device:
     mount_point: str
     fs_type: str
     model: str = ""
-    rotational: bool | None = None
+    rotational: bool | None = None  # sysfs's flag: wrong on most virtual disks (virtio says 1 on an SSD)
+    virtual: str = ""  # "virtio", "xen", "Hyper-V", "NVMe-oF (tcp)": a disk a hypervisor or a network serves
 
     def to_dict(self) -> dict:
         return self.__dict__.copy()
+
+    def describe(self) -> str:
+        """'virtual disk (virtio)', 'rotational (sysfs)', 'non-rotational (sysfs)' or ''."""
+        return describe_medium(self.virtual, self.rotational)
+
+
+def describe_medium(virtual: str, rotational: bool | None) -> str:
+    """What the disk is, as far as the host can tell: a virtual disk's rotational flag
+    says nothing about the storage behind it, so it is never shown for one."""
+    if virtual:
+        return f"virtual disk ({virtual})"
+    if rotational is None:
+        return ""
+    return "rotational (sysfs)" if rotational else "non-rotational (sysfs)"
+
+
+# driver names (the basename of /sys/block/DISK/device/driver) of paravirtual disks
+_VIRTUAL_DRIVERS = {"virtio_blk": "virtio", "vbd": "xen", "xen_blkfront": "xen", "xen-blkfront": "xen",
+                    "storvsc": "Hyper-V", "vmw_pvscsi": "VMware"}
+# parts of the disk's sysfs path (its bus) that mean a virtual device whatever its driver (virtio-scsi, Hyper-V's vmbus)
+_VIRTUAL_BUSES = {"/virtio": "virtio", "/xen": "xen", "/vmbus": "Hyper-V"}
+
+
+def virtual_disk(disk: str, sys_root: str = "/sys") -> str:
+    """'virtio', 'xen', 'Hyper-V', 'NVMe-oF (tcp)' when `disk` is served by a
+    hypervisor or over a network (from sysfs: its driver, its bus, an NVMe
+    controller's transport), '' for a local disk or when sysfs says nothing."""
+    if not disk:
+        return ""
+    base = Path(sys_root) / "block" / disk
+    try:
+        driver = os.path.basename(os.readlink(base / "device" / "driver"))
+    except OSError:
+        driver = ""
+    if driver in _VIRTUAL_DRIVERS:
+        return _VIRTUAL_DRIVERS[driver]
+    transport = _read(str(base / "device" / "transport"))
+    if transport and transport not in ("pcie", ""):
+        return f"NVMe-oF ({transport})"
+    try:
+        where = os.path.realpath(base)
+    except OSError:
+        where = ""
+    for part, kind in _VIRTUAL_BUSES.items():
+        if part in where:
+            return kind
+    return ""
 
 
 def device_of(path: str | Path) -> Device:
@@ -47,6 +96,7 @@ def device_of(path: str | Path) -> Device:
         fs_type=fs_type,
         model=_read(f"/sys/block/{disk}/device/model") if disk else "",
         rotational=(_read(f"/sys/block/{disk}/queue/rotational") == "1") if disk else None,
+        virtual=virtual_disk(disk),
     )
 
 

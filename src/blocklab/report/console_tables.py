@@ -18,6 +18,7 @@ from rich.table import Table
 
 from ..analysis.compare import RunComparison
 from ..analysis.efficiency import SettingEfficiency
+from ..analysis.entry import figure_of, standing_note
 from ..analysis.overhead import (
     BLOCK_KNOB,
     Normalised,
@@ -34,7 +35,7 @@ from ..engines.base import Capabilities
 from ..probes.profile import CPU, TOTAL, UNACCOUNTED
 from ..probes.profile_view import AWR_CAPTION, OTHER, SettingProfile, is_awr, setting_profiles, short_labels
 from ..results import ResultRow
-from ..units import human
+from ..units import MISSING, human
 
 MINOR = 0.005  # waits under 0.5% of the time in both columns are folded into one line
 NO_CAPABILITIES = Capabilities()  # an imported profile's: no engine of blocklab's measured it
@@ -196,31 +197,49 @@ __all__ = ["profile_table", "profile_tables", "side_by_side_table", "slob_table"
 
 # ---------------------------------------------------------------------- per setting, and two runs compared
 def settings_table(summary: dict[str, Any], unit: str, describe: Callable[[str], str]) -> Table:
-    """Median, interval, min and max per setting, the best marked."""
+    """Per setting the figure the best is picked on (paired: the block-adjusted
+    level) with its interval and the ratio to the best with its interval; the
+    median of the runs as measured is a detail column."""
+    paired = (summary.get("analysis") or {}).get("method") == "paired"
+    figure = "block-adjusted" if paired else "median"
     table = Table(title=f"{summary['metric']} per setting ({summary['goal']} is best)")
-    for col in ("setting", "n", "median", "95% CI", "min", "max", "vs best", "note"):
+    for col in ("setting", "n", figure, "interval", "vs best [interval]", "median", "note"):
         table.add_column(col, justify="left" if col in ("setting", "note") else "right")
     best = summary.get("best_label")
-    close = set(summary.get("indistinguishable", []))
     for label, s in summary["settings"].items():
         if "median" not in s:
-            table.add_row(describe(label), "0", "-", "-", "-", "-", "-", "no measurement")
+            table.add_row(describe(label), "0", MISSING, MISSING, MISSING, MISSING, "no measurement")
             continue
-        note = "best" if label == best else ("indistinguishable" if label in close else "")
+        value, lo, hi = figure_of(s)
+        note = standing_note(s, label == best)
         if s.get("outliers"):
             note = (note + ", " if note else "") + f"{len(s['outliers'])} outlier(s)"
-        ratio = s.get("ratio_to_best")
-        table.add_row(
-            describe(label),
-            str(s["n"]),
-            human(s["median"]),
-            f"[{human(s['ci_low'])}, {human(s['ci_high'])}]",
-            human(s["minimum"]),
-            human(s["maximum"]),
-            f"{ratio:.2f}x" if ratio is not None else "",
-            note,
-        )
+        interval = f"[{human(lo)}, {human(hi)}]" if _finite(lo) and _finite(hi) else MISSING
+        table.add_row(describe(label), str(s["n"]), human(value), interval, ratio_text(s) if best else MISSING,
+                      human(s["median"]), note)
     return table
+
+
+def ratio_text(entry: dict[str, Any]) -> str:
+    """A setting's ratio to the best: '0.93x [0.85, 1.02]'; the point alone without an interval."""
+    r, lo, hi = entry.get("ratio_to_best"), entry.get("ratio_to_best_ci_low"), entry.get("ratio_to_best_ci_high")
+    if not _finite(r):
+        return MISSING
+    if _finite(lo) and _finite(hi) and (lo != r or hi != r):
+        return f"{r:.2f}x [{lo:.2f}, {hi:.2f}]"
+    return f"{r:.2f}x"
+
+
+def explain_text(summary: dict[str, Any]) -> str:
+    """`--explain`: how the verdict's figures were judged (summary.json's explain), a paragraph a line."""
+    lines = [str(line) for line in summary.get("explain") or []]
+    if not lines:
+        return "How to read this: nothing to explain yet (no measurement)."
+    return "How to read this:\n" + "\n".join(f"- {line}" for line in lines)
+
+
+def _finite(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def print_comparison(console: Console, result: RunComparison) -> None:
@@ -262,6 +281,8 @@ def print_comparison(console: Console, result: RunComparison) -> None:
     if result.only_in_b:
         console.print(f"only in B (not compared): {'; '.join(result.only_in_b)}", markup=False, highlight=False)
     console.print(result.summary_line(), markup=False, highlight=False)
+    if note := result.resolution_note():
+        console.print(note, markup=False, highlight=False)
 
 
 # ---------------------------------------------------------------------- the checksum overhead
@@ -341,7 +362,7 @@ def efficiency_table(effs: list[SettingEfficiency], describe: Callable[[str], st
                      "CPU: cores the engine's processes used of those they could use")
     table.caption_justify = "left"
     for e in effs:
-        cpu, busy = _cores(e.server_cores, e.cores_available), _percent(e.util_pct)
+        cpu, busy = e.cpu_text("/"), _percent(e.util_pct)
         what = e.pattern.compact() if e.has and e.pattern is not None else e.why_none
         setting = f"{_short_label(describe(e.label))}\n  {what}"
         if e.has:
@@ -363,9 +384,3 @@ def _rate(x: float, unit: str) -> str:
 
 def _percent(x: float) -> str:
     return f"{x:.0f}%" if math.isfinite(x) else "–"
-
-
-def _cores(used: float, available: float) -> str:
-    if not math.isfinite(used):
-        return "–"
-    return f"{used:.2f}/{available:.0f}" if math.isfinite(available) else f"{used:.2f}"

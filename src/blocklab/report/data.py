@@ -201,15 +201,17 @@ class RunData:
 
     @property
     def device_line(self) -> str:
-        """'vda (ext4, rotational)'."""
+        """'vda (ext4, virtual disk (virtio))'; a local disk 'sda (ext4, rotational (sysfs))'."""
+        from ..probes.os_stats import describe_medium
+
         env = self.environment
         device = env.get("device")
         if not device:
             return ""
         info = env.get("device_info") or {}
         bits = [b for b in (env.get("file_system") or info.get("fs_type"), info.get("model")) if b]
-        if "rotational" in info:
-            bits.append("rotational" if info["rotational"] else "non-rotational")
+        if medium := describe_medium(str(info.get("virtual") or ""), info.get("rotational")):
+            bits.append(medium)
         return f"{device} ({', '.join(bits)})" if bits else str(device)
 
     def context_line(self) -> str:
@@ -236,6 +238,9 @@ class RunData:
         (from the plan's sizes, else from the size the engine read back)."""
         if isinstance(value, bool):
             return "on" if value else "off"
+        said = (self.plan.get("value_text") or {}).get(knob, {}).get(str(value))
+        if said is not None:  # how the engine reads it, kept by the run ('64 (read-ahead off)')
+            return str(said)
         planned = (self.plan.get("value_bytes") or {}).get(knob, {}).get(str(value))
         if planned is not None:
             return describe_size(value, int(planned))
@@ -245,7 +250,12 @@ class RunData:
         return str(value)
 
     def value_parts(self, knob: str, value: object) -> tuple[str, str]:
-        """('16', '128 kB') for a two-line tick label; ('on', '') otherwise."""
+        """('16', '128 kB') for a two-line tick label; ('on', '') otherwise. An engine's
+        reading of the value ('read-ahead after 56 of 64 pages') is too long for a tick:
+        the legend and the table say it."""
+        if str(value) in ((self.plan.get("value_text") or {}).get(knob) or {}):
+            planned = (self.plan.get("value_bytes") or {}).get(knob, {}).get(str(value))
+            return str(value), (fmt_bytes(int(planned)) if planned is not None else "")
         text = self.describe_value(knob, value)
         if text.endswith(")") and " (" in text:
             head, tail = text[:-1].split(" (", 1)
@@ -314,13 +324,21 @@ class RunData:
                 continue
             entry = summary_settings.get(label) or {}
             if metric == self.metric and entry.get("median") is not None and entry.get("n") == len(values):
-                med = float(entry["median"])
-                lo = _num(entry.get("ci_low"), med)
-                hi = _num(entry.get("ci_high"), med)
+                # the figure the best is picked on (the block-adjusted level), so the star sits on the top point
+                has_level = _num(entry.get("level"), math.nan) == _num(entry.get("level"), math.nan)
+                med = float(entry["level"] if has_level else entry["median"])
+                lo = _num(entry.get("level_ci_low" if has_level else "ci_low"), med)
+                hi = _num(entry.get("level_ci_high" if has_level else "ci_high"), med)
             else:
                 med, lo, hi = median_ci(values, seed=seed)
             out.append(SettingFigures(label, self.settings_by_label.get(label, {}), values, med, lo, hi))
         return out
+
+    def figure_word(self, metric: str) -> str:
+        """What a plot's line of `metric` joins: 'block-adjusted level' for the run's own
+        metric of a paired analysis (the figure the best is picked on), else 'median'."""
+        paired = (self.summary.get("analysis") or {}).get("method") == "paired"
+        return "block-adjusted level" if metric == self.metric and paired else "median"
 
     def metrics_present(self) -> list[str]:
         names: list[str] = []
@@ -449,6 +467,7 @@ def _refresh_stale_summary(data: RunData) -> None:
 
 def recompute_summary(data: RunData) -> dict[str, Any]:
     """The summary of a loaded run, as the runner would write it today."""
+    from ..analysis.load import load_axes_of
     from ..analysis.summary import summarise  # scipy: loaded when a summary is computed, not for every report
     from ..search import sequential_looks
 
@@ -468,6 +487,8 @@ def recompute_summary(data: RunData) -> dict[str, Any]:
         knob_label=", ".join(data.knobs) or "setting",
         unit=data.unit,
         looks=sequential_looks(measure),
+        cells_planned=data.cells_planned,
+        load_axes=load_axes_of(str((data.spec.get("workload") or {}).get("kind") or ""), data.knobs),
     )
     for key in ("experiment", "cells_planned", "seed"):
         if key in old:
@@ -483,6 +504,9 @@ def recompute_summary(data: RunData) -> dict[str, Any]:
     summary.setdefault("experiment", data.name)
     summary.setdefault("cells_planned", data.cells_planned)
     summary.setdefault("seed", data.seed)
+    from ..analysis.efficiency import add_to_summary
+
+    add_to_summary(summary, data.path, data.describe_label)  # the disk's line and the bottleneck's reasoning, as the runner adds them
     return summary
 
 

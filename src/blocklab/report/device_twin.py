@@ -96,8 +96,7 @@ def html_context(data: RunData) -> dict[str, Any]:
             "device": _rate(e.device_rate, e.unit) if e.has else "–",
             "efficiency": e.percent(),
             "busy": f"{e.util_pct:.0f}%" if math.isfinite(e.util_pct) else "–",
-            "cpu": (f"{e.server_cores:.2f} of {e.cores_available:.0f}" if math.isfinite(e.server_cores)
-                    and math.isfinite(e.cores_available) else "–"),
+            "cpu": e.cpu_text(),
             "bottleneck": e.bottleneck or "–",
             "best": e.label == data.summary.get("best_label"),
         })

@@ -12,6 +12,7 @@ from typing import Any
 import jinja2
 
 from .. import __version__
+from ..analysis.entry import figure_of, standing_note
 from ..units import SHORT_NAMES, fmt_bytes, human, label_of, metric_title
 from .cpu_profile_view import FlameGraph, flame_graphs
 from .cpu_profile_view import html_context as cpu_profile_context
@@ -64,13 +65,15 @@ def context(data: RunData, plots: list[Plot], *, generated: str | None = None,
         "direct_io": any(r.notes.get("checks", {}).get("direct_io_proof", "").startswith(("fdinfo", "mincore")) for r in data.ok_rows),
         "run_dir": str(data.path),
         "headline": _headline(data),
-        "verdict": str(summary.get("verdict") or "No measurement yet."),
+        "verdict_lines": _verdict_lines(data),
+        "explain": list(summary.get("explain") or []),
         "metric": metric,
         "metric_text": f"{metric_title(metric)} ({unit})" if unit else metric_title(metric),
         "goal_text": "higher is better" if data.goal == "max" else "lower is better",
         "settings_table": _settings_table(data),
         "settings_caption": _settings_caption(data),
         "ratio_heading": "ratio to best [CI]" if _paired(data) else "ratio to best [95% CI]",
+        "figure_heading": "block-adjusted" if _paired(data) else "median",
         "other_metrics": _other_metrics(data),
         "device_twin": device_twin_context(data),
         "scripts": scripts_context(data),  # the user's own scripts (workload sql), None for the others
@@ -114,11 +117,20 @@ def _headline(data: RunData) -> str:
     return f"Best {data.knobs[0]} is {data.describe_label(best)}"
 
 
+def _verdict_lines(data: RunData) -> list[str]:
+    """The verdict box: the console's lines (analysis/verdict.py), or the one
+    paragraph of a summary that has a headline of its own (an import, a fleet)."""
+    verdict = str(data.summary.get("verdict") or "No measurement yet.")
+    if data.summary.get("headline") or not data.summary.get("verdict_options"):
+        return [verdict]
+    return verdict.splitlines()
+
+
 def _settings_table(data: RunData) -> list[dict[str, Any]]:
     summary = data.summary
     entries = summary.get("settings") or {}
     best = summary.get("best_label")
-    close = set(summary.get("indistinguishable") or [])
+    close = set(summary["as_good"] if "as_good" in summary else summary.get("indistinguishable") or [])
     failed_by_label: dict[str, int] = {}
     for row in data.failed_rows:
         key = label_of(row.settings)
@@ -129,8 +141,8 @@ def _settings_table(data: RunData) -> list[dict[str, Any]]:
         s = entries.get(label) or {}
         has = s.get("median") is not None and (s.get("n") or 0) > 0
         note = []
-        if label == best:
-            note.append("best")
+        if label == best or s.get("standing"):
+            note.append(standing_note(s, label == best))
         elif label in close:
             note.append("indistinguishable from best")
         failed = failed_by_label.get(label, 0)
@@ -139,14 +151,16 @@ def _settings_table(data: RunData) -> list[dict[str, Any]]:
         elif failed:
             note.append(f"{failed} failed")
         outliers = [v for v in (s.get("outliers") or []) if isinstance(v, (int, float))]
-        ratio = s.get("ratio_to_best")
+        ratio = s.get("ratio_to_best") if best else None
+        value, lo, hi = figure_of(s)
         out.append(
             {
                 "label": data.describe_label(label),
                 "raw_label": label,
                 "n": int(s.get("n") or 0),
+                "figure": human(value, unit) if has else "–",
+                "figure_ci": _interval(lo, hi, int(s.get("n") or 0), s.get("interval_source") == "series") if has else "–",
                 "median": human(s.get("median"), unit) if has else "–",
-                "ci": _interval(s.get("ci_low"), s.get("ci_high"), int(s.get("n") or 0), s.get("interval_source") == "series") if has else "–",
                 "min": human(s.get("minimum")) if has else "–",
                 "max": human(s.get("maximum")) if has else "–",
                 "ratio": _ratio(ratio, s.get("ratio_to_best_ci_low"), s.get("ratio_to_best_ci_high")) if has else "–",
@@ -167,6 +181,9 @@ def _paired(data: RunData) -> bool:
 def _settings_caption(data: RunData) -> str:
     """What the table's columns mean, for the statistics the summary was made with."""
     outliers = "Outliers (more than 3.5 robust standard deviations out) are flagged and kept in the statistics."
+    if data.summary.get("unranked"):  # device limits, system statistics: each a value by itself, never compared
+        return ("Each row is a value by itself, not a setting of one knob: no best and no ratio between them. "
+                "The figure is the median of its runs with its 95% bootstrap interval. " + outliers)
     if not _paired(data):
         return (
             "Median of the runs at each setting with its 95% bootstrap interval. Ratio to best is this setting's "
@@ -185,11 +202,13 @@ def _settings_caption(data: RunData) -> str:
         "than a comparison of two settings alone."
     ) if analysis.get("family") else ""
     return (
-        "Median of the runs at each setting, with its 95% bootstrap interval: each setting on its own, so the drift "
-        "between blocks widens it. Ratio to best compares the setting with the best within the same blocks (the "
-        f"geometric mean of the per-block ratios, block drift cancelled), with its {level} interval; a setting "
-        f"whose ratio interval contains 1 is indistinguishable from the best.{family} A single run whose row carries a "
-        "per-second series gets the interval of its steady state instead (batch means). " + outliers
+        "Block-adjusted: each setting's geometric mean with every block's drift taken out (a fit of each cell as the "
+        f"setting's level times its block's drift), the figure the best is picked on, with its {level} interval. Ratio "
+        "to best compares the setting with the best within the same blocks (the geometric mean of the per-block "
+        f"ratios, block drift cancelled), with its {level} interval: slower when it excludes 1, as good when it lies "
+        f"within the tolerance, else open (not separated yet; the note says about how many blocks would settle it).{family} Median: of the runs as measured, each setting on its "
+        "own (the drift between blocks stays in it). A single run whose row carries a per-second series gets the "
+        "interval of its steady state (batch means). " + outliers
     )
 
 

@@ -34,7 +34,7 @@ from .plot_style import (
     log2_axis,
     new_figure,
 )
-from .sweep_plot import best_and_close, draw_runs_and_median, limit_line, mark_best, y_top
+from .sweep_plot import best_and_close, draw_runs_and_median, figure_words, limit_line, mark_best, y_top
 
 
 def scan_sweep(data: RunData, knob: str, metric: str, limits: dict[str, float]) -> tuple[str, str, str, Figure]:
@@ -75,7 +75,7 @@ def scan_sweep(data: RunData, knob: str, metric: str, limits: dict[str, float]) 
         *([limit_handle] if limit_handle else []),
         *io_handles,
     ]
-    labels = ["one run", f"median {unit}, 95% CI band", *[h.get_label() for h in handles]]
+    labels = ["one run", f"{data.figure_word(metric).removesuffix(' level')} {unit}, CI band", *[h.get_label() for h in handles]]
     if limit_handle:
         labels.append(limit_handle.get_label())
     labels += [h.get_label() for h in io_handles]
@@ -83,8 +83,7 @@ def scan_sweep(data: RunData, knob: str, metric: str, limits: dict[str, float]) 
 
     plot_id = f"{data.name}-{metric}".replace("_", "-")
     caption = (
-        f"{what} at each {knob} value: every dot is one cold-cache run, the line joins the medians and the band "
-        f"is their 95% bootstrap interval. Grey, right axis: the average size of the reads the engine really "
+        f"{what} at each {knob} value: every dot is one cold-cache run, the line joins the {figure_words(data, metric)}. Grey, right axis: the average size of the reads the engine really "
         f"issued, beside the size asked for."
     )
     if limit_handle:

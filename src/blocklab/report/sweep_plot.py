@@ -60,9 +60,9 @@ def generic_sweep(data: RunData, metric: str, limits: dict[str, float]) -> tuple
             (Line2D([], [], color=BLUE, marker="o", lw=2.2, ms=6), Patch(color=BAND, alpha=0.55)),
             *handles,
         ]
-        labels = ["one run", f"median {unit}, 95% CI band".replace("  ", " "), *[h.get_label() for h in handles]]
+        labels = ["one run", f"{data.figure_word(metric).removesuffix(' level')} {unit}, CI band".replace("  ", " "), *[h.get_label() for h in handles]]
     else:
-        handles = _bars(ax, data, figs, best, close, unit)
+        handles = _bars(ax, data, figs, best, close, unit, metric)
         legend = handles
         labels = [h.get_label() for h in handles]
         several = len(data.knobs) > 1
@@ -80,13 +80,14 @@ def generic_sweep(data: RunData, metric: str, limits: dict[str, float]) -> tuple
     plot_id = f"{data.name}-{metric}".replace("_", "-")
     caption = (
         f"{metric_title(metric).capitalize()} ({metric}) per setting: every dot is one run; "
-        + ("the line joins the medians and the band is their 95% bootstrap interval." if knob else
-           "the bar is the median and the whisker its 95% bootstrap interval.")
+        + (f"the line joins the {figure_words(data, metric)}." if knob else
+           f"the bar is the {figure_words(data, metric, bars=True)}.")
     )
     return plot_id, title, caption, fig
 
 
-def _bars(ax: Axes, data: RunData, figs: list[SettingFigures], best: str | None, close: list[str], unit: str) -> list[Any]:
+def _bars(ax: Axes, data: RunData, figs: list[SettingFigures], best: str | None, close: list[str], unit: str,
+          metric: str) -> list[Any]:
     positions = list(range(len(figs)))
     colours = [ORANGE if f.label == best else ("#f3b27a" if f.label in close else BAND) for f in figs]
     ax.bar(positions, [f.median for f in figs], color=colours, width=0.62, zorder=2, edgecolor="white")
@@ -109,14 +110,14 @@ def _bars(ax: Axes, data: RunData, figs: list[SettingFigures], best: str | None,
             tick.set_horizontalalignment("right")
     handles: list[Any] = [
         Line2D([], [], color=BLUE, marker="o", ls="none", ms=4, label="one run"),
-        Patch(color=BAND, label=f"median {unit}".strip() + ", whisker: 95% CI"),
+        Patch(color=BAND, label=f"{data.figure_word(metric)} {unit}".strip() + ", whisker: CI"),
     ]
     if best is not None:
         f = next((f for f in figs if f.label == best), None)
         if f is not None:
             handles.insert(1, Patch(color=ORANGE, label=f"best: {data.describe_label(best)}, {human(f.median, unit)}"))
     if close:
-        handles.append(Patch(color="#f3b27a", label="indistinguishable from the best (95% CI)"))
+        handles.append(Patch(color="#f3b27a", label=AS_GOOD_LABEL))
     return handles
 
 
@@ -148,10 +149,26 @@ def draw_runs_and_median(ax: Axes, figs: list[SettingFigures], xs: list[float], 
     ax.plot(xs, med, "-o", color=BLUE, lw=2.2, ms=6, zorder=4)
 
 
+AS_GOOD_LABEL = "as good as the best (within tolerance)"
+
+
+def figure_words(data: RunData, metric: str, bars: bool = False) -> str:
+    """The caption's words for what the line (or bar) and its band (or whisker) are."""
+    if data.figure_word(metric) == "median":
+        return ("median and the whisker its 95% bootstrap interval" if bars
+                else "medians and the band is their 95% bootstrap interval")
+    what = "(each setting's geometric mean with the blocks' drift taken out: the figure the best is picked on)"
+    return (f"block-adjusted level {what} and the whisker its interval" if bars
+            else f"block-adjusted levels {what} and the band is their interval")
+
+
 def best_and_close(data: RunData, metric: str, figs: list[SettingFigures]) -> tuple[str | None, list[str]]:
-    """The primary metric's best and indistinguishable come from the analysis; for
-    another metric the highest (or lowest, for times) median is marked, no more."""
+    """The primary metric's best and those as good as it come from the analysis
+    (an older summary without standings: those indistinguishable); for another
+    metric the highest (or lowest, for times) median is marked, no more."""
     if metric == data.metric and data.summary.get("best_label"):
+        if "as_good" in data.summary:
+            return data.summary["best_label"], list(data.summary["as_good"])
         return data.summary["best_label"], list(data.summary.get("indistinguishable") or [])
     if data.summary.get("unranked") or not figs:  # device limits, system statistics: each a value by itself
         return None, []
@@ -163,13 +180,21 @@ def mark_best(
     ax: Axes, figs: list[SettingFigures], xs: list[float], best: str | None, close: list[str],
     data: RunData, unit: str, metric: str,
 ) -> list[Any]:
-    """The best setting starred, those indistinguishable from it ringed; their legend handles, the best first."""
+    """The best setting starred, those as good as it ringed, those the run cannot
+    separate from it yet ringed in grey dashes; their legend handles, the best first."""
     handles: list[Any] = []
     by_label = {f.label: (f, x) for f, x in zip(figs, xs)}
     near = [by_label[c] for c in close if c in by_label]
     if near:
         h = ax.plot([x for _, x in near], [f.median for f, _ in near], "o", ms=11, mfc="none", mec=ORANGE, mew=1.6, zorder=5)[0]
-        h.set_label("indistinguishable from the best (95% CI)")
+        h.set_label(AS_GOOD_LABEL)
+        handles.append(h)
+    open_ = [by_label[c] for c in (data.summary.get("undecided") or []) if c in by_label] if metric == data.metric else []
+    if open_:
+        h = ax.plot([x for _, x in open_], [f.median for f, _ in open_], "o", ms=12, mfc="none", mec=GREY, mew=1.3, ls="none",
+                    zorder=5)[0]
+        blocks = int((data.summary.get("analysis") or {}).get("blocks") or 0)
+        h.set_label(f"open: not separated by {blocks} block{'s' if blocks != 1 else ''}" if blocks else "open: not separated yet")
         handles.append(h)
     if best in by_label:
         f, x = by_label[best]

@@ -63,6 +63,7 @@ class Overwrite:
     metrics: ClassVar[tuple[str, ...]] = ('writes_per_s', 'write_mb_per_s', 'elapsed_s', 'wall_s', 'stall_s', 'stall_share', 'writes_done', 'write_bytes', 'reads', 'read_bytes', 'server_cpu_s')
     rows_option: ClassVar[str | None] = None  # --rows sizes dataset.rows
     default_goal: ClassVar[str] = "min"
+    LOAD_AXES: ClassVar[tuple[str, ...]] = ("threads",)  # the load, never ranked (analysis/load.py)
     Dialect: ClassVar[type] = OverwriteDialect
     needs: ClassVar[str] = "a keyed data set put back before each cell and timed random overwrites by threads"
     Options = OverwriteOptions

@@ -61,6 +61,7 @@ class PointRead:
     metrics: ClassVar[tuple[str, ...]] = ('elapsed_s', 'reads_per_s', 'block_reads_per_s', 'block_mb_per_s', 'read_latency_ms', 'wall_s', 'reads_done', 'reads', 'read_bytes', 'hits', 'server_cpu_s')
     rows_option: ClassVar[str | None] = None  # --rows sizes dataset.rows
     default_goal: ClassVar[str] = "min"
+    LOAD_AXES: ClassVar[tuple[str, ...]] = ("threads",)  # the load, never ranked (analysis/load.py)
     Dialect: ClassVar[type] = PointReadDialect
     needs: ClassVar[str] = "a keyed data set and timed random lookups by threads"
     Options = PointReadOptions

@@ -84,6 +84,8 @@ class Slob:
     rows_option: ClassVar[str | None] = None  # --rows sizes dataset.rows
     default_goal: ClassVar[str] = "max"
     steady_series: ClassVar[str] = "device_read_iops"  # judged second by second (workloads/base.py timed_series)
+    # the load, not settings to choose: the x axis of the saturation curve and its series (analysis/load.py)
+    LOAD_AXES: ClassVar[tuple[str, ...]] = ("sessions", "update_pct")
     Dialect: ClassVar[type] = SlobDialect
     needs: ClassVar[str] = "SLOB's tables (one random page per key) and its server-side loop"
     Options = SlobOptions

@@ -110,6 +110,7 @@ class Update:
     metrics: ClassVar[tuple[str, ...]] = ('elapsed_s', 'wall_s', 'fastest_s', 'mean_session_s', 'rows', 'rows_per_s')
     rows_option: ClassVar[str | None] = None  # --rows sizes dataset.rows
     default_goal: ClassVar[str] = "min"
+    LOAD_AXES: ClassVar[tuple[str, ...]] = ("sessions",)  # the load, never ranked (analysis/load.py)
     steady_series: ClassVar[str] = "device_mb_per_s"  # reads and writes, second by second (workloads/base.py timed_series)
     Dialect: ClassVar[type] = UpdateDialect
     needs: ClassVar[str] = "the keyed update table, a range update, a session profiler"

@@ -36,6 +36,8 @@ NOT_ON_MARIADB = {
     "block_checking": "InnoDB has no logical block checking setting (its page checksums are the "
     "'checksum' knob, innodb_checksum_algorithm; try engine sqlite: cell_size_check)",
 }
+# innodb_read_ahead_threshold's ends: 0 reads the next extent ahead on the first page of one, 64 never
+READ_AHEAD_READINGS = (("0", "read-ahead at once"), ("64", "read-ahead off"))
 # Checksum algorithms blocklab accepts for the generic knob: the ones the server
 # offers (10.11: crc32, strict_crc32, full_crc32, strict_full_crc32). 'none',
 # 'innodb' and their strict forms were removed from MariaDB and are refused.
@@ -291,11 +293,15 @@ class KnobsMixin:
                 native, generic, "enum", ApplyClass.RESTART, choices=("on", "off", *var.enum), default=var.global_value,
                 description="on = O_DIRECT (data files bypass the OS page cache), off = fsync; native values accepted",
             )
+        readings: tuple[tuple[str, str], ...] = ()
+        reading = ""
         if native == "innodb_read_ahead_threshold" and generic:
             desc = (
                 "pages of an extent accessed in order before InnoDB reads the next 64 pages ahead "
                 "(linear read-ahead); InnoDB's nearest analog of a multiblock read count"
             )
+            # how a value reads in a verdict ("Best multiblock_read is 56" said nothing): an extent is 64 pages
+            readings, reading = READ_AHEAD_READINGS, "read-ahead after {value} of 64 pages"
         apply = ApplyClass.RESTART if var.read_only else ApplyClass.SESSION if var.session else ApplyClass.RELOAD
         if var.type == "BOOLEAN":
             kind = "bool"
@@ -313,7 +319,7 @@ class KnobsMixin:
             maximum=float(var.maximum) if var.maximum is not None else None,
             choices=var.enum if kind == "enum" else (),
             unit="bytes" if kind == "size" else "",
-            default=var.global_value, description=desc,
+            default=var.global_value, description=desc, readings=readings, reading=reading,
         )
 
     def check_settings(self, settings: dict[str, Any], *, partial: bool = False) -> dict[str, Any]:

@@ -72,6 +72,7 @@ GENERIC: dict[str, KnobInfo] = {
         description="--readahead_size and --compaction_readahead_size, in blocks of block_size; 0 is RocksDB's "
         "automatic readahead (iterators: 8 kB doubling to 256 kB after two sequential reads; compactions: none, "
         "or 2 MB under direct reads)",
+        readings=(("0", "automatic readahead"),), reading="readahead of {value} blocks",
     ),
     "writers": KnobInfo(
         "max_background_jobs", "writers", "integer", ApplyClass.SESSION, minimum=1, maximum=64, default=2,
