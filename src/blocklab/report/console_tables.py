@@ -14,6 +14,7 @@ from typing import Any
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ..analysis.compare import RunComparison
@@ -204,7 +205,8 @@ def settings_table(summary: dict[str, Any], unit: str, describe: Callable[[str],
     figure = "block-adjusted" if paired else "median"
     table = Table(title=f"{summary['metric']} per setting ({summary['goal']} is best)")
     for col in ("setting", "n", figure, "interval", "vs best [interval]", "median", "note"):
-        table.add_column(col, justify="left" if col in ("setting", "note") else "right")
+        # a heading is rich markup: '[interval]' would be read as a tag and vanish
+        table.add_column(escape(col), justify="left" if col in ("setting", "note") else "right")
     best = summary.get("best_label")
     for label, s in summary["settings"].items():
         if "median" not in s:
