@@ -73,8 +73,8 @@ from blocklab.analysis.paired import (
 )
 from blocklab.analysis.simulate import NoiseModel, simulate_cells, write_run
 from blocklab.analysis.stats import CONFIDENCE, analyse, noisy_settings
-from blocklab.analysis.summary import label_of
 from blocklab.results import RunDir
+from blocklab.units import label_of
 
 R = 2000  # bootstrap resamples: the minimum blocklab allows, plenty for a yes/no per run
 KNOB, METRIC = "multiblock_read", "rows_per_s"
@@ -604,7 +604,7 @@ def _open(a: Any, key: Any, rule: str) -> str:
 
 # ---------------------------------------------------------------------- generated run directories
 def generated(args: argparse.Namespace) -> None:
-    from blocklab.analysis.reanalyse import reanalyse
+    from blocklab.report.reanalyse import reanalyse
 
     noise = NoiseModel(drift_sd=0.0, noise_sd=0.03, drift_uniform=0.20)
     rng = np.random.default_rng(args.seed)

@@ -11,11 +11,11 @@ import pytest
 from click.testing import CliRunner
 
 from blocklab.analysis.paired import BlockCell
-from blocklab.analysis.reanalyse import AnalyseError, reanalyse
 from blocklab.analysis.simulate import NoiseModel, simulate_cells, write_run
 from blocklab.analysis.summary import STATISTICS_VERSION
 from blocklab.cli import main
 from blocklab.report.data import load_run
+from blocklab.report.reanalyse import AnalyseError, reanalyse
 from blocklab.report.writer import write_report
 from blocklab.results import ResultRow, RunDir
 

@@ -19,8 +19,9 @@ from blocklab.device.calibrate import (
     save_calibration,
     summarise,
 )
-from blocklab.device.fio import FioNotFound, find_fio, parse_read, parse_size, run_fio
+from blocklab.device.fio import FioNotFound, find_fio, parse_read, run_fio
 from blocklab.results import RunDir
+from blocklab.units import parse_size
 
 # the tests that run fio fail with what to install when it is missing (conftest.py fio_installed), as the
 # device twin's do; the parsing and refusal tests need no fio and run everywhere

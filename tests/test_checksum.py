@@ -13,16 +13,11 @@ from typing import Protocol
 import pytest
 from conftest import blocklab_bin
 
-from blocklab.analysis.overhead import (
-    fmt_pct,
-    normalised,
-    overhead_figure,
-    overhead_tables,
-    overheads,
-    reference_label,
-)
+from blocklab.analysis.overhead import fmt_pct, normalised, overheads, reference_label
 from blocklab.engines.base import DialectBase
 from blocklab.experiment import prepare
+from blocklab.report.console_tables import overhead_tables
+from blocklab.report.overhead_plot import overhead_figure
 from blocklab.results import ResultRow, RunDir
 from blocklab.runner import SilentReporter, run
 from blocklab.spec import DatasetSpec, SpecError, WorkloadSpec, spec_from_dict

@@ -13,7 +13,7 @@ import pytest
 from blocklab.analysis.fleet import Sweep, compare_hosts, fleet_summary, fleet_verdict, host_summary
 from blocklab.engines.base import ApplyClass
 from blocklab.fleet import FleetInputError
-from blocklab.fleet.plan import FleetPlan, check_host_name, host_cell_id, host_seed, local_cell_id
+from blocklab.fleet.plan import HOST_SEP, FleetPlan, check_host_name, host_cell_id, host_seed
 from blocklab.fleet.security import certs_dir, check_address, is_loopback, load_security, make_certs
 from blocklab.results import ResultRow, RunDir
 
@@ -33,7 +33,7 @@ def test_each_host_gets_its_own_order_from_a_seed_of_its_own():
             assert sorted(c.setting.as_dict()["multiblock_read"] for c in p.cells if c.block == block) == LEVELS
     data = json.loads(json.dumps(plan.to_dict()))
     assert len(data["cells"]) == plan.total == 36
-    assert all(c["cell_id"] == host_cell_id(c["host"], local_cell_id(c["cell_id"])) for c in data["cells"])
+    assert all(c["cell_id"] == host_cell_id(c["host"], c["cell_id"].split(HOST_SEP, 1)[1]) for c in data["cells"])
     again = FleetPlan.from_dict(data)
     assert {h: [c.cell_id for c in p.cells] for h, p in again.hosts.items()} == {h: [c.cell_id for c in p.cells] for h, p in plan.hosts.items()}
     assert again.seed == 42 and again.apply_class == {"multiblock_read": ApplyClass.SESSION}

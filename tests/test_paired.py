@@ -12,7 +12,6 @@ from blocklab.analysis.family import range_critical
 from blocklab.analysis.paired import (
     BlockCell,
     analyse_blocks,
-    cells_of,
     compare_with_best,
     fit_blocks,
     per_look_alpha,
@@ -129,8 +128,8 @@ def test_non_positive_values_are_refused_by_the_model():
         fit_blocks([BlockCell(0, "a", 0.0), BlockCell(0, "b", 1.0)])
 
 
-def test_cells_of_and_an_empty_setting():
-    cells = cells_of({"x": [(0, 2.0), (1, 2.2)], "y": [(0, 1.0), (1, 1.1)]})
+def test_an_empty_setting():
+    cells = [BlockCell(0, "x", 2.0), BlockCell(1, "x", 2.2), BlockCell(0, "y", 1.0), BlockCell(1, "y", 1.1)]
     a = analyse_blocks(cells, order=["x", "y", "z"], resamples=R)
     assert a.settings["z"].n == 0 and a.best == "x"
     d = a.to_dict()
@@ -205,7 +204,7 @@ def test_unsettled_rules():
     assert unsettled(same, 0.9) == []  # known to +-90%: settled
     close = analyse_blocks(drifting_run(rng, 12, {"a": 1.0, "b": 1.0}, noise=0.005), practical=0.05, resamples=R)
     assert unsettled(close, 0.0001) == []  # the interval lies within practical (5%) of 1
-    single = analyse_blocks(cells_of({"x": [(0, 1.0), (1, 1.01), (2, 0.99)]}), resamples=R)
+    single = analyse_blocks([BlockCell(b, "x", v) for b, v in ((0, 1.0), (1, 1.01), (2, 0.99))], resamples=R)
     assert unsettled(single, 0.5) == [] and unsettled(single, 0.0001) == ["x"]
     with pytest.raises(ValueError):
         unsettled(a, 0.0)

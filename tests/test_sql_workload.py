@@ -12,17 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from blocklab.workloads.pgscript import (
-    Runner,
-    ScriptError,
-    SetCommand,
-    exponential,
-    load_script,
-    parse_expression,
-    parse_script,
-    split_weight,
-    zipfian,
-)
+from blocklab.workloads.pgscript import Runner, SetCommand, load_script, parse_script, split_weight
+from blocklab.workloads.pgscript_expr import ScriptError, exponential, parse_expression, zipfian
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pgbench"
 DOLLAR = lambda n: f"${n}"  # noqa: E731 - PostgreSQL's placeholders, as its dialect renders them

@@ -18,7 +18,7 @@ from blocklab.analysis.stats import (
     median_ci,
     noisy_settings,
 )
-from blocklab.analysis.verdict import explain_lines, format_value, format_with_interval, verdict_text
+from blocklab.analysis.verdict import explain_lines, verdict_text
 
 R = 2000  # the minimum allowed, keeps the file fast
 
@@ -331,17 +331,6 @@ def test_verdict_many_slower_settings_are_summarised():
     text = verdict_text(analyse(samples, resamples=R))
     assert text.startswith("Best setting is k=1:")
     assert "Slower: k=7 7.0x [" in text and "k=2 2.0" in text  # every one named: the text fits
-
-
-def test_human_numbers():
-    assert format_value(25_900_000, "rows/s") == "25.9 M rows/s"
-    assert format_value(1234.0) == "1.23K"
-    assert format_value(0.01234, "s") == "0.0123 s"
-    assert format_value(float("nan")) == "n/a"
-    assert format_value(3.86e-8, "s") == "3.86e-08 s"
-    assert format_with_interval(25.9e6, 25.1e6, 26.4e6, "rows/s") == "25.9 M rows/s [25.1, 26.4]"
-    # bounds that would round onto the value get another decimal
-    assert format_with_interval(100.0, 99.8, 100.3) == "100.0 [99.8, 100.3]"
 
 
 def test_analysis_is_frozen():

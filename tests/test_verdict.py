@@ -9,10 +9,12 @@ import math
 import numpy as np
 import pytest
 
+from blocklab.analysis.entry import figure_of
 from blocklab.analysis.summary import summarise
-from blocklab.analysis.verdict import blocks_to_settle, format_value
-from blocklab.console import figure_of, settings_table
+from blocklab.analysis.verdict import blocks_to_settle
+from blocklab.report.console_tables import settings_table
 from blocklab.results import ResultRow
+from blocklab.units import human
 
 MBRC = {1: 7.2e6, 2: 13.0e6, 4: 19.5e6, 8: 23.7e6, 16: 22.5e6, 32: 21.6e6, 64: 20.9e6, 128: 16.0e6}
 SIZES = {1: "8 kB", 2: "16 kB", 4: "32 kB", 8: "64 kB", 16: "128 kB", 32: "256 kB", 64: "512 kB", 128: "1 MB"}
@@ -55,7 +57,7 @@ def test_the_demo_like_verdict_is_three_short_lines_naming_the_best_with_the_tab
         # the best has the best figure of the table (the plot's points are the same figures)
         assert max(figures, key=lambda label: figures[label]) == best
         assert verdict.startswith(f"Best multiblock_read is {best.split('=')[1]} (")
-        assert format_value(figures[best], "rows/s") in verdict.splitlines()[0]
+        assert human(figures[best], "rows/s") in verdict.splitlines()[0]
         # the method is not in the verdict: it is in the explanation
         assert "drift" not in verdict and any("drift between blocks" in line for line in summary["explain"])
 

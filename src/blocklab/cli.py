@@ -11,10 +11,12 @@ from __future__ import annotations
 import dataclasses
 import errno
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
+from rich.console import Console
 
 from . import __version__, recipes
 from .budget import ENV_VAR as BUDGET_ENV_VAR
@@ -25,16 +27,18 @@ from .cli_import import import_group
 from .cli_server import clean_command, doctor_command, restore_command
 from .cli_system import calibrate_command, sysstats_command
 from .cli_tune import tune_command
-from .console import ConsoleReporter, explain_text, make_console, settings_table
+from .console import ConsoleReporter, make_console
 from .device.twin import ENV_VAR as TWIN_ENV_VAR
 from .device.twin import MODES as TWIN_MODES
 from .engines import available as available_engines
 from .engines.base import EngineError, KnobError
+from .experiment import Experiment
 from .lab import Overrides, load_experiment, load_saved_experiment, plan_text
-from .paths import results_root
+from .paths import check_out_dir, results_root
 from .probes import cpu_profile
-from .results import ResultsError, ResultsWriteError, RunDir
-from .runner import Interrupted, new_run_dir, run
+from .report.console_tables import efficiency_table, explain_text, overhead_tables, print_comparison, settings_table
+from .results import ResultsError, ResultsWriteError, RunDir, new_run_dir
+from .runner import Interrupted, run
 from .spec import SpecError
 from .sql_shortcut import ScriptRun, parse_duration
 
@@ -289,7 +293,7 @@ def _from_environment(param: str) -> bool:
     return click.get_current_context().get_parameter_source(param) == ParameterSource.ENVIRONMENT
 
 
-def _device_twin_mode(console: Any, exp: Any, asked: str | None) -> str:
+def _device_twin_mode(console: Console, exp: Experiment, asked: str | None) -> str:
     """'on' or 'off' for this run, said before it starts; `--device-twin on` where no
     twin can run exits 2 with why (the engine is stopped first)."""
     from .device.twin import why_not
@@ -307,7 +311,7 @@ def _device_twin_mode(console: Any, exp: Any, asked: str | None) -> str:
     return mode
 
 
-def _device_twin_only(console: Any, resume: Path | None, other_options: bool) -> None:
+def _device_twin_only(console: Console, resume: Path | None, other_options: bool) -> None:
     """`--device-twin only --resume DIR`: the twin of a run already measured, its
     summary and report brought up to date; no engine is started."""
     from .device.fio import FioNotFound
@@ -332,33 +336,18 @@ def _device_twin_only(console: Any, resume: Path | None, other_options: bool) ->
     console.print(f"report:  {RunDir(resume).file('report.html')}", markup=False, highlight=False)
 
 
-def _print_efficiency(console: Any, run_dir: RunDir, summary: dict[str, Any], describe: Any) -> None:
+def _print_efficiency(console: Console, run_dir: RunDir, summary: dict[str, Any], describe: Callable[[str], str]) -> None:
     """The engine against its device twin, when the run has the patterns for it."""
-    from .analysis.efficiency import for_run, rich_table
+    from .analysis.efficiency import for_run
 
     if not summary.get("efficiency"):
         return
     effs = for_run(run_dir, order=list(summary.get("settings") or {}), seed=int(summary.get("seed") or 0))
     if any(e.pattern is not None for e in effs):
-        console.print(rich_table(effs, describe))
+        console.print(efficiency_table(effs, describe))
 
 
-def check_out_dir(out: Path) -> None:
-    """--out must be a directory blocklab can create and write, said before anything runs
-    (a temporary directory is made beside it and removed again)."""
-    import tempfile
-
-    if out.exists() and not out.is_dir():
-        raise SpecError(f"--out {out}: exists and is not a directory; give a new or an existing directory")
-    parent = out if out.exists() else next((p for p in out.parents if p.exists()), Path("."))
-    try:
-        with tempfile.TemporaryDirectory(dir=parent, prefix=".blocklab-write-test-"):
-            pass
-    except OSError as err:
-        raise SpecError(f"--out {out}: cannot create or write there ({parent}: {err.strerror or err}); give a directory you may write") from None
-
-
-def _owed_hint(console: Any, run_dir: RunDir) -> None:
+def _owed_hint(console: Console, run_dir: RunDir) -> None:
     from .results import RESTORE_FILE
 
     if run_dir.file(RESTORE_FILE).exists():
@@ -366,12 +355,12 @@ def _owed_hint(console: Any, run_dir: RunDir) -> None:
                       style="red", markup=False, highlight=False)
 
 
-def _cell_text(exp: Any, cell: Any) -> str:
+def _cell_text(exp: Experiment, cell: Any) -> str:
     """The setting a cell measures, sizes as people write them ('block_size = 16 kB')."""
     return str(exp.setting_text(cell.setting.label))
 
 
-def _print_summary(console: Any, exp: Any, summary: dict[str, Any], run_dir: RunDir) -> None:
+def _print_summary(console: Console, exp: Experiment, summary: dict[str, Any], run_dir: RunDir) -> None:
     if summary.get("settings") and summary.get("analysis"):
         console.print(settings_table(summary, "", exp.describe_setting))
         console.print(summary["verdict"], markup=False, highlight=False)
@@ -395,7 +384,7 @@ def _print_summary(console: Any, exp: Any, summary: dict[str, Any], run_dir: Run
         console.print(f"plot:    {png}")
 
 
-def _print_why(console: Any, summary: dict[str, Any], describe: Any) -> None:
+def _print_why(console: Console, summary: dict[str, Any], describe: Callable[[str], str]) -> None:
     """A profiled run's answer to why (--cpu-profile), a traced one's calls (--trace-function)."""
     from .report.trace_view import setting_text
 
@@ -406,9 +395,8 @@ def _print_why(console: Any, summary: dict[str, Any], describe: Any) -> None:
         console.print(setting_text(describe(label), entry, trace["function"], trace["unit"]), markup=False, highlight=False)
 
 
-def _print_workload_tables(console: Any, run_dir: RunDir, summary: dict[str, Any]) -> None:
+def _print_workload_tables(console: Console, run_dir: RunDir, summary: dict[str, Any]) -> None:
     """Tables some workloads add under the verdict (e.g. the wait profile of `update`)."""
-    from .analysis.overhead import overhead_tables
     from .analysis.slob_view import points
     from .engines import capabilities_of
     from .report.console_tables import profile_tables, slob_table
@@ -577,54 +565,7 @@ def compare_command(run_a: Path, run_b: Path, force: bool, metric: str | None) -
                                    "their numbers are not comparable as they stand; add --force to compare them anyway"]), EXIT_BAD_INPUT)
     except CompareError as err:
         fail(console, str(err), EXIT_BAD_INPUT)
-    _print_comparison(console, result)
-
-
-def _print_comparison(console: Any, result: Any) -> None:
-    from rich import box
-    from rich.table import Table
-
-    from .console import human
-
-    console.print(f"A: {result.run_a.path}  ({result.run_a.describe()})", markup=False, highlight=False)
-    console.print(f"B: {result.run_b.path}  ({result.run_b.describe()})", markup=False, highlight=False)
-    if result.differences:
-        console.print("compared with --force although the runs differ in:", style="yellow", markup=False)
-        for difference in result.differences:
-            console.print(f"  {difference.text()}", style="yellow", markup=False, highlight=False)
-    for difference in result.other_differences:
-        console.print(f"also different (not checked): {difference.text()}", markup=False, highlight=False)
-    unit = f" ({result.unit})" if result.unit else ""
-    better = "higher" if result.goal == "max" else "lower"
-    knobs = {tuple(s.settings) for s in result.settings}
-    one_knob = next(iter(knobs))[0] if len(knobs) == 1 and len(next(iter(knobs))) == 1 else None
-    table = Table(title=f"{result.metric}{unit}: B against A per setting ({better} is better)", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-    table.add_column(one_knob or "setting")
-    for column in ("n A/B", "median A", "median B", "B/A", "95% CI", "p"):
-        table.add_column(column, justify="right", no_wrap=True)
-    table.add_column("B vs A", no_wrap=True)
-    words = {"better": "better", "worse": "worse", "same": "no diff.", "unclear": "unclear"}
-    styles = {"better": "green", "worse": "red", "same": "", "unclear": "yellow"}
-    for s in result.settings:
-        c = s.comparison
-        table.add_row(
-            s.display().split("=", 1)[1] if one_knob else s.display(), f"{c.n_a}/{c.n_b}",
-            human(c.median_a), human(c.median_b),
-            f"{c.ratio:.3f}" if c.ratio == c.ratio else "-",
-            f"{c.ci_low:.3f}-{c.ci_high:.3f}" if c.ci_low == c.ci_low else "-",
-            f"{c.p_value:.3g}", words[s.outcome], style=styles[s.outcome] or None,
-        )
-    console.print(table)
-    for s in result.settings:
-        note = "  (the engine reported different values for this setting in A and B)" if s.applied_differs else ""
-        console.print(f"{s.display()}: {s.verdict}{note}", markup=False, highlight=False)
-    if result.only_in_a:
-        console.print(f"only in A (not compared): {'; '.join(result.only_in_a)}", markup=False, highlight=False)
-    if result.only_in_b:
-        console.print(f"only in B (not compared): {'; '.join(result.only_in_b)}", markup=False, highlight=False)
-    console.print(result.summary_line(), markup=False, highlight=False)
-    if note := result.resolution_note():
-        console.print(note, markup=False, highlight=False)
+    print_comparison(console, result)
 
 
 main.add_command(sysstats_command)  # `blocklab sysstats`: the system statistics (cli_system.py)

@@ -1,4 +1,4 @@
-"""`blocklab analyse RUN_DIR`: summary.json recomputed from results.jsonl (analysis/reanalyse.py).
+"""`blocklab analyse RUN_DIR`: summary.json recomputed from results.jsonl (report/reanalyse.py).
 
 A module of its own so that cli.py gains one line, not a command's worth."""
 
@@ -9,7 +9,8 @@ from pathlib import Path
 import click
 
 from .cli_errors import EXIT_BAD_INPUT, fail
-from .console import explain_text, make_console
+from .console import make_console
+from .report.console_tables import explain_text
 
 
 @click.command("analyse")
@@ -31,7 +32,7 @@ def analyse_command(run_dir: Path, dry_run: bool, explain: bool) -> None:
       blocklab analyse results/mbrc-20261122-101500 --explain
       blocklab analyse results/mbrc-20261122-101500 && blocklab report results/mbrc-20261122-101500
     """
-    from .analysis.reanalyse import AnalyseError, reanalyse
+    from .report.reanalyse import AnalyseError, reanalyse
 
     console = make_console()
     try:

@@ -8,7 +8,7 @@ which cannot import them from cli.py: cli.py imports those modules.
 from __future__ import annotations
 
 import sys
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from rich.console import Console
 
@@ -26,11 +26,11 @@ def error_console(console: Console | None = None) -> Console:
     return Console(stderr=True, no_color=not tty, highlight=False, force_terminal=tty or None, width=width, soft_wrap=not tty)
 
 
-def print_error(console: Any, message: str) -> None:
+def print_error(console: Console | None, message: str) -> None:
     """One red line on stderr (more lines when the message holds several problems)."""
     error_console(console).print(message, style="red", markup=False, highlight=False)
 
 
-def fail(console: Any, message: str, code: int) -> NoReturn:
+def fail(console: Console | None, message: str, code: int) -> NoReturn:
     print_error(console, f"error: {message}")
     sys.exit(code)

@@ -20,19 +20,23 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.console import Console
 
 from .cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, fail
 from .console import ConsoleReporter, make_console
 from .engines.base import EngineError
 from .fleet import FleetError, FleetInputError
+from .paths import check_out_dir
 from .probes.os_stats import describe_medium
+from .report.console_tables import print_comparison
 from .results import ResultsError, ResultsWriteError, RunDir
 from .spec import SpecError
+from .units import human
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 
-def _print(console: Any, text: str, style: str | None = None) -> None:
+def _print(console: Console, text: str, style: str | None = None) -> None:
     console.print(text, markup=False, highlight=False, style=style)
 
 
@@ -195,7 +199,7 @@ def status_command(address: str, certs: Path | None, insecure: bool, timeout_s: 
     _print_status(console, address, workers)
 
 
-def _print_status(console: Any, address: str, workers: list[dict[str, Any]]) -> None:
+def _print_status(console: Console, address: str, workers: list[dict[str, Any]]) -> None:
     from rich import box
     from rich.table import Table
 
@@ -240,7 +244,6 @@ def compare_command(run_dir: Path, host_a: str, host_b: str, metric: str | None,
     """
     from .analysis.compare import CompareError, EnvironmentMismatch
     from .analysis.fleet import compare_hosts
-    from .cli import _print_comparison
 
     console = make_console()
     try:
@@ -251,7 +254,7 @@ def compare_command(run_dir: Path, host_a: str, host_b: str, metric: str | None,
                                    "their numbers are not comparable as they stand; add --force to compare them anyway"]), EXIT_BAD_INPUT)
     except CompareError as err:
         fail(console, str(err), EXIT_BAD_INPUT)
-    _print_comparison(console, result)
+    print_comparison(console, result)
 
 
 # ====================================================================== blocklab worker
@@ -410,8 +413,6 @@ def run_on_fleet(target: str | None, overrides: Any, out: Path | None, resume: P
         elif not target:
             raise SpecError("give an experiment FILE or RECIPE (see `blocklab recipes`), or --resume DIR")
         if out is not None:
-            from .cli import check_out_dir
-
             check_out_dir(out)
         address = check_address("--fleet", fleet, insecure)
         request = FleetRequest(address, _security("client", certs, insecure), parse_hosts(hosts), share_disk, fleet_timeout)
@@ -445,11 +446,9 @@ def run_on_fleet(target: str | None, overrides: Any, out: Path | None, resume: P
         sys.exit(EXIT_FAILED)
 
 
-def _print_fleet_summary(console: Any, outcome: Any) -> None:
+def _print_fleet_summary(console: Console, outcome: Any) -> None:
     from rich import box
     from rich.table import Table
-
-    from .analysis.verdict import format_value
 
     summary, sweep = outcome.summary, outcome.sweep
     fleet = summary.get("fleet") or {}
@@ -471,7 +470,7 @@ def _print_fleet_summary(console: Any, outcome: Any) -> None:
         else:
             there = "-"
         table.add_row(host, f"{s.get('cells_ok', 0)}/{s.get('cells_planned') or 0}", sweep.describe_setting(best) if best else "-",
-                      format_value(float(entry.get("median", "nan")), sweep.unit) if best else "-", there if choice else "-")
+                      human(float(entry.get("median", "nan")), sweep.unit) if best else "-", there if choice else "-")
     console.print(table)
     if summary.get("headline"):
         _print(console, summary["headline"])

@@ -10,16 +10,18 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import click
+from rich.console import Console
 
 from .cli_errors import EXIT_BAD_INPUT, fail
 from .console import make_console
 from .importers.common import ImportInputError, ImportOptionError
 from .results import ResultsError, RunDir
+from .units import label_of, parse_size
 
 ORACLE_BLOCK_SIZES = (2048, 4096, 8192, 16384, 32768)
 
 
-def _fail(console: Any, message: str) -> NoReturn:
+def _fail(console: Console, message: str) -> NoReturn:
     fail(console, message, EXIT_BAD_INPUT)
 
 
@@ -40,10 +42,8 @@ def _out_dir(out: Path | None, name: str) -> RunDir:
 def _block_size(value: str | None, option: str = "--block-size") -> int | None:
     if value is None:
         return None
-    from .device.fio import parse_size
-
     try:
-        size = parse_size(value, option)
+        size = parse_size(value, option, positive=True)
     except ValueError as err:
         raise ImportOptionError(str(err)) from None
     if size not in ORACLE_BLOCK_SIZES:
@@ -60,7 +60,7 @@ def _command(name: str, args: Any, **options: Any) -> str:
     return " ".join(words)
 
 
-def _print(console: Any, text: str) -> None:
+def _print(console: Console, text: str) -> None:
     console.print(text, markup=False, highlight=False)
 
 
@@ -185,7 +185,6 @@ def awr_command(files: tuple[Path, ...], labels: tuple[str, ...], out: Path | No
         write_run(run_dir, run)
     except (ImportInputError, ImportOptionError) as err:
         _fail(console, str(err))
-    from .analysis.summary import label_of
 
     profiles = setting_profiles(run.rows, order=[label_of(r.settings) for r in run.rows])
     for sp, row in zip(profiles, run.rows):
@@ -364,7 +363,7 @@ def _own_sysstats(given: Path | None) -> Path | None:
     return found[-1] if found else None
 
 
-def _print_aux_stats(console: Any, stats: list[Any], own: dict[str, str], own_path: Path | None, doc: dict[str, Any]) -> None:
+def _print_aux_stats(console: Console, stats: list[Any], own: dict[str, str], own_path: Path | None, doc: dict[str, Any]) -> None:
     from rich import box
     from rich.table import Table
 

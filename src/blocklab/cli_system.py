@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.console import Console
 
 from .cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, fail
 from .console import make_console
@@ -20,8 +21,7 @@ from .device.twin import ENV_VAR as TWIN_ENV_VAR
 from .device.twin import MODES as TWIN_MODES
 from .engines.base import EngineError
 from .paths import results_root
-from .results import RunDir
-from .runner import new_run_dir
+from .results import RunDir, new_run_dir
 
 
 def _engine_option(what: str) -> Any:
@@ -97,7 +97,7 @@ def sysstats_command(engine_kind, dsn, rows, apply_costs, allow_server_changes, 
         sys.exit(EXIT_FAILED)
 
 
-def _print_sysstats(console: Any, result: Any) -> None:
+def _print_sysstats(console: Console, result: Any) -> None:
     from rich import box
     from rich.table import Table
 

@@ -13,8 +13,8 @@ from .cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, fail
 from .console import make_console
 from .engines.base import EngineError
 from .paths import results_root
-from .results import ResultsError, ResultsWriteError, RunDir
-from .runner import Interrupted, new_run_dir
+from .results import ResultsError, ResultsWriteError, RunDir, new_run_dir
+from .runner import Interrupted
 from .spec import SpecError
 
 

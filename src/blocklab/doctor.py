@@ -22,8 +22,9 @@ from typing import Any
 
 from . import recipes
 from .engines import DEFAULT_ENGINE, available, engine_class
-from .engines.base import GENERIC_KNOBS, ApplyClass, Engine, EngineError, KnobError
-from .spec import SpecError, spec_from_dict, version_text
+from .engines.base import Engine, EngineError
+from .engines.vocabulary import GENERIC_KNOBS, ApplyClass, KnobError
+from .spec import SpecError, spec_from_dict
 
 RUNS, ADAPTED, REFUSED = "runs", "runs adapted", "refused"
 
@@ -174,10 +175,6 @@ def _another_value(info: Any) -> Any:
     if isinstance(default, int) and info.minimum is not None and info.maximum is not None:
         return int(info.minimum) if default != info.minimum else int(info.maximum)
     return default
-
-
-def version_label(version: tuple[int, ...]) -> str:
-    return version_text(version)
 
 
 def engine_display(kind: str) -> str:

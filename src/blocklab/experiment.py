@@ -17,16 +17,16 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from .analysis.summary import label_of
 from .engines import engine_class, make_engine
-from .engines.base import ApplyClass, Engine, EngineError, KnobError, KnobInfo, fmt_bytes
+from .engines.base import ApplyClass, CpuProfileDialect, Engine, EngineError, KnobError, KnobInfo
 from .errors import nearest
-from .plan import Plan, _fmt, grid, make_plan
+from .plan import Plan, grid, make_plan
 from .probes import cpu_profile, trace_function
 from .search import check_refinable, coarse_values
 from .spec import WORKLOAD_AXIS, Spec, SpecError, spec_from_dict
+from .units import fmt_bytes, label_of, value_text
 from .workloads import make_workload
 from .workloads.base import COMMON_METRICS, Workload, metric_accepted, workload_check, workload_cold_problem
 
@@ -91,7 +91,7 @@ class Experiment:
             return f"{next(iter(self.knobs))} = {self.describe_setting(label)}"
         return self.describe_setting(label)
 
-    def _describe_value(self, knob: str, value: Any) -> str:
+    def _describe_value(self, knob: str, value: object) -> str:
         info = self.knob_infos.get(knob)
         if info is None or info.kind == "workload":
             return str(value) if not isinstance(value, bool) else ("on" if value else "off")
@@ -108,7 +108,7 @@ class Experiment:
             info = self.knob_infos.get(knob)
             if info is None or info.kind == "workload":
                 continue
-            sizes = {_fmt(v): size for v in values if (size := info.size_bytes(v)) is not None}
+            sizes = {value_text(v): size for v in values if (size := info.size_bytes(v)) is not None}
             if sizes:
                 out[knob] = sizes
         return out
@@ -153,7 +153,7 @@ class Experiment:
             info = self.knob_infos.get(knob)
             if info is None or info.kind == "workload":
                 continue
-            texts = {_fmt(v): info.describe_value(v) for v in values if info.meaning(v)}
+            texts = {value_text(v): info.describe_value(v) for v in values if info.meaning(v)}
             if texts:
                 out[knob] = texts
         return out
@@ -250,7 +250,7 @@ def check_trace_target(engine: Engine, spec: Spec, source: str) -> None:
     name = spec.measure.trace_function
     if not name:
         return
-    binary = engine.dialect("cpu_profile").trace_binary()
+    binary = cast(CpuProfileDialect, engine.dialect("cpu_profile")).trace_binary()
     if problem := trace_function.function_problem(binary, name):
         raise SpecError(f"{source}: measure.trace_function = {name!r} (--trace-function): {problem}")
 
@@ -425,7 +425,7 @@ def _grid_points(knobs: dict[str, list[Any]]) -> list[dict[str, Any]]:
     return [s.as_dict() for s in grid(knobs)] if knobs else []
 
 
-def _axis_info(workload_cls: Any, name: str) -> KnobInfo:
+def _axis_info(workload_cls: object, name: str) -> KnobInfo:
     """A swept workload option as a knob: its cost tells the plan how to order it
     (a workload declares costly options, e.g. one that rebuilds its data, in AXIS_COST)."""
     option = name[len(WORKLOAD_AXIS):]

@@ -11,10 +11,9 @@ from typing import TYPE_CHECKING, Any
 from . import recipes
 from .budget import BudgetError, parse_budget
 from .experiment import Experiment, prepare
-from .plan import _fmt
-from .results import PLAN_FILE, SPEC_FILE, RunDir
-from .runner import text_digest
+from .results import PLAN_FILE, SPEC_FILE, RunDir, text_digest
 from .spec import Spec, SpecError, load_spec, parse_set_option, spec_from_dict
+from .units import value_text
 from .workloads import workload_class
 
 if TYPE_CHECKING:
@@ -165,7 +164,7 @@ def plan_text(exp: Experiment) -> list[str]:
     for name, values in exp.knobs.items():
         info = exp.knob_infos[name]
         where = "workload option" if name.startswith("workload.") else f"{exp.spec.engine.kind} {info.native}"
-        shown = ", ".join(_fmt(v) if info.kind == "workload" else info.describe_value(v) for v in values)
+        shown = ", ".join(value_text(v) if info.kind == "workload" else info.describe_value(v) for v in values)
         lines.append(f"sweep   {name} ({where}) = {shown}  [{info.apply.label}]")
     total = 0.0
     for cell in plan.cells:

@@ -1,8 +1,10 @@
-"""Where blocklab keeps its engines' data directories and its results."""
+"""Where blocklab keeps its engines' data directories and its results, and
+whether a results directory the user names can be written."""
 
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 from .engines.service_user import running_as_root
@@ -44,3 +46,16 @@ def _usable_directory(path: Path, named: str, fix: str) -> Path:
     if not os.access(path, os.W_OK | os.X_OK):
         raise SpecError(f"{named}: blocklab cannot write in that directory; {fix}")
     return path
+
+
+def check_out_dir(out: Path) -> None:
+    """--out must be a directory blocklab can create and write, said before anything runs
+    (a temporary directory is made beside it and removed again)."""
+    if out.exists() and not out.is_dir():
+        raise SpecError(f"--out {out}: exists and is not a directory; give a new or an existing directory")
+    parent = out if out.exists() else next((p for p in out.parents if p.exists()), Path("."))
+    try:
+        with tempfile.TemporaryDirectory(dir=parent, prefix=".blocklab-write-test-"):
+            pass
+    except OSError as err:
+        raise SpecError(f"--out {out}: cannot create or write there ({parent}: {err.strerror or err}); give a directory you may write") from None

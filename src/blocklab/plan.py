@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .engines.base import ApplyClass
+from .units import label_of
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,7 @@ class Setting:
 
     @property
     def label(self) -> str:
-        return ", ".join(f"{k}={_fmt(v)}" for k, v in self.values) or "(defaults)"
+        return label_of(self.as_dict())
 
 
 @dataclass(frozen=True)
@@ -117,22 +118,22 @@ def make_plan(
     cells: list[Cell] = []
     last_key = previous_costly
     for block in range(first_block, first_block + repeats):
-        ordered = _order_block(settings, costly, rng, last_key)
+        ordered = order_block(settings, costly, rng, last_key)
         for setting in ordered:
             cells.append(Cell(index=first_index + len(cells), block=block, setting=setting))
-        last_key = _costly_key(ordered[-1], costly)
+        last_key = costly_key(ordered[-1], costly)
     return Plan(cells=cells, seed=seed, settings=settings, apply_class=apply_class)
 
 
-def _costly_key(setting: Setting, costly: list[str]) -> tuple:
+def costly_key(setting: Setting, costly: list[str]) -> tuple:
     d = setting.as_dict()
     return tuple(str(d[k]) for k in costly)
 
 
-def _order_block(settings: list[Setting], costly: list[str], rng: random.Random, last_key: tuple | None) -> list[Setting]:
+def order_block(settings: list[Setting], costly: list[str], rng: random.Random, last_key: tuple | None) -> list[Setting]:
     groups: dict[tuple, list[Setting]] = {}
     for setting in settings:
-        groups.setdefault(_costly_key(setting, costly), []).append(setting)
+        groups.setdefault(costly_key(setting, costly), []).append(setting)
     keys = list(groups)
     rng.shuffle(keys)
     if last_key in groups:  # carry on with what the server runs now: one restart saved
@@ -144,9 +145,3 @@ def _order_block(settings: list[Setting], costly: list[str], rng: random.Random,
         rng.shuffle(members)
         ordered.extend(members)
     return ordered
-
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    return str(value)

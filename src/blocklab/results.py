@@ -15,7 +15,9 @@ fsync'd, and a torn last line (a crash mid-write) is ignored on load.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import errno
+import hashlib
 import json
 import os
 from collections.abc import Iterator
@@ -157,7 +159,7 @@ class RunDir:
     def create(self) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
 
-    def write_json(self, name: str, data: Any) -> None:
+    def write_json(self, name: str, data: object) -> None:
         write_atomic(self.file(name), (json.dumps(data, indent=2, default=str) + "\n").encode())
 
     def remove(self, name: str) -> None:
@@ -283,3 +285,19 @@ def _repair_torn_tail(fd: int, path: Path) -> None:
         f.seek(size - 1)
         if f.read(1) != b"\n":
             os.write(fd, b"\n")
+
+
+def text_digest(text: str) -> str:
+    """The experiment file's digest, kept with a run to tell a resumed run's file was not edited."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def new_run_dir(root: Path, name: str) -> RunDir:
+    """A new results directory under `root`: NAME-YYYYmmdd-HHMMSS (-2, -3, ... when taken)."""
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    path = root / f"{name}-{stamp}"
+    n = 1
+    while path.exists():
+        n += 1
+        path = root / f"{name}-{stamp}-{n}"
+    return RunDir(path)

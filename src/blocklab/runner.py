@@ -15,7 +15,7 @@ import re
 import signal
 import time
 from collections.abc import Callable
-from pathlib import Path
+from types import FrameType
 from typing import Any, Protocol
 
 from . import claims
@@ -23,7 +23,7 @@ from .analysis.cpu_profile import add_to_summary as add_cpu_profile
 from .analysis.efficiency import add_to_summary as add_efficiency
 from .analysis.function_trace import add_to_summary as add_trace
 from .analysis.settle import margin_of, undecided
-from .analysis.summary import label_of, summarise
+from .analysis.summary import summarise
 from .budget import CELL_SECONDS_NOTE
 from .device.fio import FioNotFound
 from .device.interleave import BesideCells
@@ -46,10 +46,12 @@ from .results import (
     WORKLOAD_FILE,
     ResultRow,
     RunDir,
+    text_digest,
     write_atomic,
 )
 from .search import next_cells, sequential_looks
 from .spec import SpecError
+from .units import label_of, unit_of
 from .workloads.base import timed_series, workload_record
 
 PROFILES_DIR = "profiles"  # each profiled cell's folded stacks (measure.cpu_profile)
@@ -102,9 +104,9 @@ def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = 
     plan = _load_or_write_plan(exp, run_dir, resume, reporter)
     beside: BesideCells | None = None
     exp.profile_dir = run_dir.path / PROFILES_DIR
-    previous_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
+    previous_sigterm = signal.signal(signal.SIGTERM, raise_interrupt)
     try:
-        with _engine_stopped_at_exit(exp.engine, run_dir):
+        with engine_stopped_at_exit(exp.engine, run_dir):
             for why in exp.spec.adapted:  # said before anything is measured: the numbers are of this adaptation
                 reporter.phase(f"adapted: {why}")
             for what in exp.spec.overridden:
@@ -281,7 +283,7 @@ def _record(exp: Experiment, cell: Cell, row: ResultRow, run_dir: RunDir, plan: 
     write_summary(exp, run_dir, plan)
     if message := refresh_report(run_dir):  # the report never stops a run; it says why it could not render
         reporter.phase(message)
-    reporter.cell_done(cell, row, _cell_line(exp, cell, row))
+    reporter.cell_done(cell, row, cell_line(exp, cell, row))
 
 
 def _log(engine: Engine) -> str:
@@ -289,7 +291,7 @@ def _log(engine: Engine) -> str:
     return f"\n{tail}" if tail else ""
 
 
-def _cell_line(exp: Experiment, cell: Cell, row: ResultRow) -> str:
+def cell_line(exp: Experiment, cell: Cell, row: ResultRow) -> str:
     if row.status.startswith("engine died:"):
         return f"ENGINE DIED: {row.status.removeprefix('engine died: ')}"
     if row.failed:
@@ -302,11 +304,11 @@ def _cell_line(exp: Experiment, cell: Cell, row: ResultRow) -> str:
     return f"{line}  [flag: {'; '.join(flags)}]" if flags else line
 
 
-def _raise_interrupt(signum: int, frame: Any) -> None:
+def raise_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
-class _engine_stopped_at_exit:
+class engine_stopped_at_exit:
     def __init__(self, engine: Engine, run_dir: RunDir):
         self.engine = engine
         self.run_dir = run_dir
@@ -314,7 +316,7 @@ class _engine_stopped_at_exit:
     def __enter__(self) -> None:
         self.engine.start()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         # a second Ctrl-C while stopping must not leave the server running
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
@@ -456,7 +458,7 @@ def write_summary(exp: Experiment, run_dir: RunDir, plan: Plan) -> dict[str, Any
         seed=exp.seed,
         describe_setting=exp.describe_setting,
         knob_label=exp.knob_label(),
-        unit=_unit_of(exp.metric),
+        unit=unit_of(exp.metric),
         looks=sequential_looks(exp.spec.measure),
         cells_planned=len(plan.cells),
         load_axes=exp.load_axes(),
@@ -531,24 +533,4 @@ def validity_counts(rows: list[ResultRow]) -> dict[str, Any]:
     }
 
 
-def _unit_of(metric: str) -> str:
-    return {"rows_per_s": "rows/s", "mb_per_s": "MB/s", "elapsed_s": "s", "iops": "IOPS"}.get(metric, "")
-
-
-def text_digest(text: str) -> str:
-    import hashlib
-
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def new_run_dir(root: Path, name: str) -> RunDir:
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    path = root / f"{name}-{stamp}"
-    n = 1
-    while path.exists():
-        n += 1
-        path = root / f"{name}-{stamp}-{n}"
-    return RunDir(path)
-
-
-__all__ = ["Interrupted", "run", "run_cell", "new_run_dir", "SilentReporter"]
+__all__ = ["Interrupted", "run", "run_cell", "SilentReporter"]

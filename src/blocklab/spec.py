@@ -20,7 +20,7 @@ from .budget import ACCEPTED as BUDGET_ACCEPTED
 from .budget import Budget, BudgetError, parse_budget
 from .engines import DEFAULT_ENGINE, engine_class
 from .engines import available as available_engines
-from .engines.base import GENERIC_KNOBS
+from .engines.vocabulary import GENERIC_KNOBS
 from .errors import SpecError, nearest
 from .probes.cpu_profile import DEFAULT_HZ, MAX_HZ
 
@@ -170,12 +170,6 @@ class Spec(_Strict):
                 + (", or a workload option as workload.NAME" if section == "knobs" else "")
             )
         return self
-
-    def settings_count(self) -> int:
-        count = 1
-        for values in self.knobs.values():
-            count *= len(values)
-        return count
 
 
 # ---------------------------------------------------------------------- loading
@@ -397,7 +391,7 @@ def _merge_dotted(raw: dict[str, Any], updates: dict[str, Any], source: str, wha
         _set_dotted(raw, dotted, value)
 
 
-def _set_dotted(raw: dict[str, Any], dotted: str, value: Any) -> None:
+def _set_dotted(raw: dict[str, Any], dotted: str, value: object) -> None:
     # knob names may contain dots themselves (pg.io_combine_limit): split only the section part
     for section in ("knobs.", "engine.settings."):
         if dotted.startswith(section):

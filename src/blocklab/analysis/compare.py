@@ -23,13 +23,12 @@ from typing import Any
 
 from ..environment import CHECKED_FIELDS
 from ..results import ENVIRONMENT_FILE, PLAN_FILE, RESULTS_FILE, SPEC_FILE, SUMMARY_FILE, ResultRow, ResultsError, RunDir
+from ..units import label_of, unit_of
 from .stats import Comparison, compare_samples
-from .summary import label_of
 
 # fields shown when they differ, but never a reason to refuse
 INFORMATIVE_FIELDS = ("kernel", "cpu", "cpu_count", "memory_bytes", "file_system", "engine_mode", "blocklab")
 
-_UNITS = {"rows_per_s": "rows/s", "mb_per_s": "MB/s", "elapsed_s": "s", "iops": "IOPS", "avg_read_kb": "kB", "read_time_ms": "ms"}
 _LOWER_IS_BETTER_SUFFIXES = ("_s", "_ms", "_us", "_ns")
 
 
@@ -242,7 +241,7 @@ class RunComparison:
 
 # ---------------------------------------------------------------------- loading
 @dataclass
-class _Run:
+class ComparedRun:
     info: RunInfo
     rows: list[ResultRow]
     order: list[str]  # setting keys in the plan's order
@@ -251,7 +250,7 @@ class _Run:
     fixed: dict[str, Any]
 
 
-def _load(path: Path | str, argument: str) -> _Run:
+def read_run(path: Path | str, argument: str) -> ComparedRun:
     path = Path(path)
     accepted = f"a results directory written by `blocklab run` (it holds {PLAN_FILE}, {RESULTS_FILE} and {ENVIRONMENT_FILE})"
     if not path.is_dir():
@@ -296,14 +295,14 @@ def _load(path: Path | str, argument: str) -> _Run:
         except (ResultsError, AttributeError):
             pass
     started = min((r.started for r in rows if r.started), default="")
-    return _Run(RunInfo(path, name, started, env), rows, order, default_metric, default_goal, fixed)
+    return ComparedRun(RunInfo(path, name, started, env), rows, order, default_metric, default_goal, fixed)
 
 
 def _key(settings: dict[str, Any]) -> str:
     return json.dumps(settings, sort_keys=True, default=str)
 
 
-def _show(value: Any) -> str:
+def _show(value: object) -> str:
     if value is None:
         return "(missing)"
     if isinstance(value, int) and not isinstance(value, bool):
@@ -340,11 +339,11 @@ def compare_runs(
 ) -> RunComparison:
     """B against A for each setting both measured. Raises CompareError on bad
     input and EnvironmentMismatch (a CompareError) on unlike runs without `force`."""
-    return compare_loaded(_load(run_a, "RUN_A"), _load(run_b, "RUN_B"), metric=metric, force=force, seed=seed)
+    return compare_loaded(read_run(run_a, "RUN_A"), read_run(run_b, "RUN_B"), metric=metric, force=force, seed=seed)
 
 
 def compare_loaded(
-    a: _Run, b: _Run, *, metric: str | None = None, force: bool = False, seed: int = 0, checked: tuple[str, ...] = CHECKED_FIELDS
+    a: ComparedRun, b: ComparedRun, *, metric: str | None = None, force: bool = False, seed: int = 0, checked: tuple[str, ...] = CHECKED_FIELDS
 ) -> RunComparison:
     """compare_runs on loaded runs. `checked`: the environment fields that must match
     (analysis/fleet.py compares two hosts of one run, whose host and device differ by design)."""
@@ -409,7 +408,7 @@ def compare_loaded(
         run_b=b.info,
         metric=metric,
         goal=goal,
-        unit=_UNITS.get(metric, ""),
+        unit=unit_of(metric),
         settings=tuple(results),
         only_in_a=only_a,
         only_in_b=only_b,

@@ -51,7 +51,7 @@ from ..device.twin import RunTwins
 from ..device.twin import load as load_twins
 from ..probes.os_stats import CPU_TICK_S
 from ..results import ENVIRONMENT_FILE, ResultRow, RunDir
-from .summary import label_of
+from ..units import label_of
 
 DEVICE_BOUND = 0.8  # efficiency at or above this, with the disk busy: the disk is the limit
 DEVICE_BUSY_PCT = 80.0  # the disk's utilisation at or above this: busy nearly all the cell
@@ -245,7 +245,7 @@ def _paired(label: str, pairs: list[tuple[ResultRow, Mapping[str, Any]]], patter
     from scipy import stats as _scipy_stats
 
     from ..device.interleave import replay_run
-    from ..device.replay import _median_twin
+    from ..device.replay import median_twin
     from .stats import CONFIDENCE
 
     good = [(row, rec, run) for row, rec in pairs if (run := replay_run(dict(rec))) is not None]
@@ -255,7 +255,7 @@ def _paired(label: str, pairs: list[tuple[ResultRow, Mapping[str, Any]]], patter
     chosen = [(row, rec, run) for row, rec, run in good if rec["key"] == key]
     first = chosen[0][1]
     replayed = Pattern.from_dict(first["pattern"])
-    twin = _median_twin(replayed, [run for _, _, run in chosen], fio_version=str(first.get("fio_version", "")),
+    twin = median_twin(replayed, [run for _, _, run in chosen], fio_version=str(first.get("fio_version", "")),
                         ioengine="", command=str(first.get("command", "")), measured=str(first.get("started", "")),
                         device=str(first.get("device", "")), directory=str(first.get("directory", "")))
     values = []
@@ -529,49 +529,6 @@ def device_points(effs: list[SettingEfficiency]) -> dict[str, dict[str, float]]:
     return out
 
 
-# ====================================================================== tables
-def rich_table(effs: list[SettingEfficiency], describe: Describe = str) -> Any:
-    """The console's table: per setting the I/O replayed, engine and device rates, efficiency, bottleneck."""
-    from rich import box
-    from rich.table import Table
-
-    table = Table(box=box.SIMPLE_HEAD, title="The engine against its device twin (fio replaying the same I/O)",
-                  title_justify="left", pad_edge=False)
-    # narrow headings: the caption says what they are
-    for name in ("setting / I/O replayed by fio", "engine", "disk", "of disk", "busy", "CPU", "bottleneck"):
-        table.add_column(name, justify="left" if name[0] in "sb" else "right", no_wrap=name[0] != "s", overflow="fold")
-    how = ("fio replayed each cell's I/O beside it: geometric mean over the blocks [95% CI]" if any(e.paired for e in effs)
-           else "median [95% CI]")
-    table.caption = (f"of disk: the engine's rate over fio's for the same I/O, {how}; mismatch: the interval lies above "
-                     "100%, the twin did not replay what the engine did (why: beside it); busy: the disk's utilisation; "
-                     "CPU: cores the engine's processes used of those they could use")
-    table.caption_justify = "left"
-    for e in effs:
-        cpu, busy = e.cpu_text("/"), _pct(e.util_pct)
-        what = e.pattern.compact() if e.has and e.pattern is not None else e.why_none
-        setting = f"{_short_label(describe(e.label))}\n  {what}"
-        if e.has:
-            table.add_row(setting, _rate(e.engine_rate, e.unit), _rate(e.device_rate, e.unit), e.percent(), busy, cpu, e.bottleneck or "")
-        else:
-            engine = _rate(e.engine_rate, e.unit) if math.isfinite(e.engine_rate) else "–"
-            disk = _rate(e.device_rate, e.unit) if e.mismatch else "–"
-            table.add_row(setting, engine, disk, "mismatch" if e.mismatch else "–", busy, cpu, e.bottleneck or "")
-    return table
-
-
-def _short_label(text: str) -> str:
-    """'workload.sessions=4, workload.update_pct=0' -> 'sessions=4, update_pct=0': a narrow column."""
-    return text.replace("workload.", "")
-
-
-def _rate(x: float, unit: str) -> str:
-    return f"{x:,.0f} {unit}" if math.isfinite(x) else "–"
-
-
-def _pct(x: float) -> str:
-    return f"{x:.0f}%" if math.isfinite(x) else "–"
-
-
 def by_label(effs: list[SettingEfficiency]) -> Mapping[str, SettingEfficiency]:
     return {e.label: e for e in effs}
 
@@ -588,7 +545,6 @@ __all__ = [
     "disk_line",
     "engine_name",
     "for_run",
-    "rich_table",
     "sentence",
     "summary_part",
 ]

@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from ..results import ResultRow
+from ..units import fmt_factor
+from .compare import CompareError, RunComparison, compare_loaded, read_run
 from .summary import summarise
-from .verdict import format_factor, format_value
 
 
 @dataclass
@@ -131,7 +132,7 @@ def fleet_verdict(sweep: Sweep, hosts: dict[str, dict[str, Any]], lost: dict[str
             best_n = int((hosts[h]["settings"].get(entry["best"]) or {}).get("n") or 0)
             single = entry["n"] < 2 or best_n < 2  # one sample against one: no interval to show
             low, high = (math.nan, math.nan) if single else (entry["ci_low"], entry["ci_high"])
-            cost = f"{d(choice)} is {format_factor(entry['factor'], low, high, 'slower')} there"
+            cost = f"{d(choice)} is {fmt_factor(entry['factor'], low, high, 'slower')} there"
         text.append(f"{h} differs: its best is {d(entry['best'])}; {cost}.")
     if unmeasured:
         text.append(f"No measurement yet on {_names(unmeasured)}.")
@@ -197,22 +198,12 @@ def _slowdown(entry: dict[str, Any], goal: str) -> tuple[float, float, float]:
     return inv(r), inv(hi), inv(lo)
 
 
-def _num(x: Any) -> float:
+def _num(x: object) -> float:
     return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else math.nan
 
 
 def _names(hosts: list[str]) -> str:
     return ", ".join(hosts)
-
-
-def host_line(sweep: Sweep, host: str, summary: dict[str, Any]) -> str:
-    """'host-a: best 16 (128 kB), 25.9 M rows/s [25.1, 26.4]' for the console and the report."""
-    best = summary.get("best_label")
-    if not best:
-        return f"{host}: no measurement yet"
-    entry = summary["settings"].get(best, {})
-    value = format_value(_num(entry.get("median")), sweep.unit)
-    return f"{host}: best {sweep.describe_setting(best)}, {value} (n={entry.get('n', 0)})"
 
 
 # ---------------------------------------------------------------------- two hosts compared
@@ -221,12 +212,10 @@ def host_line(sweep: Sweep, host: str, summary: dict[str, Any]) -> str:
 HOST_CHECKED_FIELDS = ("engine", "engine_version", "dataset_rows")
 
 
-def compare_hosts(run_path: Path | str, host_a: str, host_b: str, *, metric: str | None = None, force: bool = False, seed: int = 0) -> Any:
+def compare_hosts(run_path: Path | str, host_a: str, host_b: str, *, metric: str | None = None, force: bool = False, seed: int = 0) -> RunComparison:
     """Host B against host A of one fleet run, setting by setting (compare.RunComparison).
     CompareError naming HOST_A / HOST_B for a host the run does not have."""
-    from .compare import CompareError, _load, compare_loaded
-
-    run = _load(run_path, "RUN_DIR")
+    run = read_run(run_path, "RUN_DIR")
     env = run.info.environment
     hosts = list((env.get("hosts") or {}).keys())
     if not hosts:

@@ -18,6 +18,8 @@ from typing import Any
 
 from ..results import ResultRow
 from ..spec import WORKLOAD_AXIS
+from ..units import human, label_of
+from .entry import figure_of
 
 SATURATED = 1.05  # a point within 5% of its series' best is where more load adds nothing (slob_view.RISE)
 
@@ -55,7 +57,7 @@ def apply_load(
     """Rewrite a summary (in place) for a sweep with load axes: no best over all
     settings; the real knobs ranked within each load level (analyse_level gives a
     level's own summary), else each series' saturation point."""
-    from .verdict import compose, format_value
+    from .verdict import compose
 
     if not axes or not summary.get("settings"):
         return
@@ -72,7 +74,7 @@ def apply_load(
     if real:
         lines = _rank_within_levels(summary, rows, levels, real, settings_by_label, describe, analyse_level)
     else:
-        lines = _saturation_lines(summary, axes, settings_by_label, format_value, unit)
+        lines = _saturation_lines(summary, axes, settings_by_label, unit)
     summary["verdict_options"] = [lines]
     summary["verdict"] = compose(summary["verdict_options"])
     summary.setdefault("explain", []).insert(0, (
@@ -92,8 +94,6 @@ def _real_part(label: str, real: list[str], describe: Callable[[str], str]) -> s
 def _rank_within_levels(summary: dict[str, Any], rows: list[ResultRow], levels: dict[str, list[str]], real: list[str],
                         settings_by_label: Mapping[str, Mapping[str, Any]], describe: Callable[[str], str],
                         analyse_level: Callable[[list[ResultRow], list[str]], dict[str, Any]]) -> list[str]:
-    from .summary import label_of
-
     wins: dict[str, list[str]] = {}
     slower: list[float] = []
     open_levels = 0
@@ -137,11 +137,9 @@ def _rank_within_levels(summary: dict[str, Any], rows: list[ResultRow], levels: 
 
 
 def _saturation_lines(summary: dict[str, Any], axes: list[str], settings_by_label: Mapping[str, Mapping[str, Any]],
-                      format_value: Callable[..., str], unit: str) -> list[str]:
+                      unit: str) -> list[str]:
     """No real knob: per series (the other load axes), the fewest of the first axis
     (the curve's x) whose figure is within 5% of the series' best."""
-    from ..console import figure_of
-
     x_axis, rest = axes[0], axes[1:]
     series: dict[str, list[tuple[float, float]]] = {}
     for label, entry in summary["settings"].items():
@@ -158,7 +156,7 @@ def _saturation_lines(summary: dict[str, Any], axes: list[str], settings_by_labe
         at = next(p for p in points if (p[1] * SATURATED >= top if goal_max else p[1] <= top * SATURATED))
         rising = at is points[-1] and len(points) > 1
         where = f"still rising at {_short(x_axis)}={at[0]:g}" if rising else f"{_short(x_axis)}={at[0]:g}"
-        parts.append(f"{name}: {where} ({format_value(at[1], unit)})")
+        parts.append(f"{name}: {where} ({human(at[1], unit)})")
     metric = summary.get("metric") or "the metric"
     return [f"No knob to rank: {_short(x_axis)} is the load. Saturation (the least load within 5% of the series' best "
             f"{metric}): " + "; ".join(parts) + "."]

@@ -22,11 +22,8 @@ the first level in sorted order instead (crc32), and every title names it:
 Failed cells are not numbers: they are left out of the medians and counted
 (`failed`, with the first error text) so a checksum error stays visible.
 
-For the console and the report: `overhead_tables(rows)` (rich tables; [] when
-the rows are not a checksum sweep) and `overhead_figure(rows)` (normalised
-elapsed against block size on a log2 axis, one line per level, interval bars;
-a bar chart per level when there is one block size; None when there is
-nothing to draw).
+Computing only: the console's tables are console.overhead_tables, the
+report's figure report/overhead_plot.py.
 """
 
 from __future__ import annotations
@@ -37,8 +34,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..engines.base import fmt_bytes
 from ..results import ResultRow
+from ..units import fmt_bytes, value_text
 from .stats import compare_samples
 
 LEVEL_KNOBS = ("checksum", "block_checking")  # what a "level" is made of, in this order
@@ -113,39 +110,34 @@ def fmt_pct(ratio: float) -> str:
     return f"{(ratio - 1.0) * 100.0:+.2f}%"
 
 
-def is_on(value: Any) -> bool:
+def is_on(value: object) -> bool:
     if isinstance(value, str):
         return value.strip().lower() not in _OFF
     return value not in _OFF
 
 
-def _fmt_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    return str(value)
-
-
-def _fmt_setting(knob: str, value: Any) -> str:
+def setting_text(knob: str, value: Any) -> str:
     """block_size is in bytes on every engine: 16384 -> '16 kB', as people write it."""
     if knob == "block_size" and not isinstance(value, bool) and str(value).isdigit():
         return fmt_bytes(int(value))
-    return _fmt_value(value)
+    return value_text(value)
 
 
 def level_label(level: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={_fmt_setting(k, v)}" for k, v in level.items()) or "(no level)"
+    return ", ".join(f"{k}={setting_text(k, v)}" for k, v in level.items()) or "(no level)"
 
 
 def context_label(context: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={_fmt_setting(k, v)}" for k, v in context.items()) or "all"
+    return ", ".join(f"{k}={setting_text(k, v)}" for k, v in context.items()) or "all"
 
 
 def is_checksum_sweep(rows: Iterable[ResultRow]) -> bool:
     return any("checksum" in r.settings for r in rows)
 
 
-def _key(d: dict[str, Any]) -> tuple:
-    return tuple((k, _fmt_value(v)) for k, v in d.items())
+def settings_key(d: dict[str, Any]) -> tuple:
+    """A setting as a hashable group key, values as labels show them."""
+    return tuple((k, value_text(v)) for k, v in d.items())
 
 
 def _split(settings: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -162,7 +154,7 @@ def _collect(rows: Iterable[ResultRow], metric: str) -> tuple[dict, dict, dict, 
     levels: dict[tuple, dict[str, Any]] = {}
     for row in rows:
         context, level = _split(row.settings)
-        ck, lk = _key(context), _key(level)
+        ck, lk = settings_key(context), settings_key(level)
         contexts.setdefault(ck, context)
         levels.setdefault(lk, level)
         samples.setdefault((ck, lk), [])
@@ -183,7 +175,7 @@ def _reference_key(levels: dict[tuple, dict[str, Any]]) -> tuple | None:
     off = [lk for lk, level in levels.items() if _is_baseline(level)]
     if off:
         return off[0]
-    return min(levels, key=lambda lk: tuple(_fmt_value(v) for v in levels[lk].values()), default=None)
+    return min(levels, key=lambda lk: tuple(value_text(v) for v in levels[lk].values()), default=None)
 
 
 def reference_label(rows: Iterable[ResultRow]) -> str:
@@ -191,7 +183,7 @@ def reference_label(rows: Iterable[ResultRow]) -> str:
     levels: dict[tuple, dict[str, Any]] = {}
     for row in rows:
         _, level = _split(row.settings)
-        levels.setdefault(_key(level), level)
+        levels.setdefault(settings_key(level), level)
     ref = _reference_key(levels)
     if ref is None or _is_baseline(levels[ref]):
         return "checksum off"
@@ -203,7 +195,7 @@ def _level_order(levels: dict[tuple, dict[str, Any]]) -> list[tuple]:
     ref = _reference_key(levels)
     return sorted(levels, key=lambda lk: (lk != ref, sum(is_on(v) for v in levels[lk].values()),
                                            [not is_on(levels[lk].get(k, False)) for k in LEVEL_KNOBS],
-                                           tuple(_fmt_value(v) for v in levels[lk].values())))
+                                           tuple(value_text(v) for v in levels[lk].values())))
 
 
 def _context_order(contexts: dict[tuple, dict[str, Any]]) -> list[tuple]:
@@ -293,7 +285,7 @@ def normalised(
             ref_ck = ck
         else:
             ref_context = {**context, BLOCK_KNOB: reference_block_size}
-            ref_ck = next((k for k, c in contexts.items() if _key(c) == _key(ref_context)), None)
+            ref_ck = next((k for k, c in contexts.items() if settings_key(c) == settings_key(ref_context)), None)
         base_lk = _reference_key(levels)
         if ref_ck is None or (ref_ck, base_lk) not in samples:
             continue
@@ -315,129 +307,3 @@ def normalised(
                 value=value, ci_low=lo, ci_high=hi, failed=len(failures.get((ck, lk), [])),
             ))
     return out
-
-
-# ---------------------------------------------------------------------- console / report
-def _fmt_seconds(x: float) -> str:
-    if not math.isfinite(x):
-        return "-"
-    return f"{x:.3f}" if x < 100 else f"{x:,.1f}"
-
-
-def overhead_tables(rows: Iterable[ResultRow], metric: str = "elapsed_s", *, seed: int = 0) -> list[Any]:
-    """Rich tables: the seed-004 overhead per level, then the seed-001 normalised
-    elapsed (block sizes as columns). [] when the rows are not a checksum sweep."""
-    from rich.table import Table
-
-    rows = list(rows)
-    if not is_checksum_sweep(rows):
-        return []
-    tables = []
-    ref = reference_label(rows)
-    items = overheads(rows, metric, seed=seed)
-    if items:
-        t = Table(title=f"Checksum overhead: median {metric} against {ref} (95% bootstrap interval)")
-        has_context = any(o.context for o in items)
-        if has_context:
-            t.add_column("setting")
-        t.add_column("level")
-        t.add_column("n", justify="right")
-        t.add_column(f"median {metric}", justify="right")
-        t.add_column(f"vs {ref}")
-        t.add_column("vs the level above")
-        t.add_column("failed", justify="right")
-        for o in items:
-            change = o.text
-            if o.measurable:
-                change = f"[bold]{change}[/bold]"
-            failed = f"{o.failed}: {o.error[:60]}" if o.failed else ""
-            cells = [o.level_label, str(o.n), _fmt_seconds(o.median), change, o.step_text, failed]
-            t.add_row(*([o.context_label] if has_context else []), *cells)
-        tables.append(t)
-    norm = normalised(rows, metric, seed=seed)
-    if norm:
-        blocks = sorted({n.block_size for n in norm}, key=lambda b: (b is None, b if b is not None else 0))
-        t = Table(title=f"{metric} normalised to the {ref} run of the same block size (95% interval)")
-        has_context = any(n.context for n in norm)
-        if has_context:
-            t.add_column("setting")
-        t.add_column("level")
-        for b in blocks:
-            t.add_column("normalised" if b is None else f"block {_fmt_setting(BLOCK_KNOB, b)}", justify="right")
-        grouped: dict[tuple, dict[Any, Normalised]] = {}
-        for n in norm:
-            grouped.setdefault((_key(n.context), _key(n.level)), {})[n.block_size] = n
-        for (_, _), by_block in grouped.items():
-            first = next(iter(by_block.values()))
-            cells = []
-            for b in blocks:
-                found = by_block.get(b)
-                if found is None or not math.isfinite(found.value):
-                    cells.append("-")
-                elif found.n < 2 or (found.ci_low == found.ci_high == found.value):
-                    cells.append(f"{found.value:.3f}")
-                else:
-                    cells.append(f"{found.value:.3f} [{found.ci_low:.3f}, {found.ci_high:.3f}]")
-            t.add_row(*([context_label(first.context)] if has_context else []), first.level_label, *cells)
-        tables.append(t)
-    return tables
-
-
-def overhead_figure(rows: Iterable[ResultRow], metric: str = "elapsed_s", *, seed: int = 0) -> Any:
-    """matplotlib Figure: normalised elapsed against block size (log2 axis), one
-    line per level with interval bars, one panel per other setting (index on/off).
-    With a single block size: a bar chart per level. None when there is nothing to draw."""
-    from matplotlib.figure import Figure
-
-    rows = list(rows)
-    if not is_checksum_sweep(rows):
-        return None
-    norm = [n for n in normalised(rows, metric, seed=seed) if math.isfinite(n.value)]
-    if not norm:
-        return None
-    panels: dict[tuple, list[Normalised]] = {}
-    for n in norm:
-        panels.setdefault(_key(n.context), []).append(n)
-    blocks = {n.block_size for n in norm}
-    several = len(blocks) > 1 and None not in blocks
-    # at least 7.5 inches: one panel (no index axis, e.g. RocksDB's variants) must still hold the suptitle
-    fig = Figure(figsize=(max(7.5, 5.2 * len(panels)), 4.0), layout="constrained")
-    axes = fig.subplots(1, len(panels), squeeze=False, sharey=True)[0]
-    for ax, items in zip(axes, panels.values()):
-        by_level: dict[tuple, list[Normalised]] = {}
-        for n in items:
-            by_level.setdefault(_key(n.level), []).append(n)
-        if several:
-            count = len(by_level)
-            for i, series in enumerate(by_level.values()):
-                series.sort(key=lambda n: n.block_size)
-                dodge = 2 ** (0.05 * (i - (count - 1) / 2))  # side by side, so the interval bars do not hide each other
-                xs = [n.block_size * dodge for n in series]
-                ys = [n.value for n in series]
-                lo = [max(0.0, n.value - n.ci_low) if math.isfinite(n.ci_low) else 0.0 for n in series]
-                hi = [max(0.0, n.ci_high - n.value) if math.isfinite(n.ci_high) else 0.0 for n in series]
-                ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=series[0].level_label)
-            ax.set_xscale("log", base=2)
-            ticks = sorted(blocks)
-            ax.set_xticks(ticks)
-            ax.set_xticklabels([fmt_bytes(b) for b in ticks])
-            ax.set_xlabel("block size")
-        else:
-            series = [s[0] for s in by_level.values()]
-            xs = list(range(len(series)))
-            ys = [n.value for n in series]
-            lo = [max(0.0, n.value - n.ci_low) if math.isfinite(n.ci_low) else 0.0 for n in series]
-            hi = [max(0.0, n.ci_high - n.value) if math.isfinite(n.ci_high) else 0.0 for n in series]
-            ax.bar(xs, ys, yerr=[lo, hi], capsize=4, color=[f"C{i}" for i in xs])
-            ax.set_xticks(xs)
-            ax.set_xticklabels([n.level_label.replace(", ", "\n") for n in series], fontsize=8)
-        ax.axhline(1.0, color="grey", linewidth=0.8, linestyle=":")
-        title = context_label(items[0].context)
-        ax.set_title(title if title != "all" else f"{metric} per checksum level", fontsize=10)
-        ax.grid(True, alpha=0.3)
-    ref = reference_label(rows)
-    axes[0].set_ylabel(f"{metric} / {metric} with {ref}")
-    if several:
-        axes[0].legend(fontsize=8)
-    fig.suptitle(f"Checksum overhead (normalised to {ref}, 95% intervals)", fontsize=11)
-    return fig

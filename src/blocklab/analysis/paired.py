@@ -73,11 +73,11 @@ from .stats import (
     DEFAULT_RESAMPLES,
     Analysis,
     SettingStats,
-    _check_goal,
-    _check_resamples,
-    _cv,
-    _percentile_interval,
     bootstrap_medians,
+    check_goal,
+    check_resamples,
+    coefficient_of_variation,
+    percentile_interval,
 )
 
 # A cell is flagged when its residual is this many robust standard deviations
@@ -318,8 +318,8 @@ def analyse_blocks(
     The best is the setting with the best fitted level (its drift-adjusted
     geometric mean). A setting is indistinguishable from it when the interval
     of its ratio to the best contains 1, or the ratio is within `practical`."""
-    goal = _check_goal(goal)
-    resamples = _check_resamples(resamples)
+    goal = check_goal(goal)
+    resamples = check_resamples(resamples)
     if not (practical >= 0 and math.isfinite(practical)):
         raise ValueError(f"practical must be a non-negative fraction, not {practical!r}")
     alpha = per_look_alpha(looks)
@@ -357,7 +357,7 @@ def analyse_blocks(
         assert model is not None and best is not None and baseline is not None
         med = float(np.median(x))
         if x.size >= 2:
-            lo, hi = _percentile_interval(bootstrap_medians(x, np.random.default_rng(child), resamples))
+            lo, hi = percentile_interval(bootstrap_medians(x, np.random.default_rng(child), resamples))
         else:
             lo = hi = med
         to_base = (1.0, 1.0, 1.0) if key == baseline else model.effect(key, baseline).interval(alpha)
@@ -375,7 +375,7 @@ def analyse_blocks(
             median=med,
             ci_low=lo,
             ci_high=hi,
-            cv=_cv(x),
+            cv=coefficient_of_variation(x),
             minimum=float(x.min()),
             maximum=float(x.max()),
             outliers=tuple(float(x[i]) for i in idx),
@@ -473,11 +473,6 @@ def _median_polish(cells: Sequence[BlockCell], sweeps: int = 10) -> np.ndarray:
             med = {g: float(np.median(v)) for g, v in centre.items()}
             resid = resid - np.array([med[g] for g in groups])
     return resid
-
-
-def cells_of(samples: Mapping[Hashable, Sequence[tuple[int, float]]]) -> list[BlockCell]:
-    """{key: [(block, value), ...]} -> cells (a convenience for tests and benchmarks)."""
-    return [BlockCell(int(b), key, float(v)) for key, pairs in samples.items() for b, v in pairs]
 
 
 # --------------------------------------------------------------------------

@@ -61,9 +61,9 @@ class SeriesInterval:
     lag1: float  # lag-1 autocorrelation of the batch means (NaN below 3 batches)
 
     def to_dict(self) -> dict[str, Any]:
-        from .stats import _jsonable
+        from .stats import jsonable
 
-        return {k: _jsonable(v) for k, v in self.__dict__.items()}
+        return {k: jsonable(v) for k, v in self.__dict__.items()}
 
 
 def mser_truncation(values: Sequence[float] | np.ndarray, batch: int = MSER_BATCH) -> int:
@@ -147,9 +147,9 @@ class Drift:
     drifting: bool
 
     def to_dict(self) -> dict[str, Any]:
-        from .stats import _jsonable
+        from .stats import jsonable
 
-        return {**{k: _jsonable(v) for k, v in self.__dict__.items()}, "judged": True}
+        return {**{k: jsonable(v) for k, v in self.__dict__.items()}, "judged": True}
 
     def describe(self) -> str:
         name = self.series.replace("_", " ")

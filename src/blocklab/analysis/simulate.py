@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from ..results import RESULTS_FILE, ResultRow, RunDir
+from ..units import label_of
 from .paired import BlockCell, fit_blocks
-from .summary import label_of
 
 
 @dataclass(frozen=True)

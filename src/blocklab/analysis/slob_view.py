@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..units import label_of
+
 RISE = 1.05  # saturated: within 5 % of the series' highest read IOPS
 
 FIELDS = ("sessions", "update_pct", "block_size", "read_iops", "mb_per_s", "read_latency_ms", "ops_per_s", "cpu_busy_pct")
@@ -119,8 +121,6 @@ def saturation_points(rows: Iterable[Any]) -> list[Saturation]:
 def device_series(rows: Iterable[Any], device: Mapping[str, Mapping[str, float]]) -> dict[tuple[float, int | None], list[tuple[int, Mapping[str, float]]]]:
     """The device twin's points (setting label -> read_iops, mb_per_s, read_latency_ms,
     analysis/efficiency.device_points) per series, in session order, keyed like points()."""
-    from .summary import label_of
-
     rows = list(rows)
     series = points(rows)
     keep_bs = any(bs for _, bs in series)

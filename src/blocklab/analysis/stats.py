@@ -51,7 +51,7 @@ _MEANAD_FACTOR = 1.253314
 # result types
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: object) -> Any:
     """A JSON-friendly copy: NaN/inf -> None, tuples -> lists, numpy -> Python."""
     if isinstance(value, (bool, type(None), str)):
         return value
@@ -61,9 +61,9 @@ def _jsonable(value: Any) -> Any:
         v = float(value)
         return v if math.isfinite(v) else None
     if isinstance(value, Mapping):
-        return {str(k) if not isinstance(k, str) else k: _jsonable(v) for k, v in value.items()}
+        return {str(k) if not isinstance(k, str) else k: jsonable(v) for k, v in value.items()}
     if isinstance(value, (tuple, list)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     return str(value)
 
 
@@ -115,7 +115,7 @@ class SettingStats:
         return (self.ci_high - self.ci_low) / 2.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: _jsonable(getattr(self, f.name)) for f in fields(self)}
+        return {f.name: jsonable(getattr(self, f.name)) for f in fields(self)}
 
 
 @dataclass(frozen=True)
@@ -149,37 +149,29 @@ class Analysis:
     def confidence_per_look(self) -> float:
         return 1.0 - (1.0 - CONFIDENCE) / self.looks
 
-    def distinguishable(self) -> tuple:
-        """Measured settings other than the best that are demonstrably worse."""
-        return tuple(
-            k
-            for k, s in self.settings.items()
-            if s.n > 0 and k != self.best and k not in self.indistinguishable
-        )
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "metric": self.metric,
             "goal": self.goal,
-            "baseline": _jsonable(self.baseline),
-            "best": _jsonable(self.best),
-            "indistinguishable": _jsonable(list(self.indistinguishable)),
+            "baseline": jsonable(self.baseline),
+            "best": jsonable(self.best),
+            "indistinguishable": jsonable(list(self.indistinguishable)),
             # A list, not an object: keys may be tuples, and order matters.
             "settings": [s.to_dict() for s in self.settings.values()],
             "resamples": self.resamples,
             "seed": self.seed,
-            "practical": _jsonable(self.practical),
+            "practical": jsonable(self.practical),
             "confidence": CONFIDENCE,
             "method": self.method,
             "family": self.family,
             "looks": self.looks,
             "confidence_per_look": self.confidence_per_look,
             "blocks": self.blocks,
-            "residual_sd": _jsonable(self.residual_sd),
+            "residual_sd": jsonable(self.residual_sd),
             "df": self.df,
             # a list, not an object: JSON keys would be strings
-            "drift": [[int(b), _jsonable(v)] for b, v in self.drift.items()],
-            "unpaired": _jsonable(list(self.unpaired)),
+            "drift": [[int(b), jsonable(v)] for b, v in self.drift.items()],
+            "unpaired": jsonable(list(self.unpaired)),
         }
 
 
@@ -200,20 +192,20 @@ class Comparison:
     significant: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: _jsonable(getattr(self, f.name)) for f in fields(self)}
+        return {f.name: jsonable(getattr(self, f.name)) for f in fields(self)}
 
 
 # --------------------------------------------------------------------------
 # building blocks
 
 
-def _check_goal(goal: str) -> str:
+def check_goal(goal: str) -> str:
     if goal not in GOALS:
         raise ValueError(f"goal must be 'max' (higher is better) or 'min' (lower is better), not {goal!r}")
     return goal
 
 
-def _check_resamples(resamples: int) -> int:
+def check_resamples(resamples: int) -> int:
     if int(resamples) != resamples or resamples < MIN_RESAMPLES:
         raise ValueError(f"resamples must be an integer >= {MIN_RESAMPLES}, not {resamples!r}")
     return int(resamples)
@@ -246,7 +238,7 @@ def bootstrap_medians(values: Sequence[float] | np.ndarray, rng: np.random.Gener
     return out
 
 
-def _percentile_interval(draws: np.ndarray) -> tuple[float, float]:
+def percentile_interval(draws: np.ndarray) -> tuple[float, float]:
     finite = draws[np.isfinite(draws)]
     if finite.size < draws.size or finite.size == 0:
         # A reference median of zero makes the ratio meaningless.
@@ -264,21 +256,21 @@ def _ratio(num: float, den: float) -> float:
 
 def _ratio_interval(num_draws: np.ndarray, den_draws: np.ndarray) -> tuple[float, float]:
     with np.errstate(divide="ignore", invalid="ignore"):
-        return _percentile_interval(num_draws / den_draws)
+        return percentile_interval(num_draws / den_draws)
 
 
 def median_ci(
     values: Sequence[float], *, seed: int = 0, resamples: int = DEFAULT_RESAMPLES
 ) -> tuple[float, float, float]:
     """(median, ci_low, ci_high) of one sample; the interval is degenerate for n < 2."""
-    resamples = _check_resamples(resamples)
+    resamples = check_resamples(resamples)
     x = _as_array(values)
     if x.size == 0:
         return math.nan, math.nan, math.nan
     med = float(np.median(x))
     if x.size < 2:
         return med, med, med
-    lo, hi = _percentile_interval(bootstrap_medians(x, np.random.default_rng(seed), resamples))
+    lo, hi = percentile_interval(bootstrap_medians(x, np.random.default_rng(seed), resamples))
     return med, lo, hi
 
 
@@ -311,7 +303,7 @@ def flag_outliers(values: Sequence[float] | np.ndarray) -> tuple[tuple[int, ...]
     return tuple(int(i) for i in idx), tuple(float(x[i]) for i in idx)
 
 
-def _cv(x: np.ndarray) -> float:
+def coefficient_of_variation(x: np.ndarray) -> float:
     if x.size < 2:
         return math.nan
     mean = x.mean()
@@ -345,8 +337,8 @@ def analyse(
     *indistinguishable* from the best when the 95% interval of its ratio to the
     best contains 1, or when its median differs from the best's by no more
     than ``practical`` (a fraction of the best median, e.g. 0.03)."""
-    goal = _check_goal(goal)
-    resamples = _check_resamples(resamples)
+    goal = check_goal(goal)
+    resamples = check_resamples(resamples)
     if not samples:
         raise ValueError("no settings to analyse")
     if not (practical >= 0 and math.isfinite(practical)):
@@ -397,7 +389,7 @@ def analyse(
             continue
         med = medians[k]
         if n >= 2:
-            lo, hi = _percentile_interval(draws[k])
+            lo, hi = percentile_interval(draws[k])
         else:
             lo = hi = med
         out_idx, out_val = flag_outliers(x.tolist())
@@ -409,7 +401,7 @@ def analyse(
             median=med,
             ci_low=lo,
             ci_high=hi,
-            cv=_cv(x),
+            cv=coefficient_of_variation(x),
             minimum=float(x.min()),
             maximum=float(x.max()),
             outliers=out_val,
@@ -513,8 +505,8 @@ def compare_samples(
 
     The difference is called significant when the interval excludes 1 and
     p < alpha; when only one of the two says so the verdict says it is unclear."""
-    goal = _check_goal(goal)
-    resamples = _check_resamples(resamples)
+    goal = check_goal(goal)
+    resamples = check_resamples(resamples)
     xa = _as_array(a, f"samples of {name_a}")
     xb = _as_array(b, f"samples of {name_b}")
     if xa.size == 0 or xb.size == 0:

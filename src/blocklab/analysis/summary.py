@@ -13,6 +13,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any
 
 from ..results import ResultRow
+from ..units import label_of
 from .stats import Analysis
 
 # Written into summary.json: a summary without it, or with an older number, was
@@ -27,12 +28,6 @@ def group_samples(rows: Iterable[ResultRow], metric: str, setting_labels: list[s
         if row.ok and metric in row.metrics:
             groups.setdefault(label_of(row.settings), []).append(row.metrics[metric])
     return groups
-
-
-def label_of(settings: dict[str, Any]) -> str:
-    from ..plan import _fmt
-
-    return ", ".join(f"{k}={_fmt(v)}" for k, v in settings.items()) or "(defaults)"
 
 
 def analyse_rows(
@@ -220,17 +215,3 @@ def _with_series_intervals(analysis: Analysis, rows: list[ResultRow], metric: st
         return analysis, {}
     return dataclasses.replace(analysis, settings=settings), found
 
-
-def block_drift(summary: Mapping[str, Any]) -> list[tuple[int, float]]:
-    """(block, drift factor) from a summary's paired analysis: 1.10 = that block
-    ran 10% above the run's average block, every setting alike."""
-    analysis = summary.get("analysis") or {}
-    out = []
-    for item in analysis.get("drift") or []:
-        try:
-            block, log_drift = int(item[0]), float(item[1])
-        except (TypeError, ValueError, IndexError):
-            continue
-        if math.isfinite(log_drift):
-            out.append((block, math.exp(log_drift)))
-    return out

@@ -19,98 +19,8 @@ import math
 from collections.abc import Callable, Hashable, Sized
 from dataclasses import dataclass
 
+from ..units import fmt_factor, human, with_interval
 from .stats import Analysis, SettingStats
-
-_SUFFIXES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K"))
-
-
-# --------------------------------------------------------------------------
-# numbers for humans
-
-
-def _scale(value: float) -> tuple[float, str]:
-    a = abs(value)
-    for factor, suffix in _SUFFIXES:
-        if a >= factor:
-            return factor, suffix
-    return 1.0, ""
-
-
-def _tiny(value: float) -> bool:
-    """Below 0.001 the numbers are written in scientific notation."""
-    return 0 < abs(value) < 1e-3
-
-
-def _decimals(scaled: float) -> int:
-    """Decimals for about three significant digits."""
-    a = abs(scaled)
-    if a == 0 or not math.isfinite(a):
-        return 0
-    if a >= 100:
-        return 0
-    return 2 - math.floor(math.log10(a))
-
-
-def _join_unit(number: str, suffix: str, unit: str) -> str:
-    if unit:
-        return f"{number} {suffix} {unit}" if suffix else f"{number} {unit}"
-    return f"{number}{suffix}"
-
-
-def format_value(value: float, unit: str = "") -> str:
-    """25_900_000 -> "25.9 M rows/s"; 0.01234 -> "0.0123 s"; NaN -> "n/a"."""
-    if value is None or not math.isfinite(value):
-        return "n/a"
-    if _tiny(value):
-        return _join_unit(f"{value:.2e}", "", unit)
-    factor, suffix = _scale(value)
-    scaled = value / factor
-    return _join_unit(f"{scaled:.{_decimals(scaled)}f}", suffix, unit)
-
-
-def format_with_interval(value: float, low: float, high: float, unit: str = "") -> str:
-    """"25.9 M rows/s [25.1, 26.4]": the interval on the value's scale, with
-    enough decimals that bounds that differ from the value do not look equal."""
-    if value is None or not math.isfinite(value):
-        return "n/a"
-    if _tiny(value):
-        text = _join_unit(f"{value:.2e}", "", unit)
-        if math.isfinite(low) and math.isfinite(high):
-            text += f" [{low:.2e}, {high:.2e}]"
-        return text
-    factor, suffix = _scale(value)
-    v, lo, hi = value / factor, low / factor, high / factor
-    d = _decimals(v)
-    for _ in range(2):
-        same_lo = f"{lo:.{d}f}" == f"{v:.{d}f}" and lo != v
-        same_hi = f"{hi:.{d}f}" == f"{v:.{d}f}" and hi != v
-        if not (same_lo or same_hi):
-            break
-        d += 1
-    text = _join_unit(f"{v:.{d}f}", suffix, unit)
-    if math.isfinite(lo) and math.isfinite(hi):
-        text += f" [{lo:.{d}f}, {hi:.{d}f}]"
-    return text
-
-
-def _factor_decimals(f: float) -> int:
-    if f < 2:
-        return 2
-    if f < 10:
-        return 1
-    return 0
-
-
-def format_factor(factor: float, low: float = math.nan, high: float = math.nan, word: str = "") -> str:
-    """"3.6x slower [3.4, 3.8]" (the interval omitted when undefined)."""
-    d = _factor_decimals(factor) if math.isfinite(factor) else 0
-    text = f"{factor:.{d}f}x" if math.isfinite(factor) else "?x"
-    if word:
-        text += f" {word}"
-    if math.isfinite(low) and math.isfinite(high):
-        text += f" [{low:.{d}f}, {high:.{d}f}]"
-    return text
-
 
 # --------------------------------------------------------------------------
 # where each setting stands against the best
@@ -247,8 +157,8 @@ def best_figure(analysis: Analysis, unit: str = "") -> str:
     best = analysis.settings[analysis.best]
     value, lo, hi = best.figure()
     if best.has_interval and math.isfinite(lo) and math.isfinite(hi):
-        return format_with_interval(value, lo, hi, unit)
-    return format_value(value, unit)
+        return with_interval(value, lo, hi, unit)
+    return human(value, unit)
 
 
 def verdict_options(
@@ -278,10 +188,10 @@ def verdict_options(
     return options
 
 
-def _factor(st: Standing, with_interval: bool) -> str:
-    if st.kind == "undecided" or not with_interval:
-        return format_factor(st.factor)
-    return format_factor(st.factor, st.low, st.high)
+def _factor(st: Standing, interval: bool) -> str:
+    if st.kind == "undecided" or not interval:
+        return fmt_factor(st.factor)
+    return fmt_factor(st.factor, st.low, st.high)
 
 
 def _some(items: list[Standing], d: Callable[[Hashable], str], detail: int, most: int | None) -> str:
@@ -292,7 +202,7 @@ def _some(items: list[Standing], d: Callable[[Hashable], str], detail: int, most
     rest = items[len(shown):]
     if rest:
         fs = [st.factor for st in rest]
-        text += f" and {len(rest)} more ({format_factor(min(fs))}-{format_factor(max(fs))})"
+        text += f" and {len(rest)} more ({fmt_factor(min(fs))}-{fmt_factor(max(fs))})"
     return text
 
 

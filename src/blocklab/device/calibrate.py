@@ -25,11 +25,13 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from ..environment import collect as collect_environment
 from ..probes.os_stats import device_of
 from ..results import ENVIRONMENT_FILE, PLAN_FILE, RESULTS_FILE, ResultRow, ResultsError, RunDir
+from ..units import short_size
 from .calibration_plan import SECTOR, CalibrationPlan, GiB, KiB, MiB, PlannedPoint, make_plan
 from .fio import (
     FioError,
@@ -38,7 +40,6 @@ from .fio import (
     engine_available,
     find_fio,
     fio_version,
-    format_size,
     parse_read,
     run_fio,
 )
@@ -185,7 +186,7 @@ def run_calibration(
     test_file = path / f".blocklab-calibrate-{os.getpid()}-{secrets.token_hex(4)}.fio"
     with _sigterm_as_interrupt(), _removed_afterwards(test_file):
         _create_direct(test_file)
-        engine, note, layout_mb_per_s = _lay_out(fio, test_file, plan, engine, note, automatic=ioengine is None)
+        engine, note, layout_mb_per_s = lay_out(fio, test_file, plan, engine, note, automatic=ioengine is None)
         cal = Calibration(
             directory=str(path),
             device=device_of(path).to_dict(),
@@ -242,7 +243,7 @@ def check_directory(directory: str | Path, file_size: int) -> Path:
     free = shutil.disk_usage(path).free
     if free < file_size + FREE_SPACE_RESERVE:
         raise ValueError(
-            f"file_size: the test file needs {format_size(file_size)} (+{format_size(FREE_SPACE_RESERVE)} reserve) "
+            f"file_size: the test file needs {short_size(file_size)} (+{short_size(FREE_SPACE_RESERVE)} reserve) "
             f"but {path} has only {free / GiB:.2f} GiB free; give a smaller file_size or another directory"
         )
     return path.resolve()
@@ -304,7 +305,7 @@ def _concurrency_args(plan: CalibrationPlan, point: PlannedPoint, engine: str) -
     return args
 
 
-def _lay_out(
+def lay_out(
     fio: str, test_file: Path, plan: CalibrationPlan, engine: str, note: str, automatic: bool
 ) -> tuple[str, str, float]:
     """Write the test file once (reads of a sparse file would not touch the disk); returns
@@ -352,7 +353,7 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         yield
         return
 
-    def interrupt(signum: int, frame: Any) -> None:
+    def interrupt(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, interrupt)

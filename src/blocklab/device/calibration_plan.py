@@ -8,7 +8,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .fio import describe, format_size, parse_size
+from ..units import parse_size, short_size
+from .fio import describe
 
 KiB, MiB, GiB = 1024, 1024**2, 1024**3
 SECTOR = 512  # direct I/O needs sector-aligned sizes
@@ -130,7 +131,7 @@ def _seconds(value: Any, name: str, above: float | None) -> float:
 def _block_sizes(values: Iterable[int | str], name: str) -> list[int]:
     sizes = []
     for value in values:
-        size = parse_size(value, name)
+        size = parse_size(value, name, positive=True)
         if size % SECTOR:
             raise ValueError(
                 f"{name}: {value!r} is not accepted; direct I/O needs a multiple of {SECTOR} bytes (e.g. 4k, 8k, 1M)"
@@ -149,10 +150,10 @@ def _iodepths(values: Iterable[int], name: str) -> list[int]:
 
 
 def _file_size(value: int | str, largest_block: int) -> int:
-    size = parse_size(value, "file_size")
+    size = parse_size(value, "file_size", positive=True)
     if size < largest_block or size % SECTOR:
         raise ValueError(
             f"file_size: {value!r} is not accepted; give a multiple of {SECTOR} bytes at least as large "
-            f"as the largest block size ({format_size(largest_block)}), e.g. 1G"
+            f"as the largest block size ({short_size(largest_block)}), e.g. 1G"
         )
     return size

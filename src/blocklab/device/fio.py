@@ -11,18 +11,16 @@ sizes are bytes; latencies are milliseconds.
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import subprocess
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..units import parse_size, short_size
+
 INSTALL_HINT = "install the 'fio' package: apt-get install fio"
 
-# fio's own size suffixes are powers of 1024 ("4k" = 4096), and so are ours
-_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
-_SIZE_RE = re.compile(r"^\s*(\d+)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
 
 
 class FioNotFound(RuntimeError):
@@ -70,36 +68,10 @@ class Point:
         )
 
 
-# ------------------------------------------------------------------ sizes
-def parse_size(value: int | str, name: str = "block_size") -> int:
-    """'8k', '1M', '128KiB' or a number of bytes -> bytes; ValueError naming `name` otherwise."""
-    if isinstance(value, bool):
-        raise ValueError(f"{name}: {value!r} is not a size; give bytes or a number with k, M or G (e.g. 8k, 1M)")
-    if isinstance(value, int):
-        size = value
-    else:
-        m = _SIZE_RE.match(str(value))
-        if not m:
-            raise ValueError(
-                f"{name}: cannot read {value!r} as a size; give bytes or a number with k, M or G (e.g. 8k, 1M)"
-            )
-        size = int(m.group(1)) * _UNITS[m.group(2).lower()]
-    if size <= 0:
-        raise ValueError(f"{name}: {value!r} must be more than 0 bytes")
-    return size
-
-
-def format_size(size: int) -> str:
-    """4096 -> '4k', 1048576 -> '1M', 1536 -> '1536' (the inverse of parse_size, fio's style)."""
-    for suffix, unit in (("G", 1024**3), ("M", 1024**2), ("k", 1024)):
-        if size % unit == 0:
-            return f"{size // unit}{suffix}"
-    return str(size)
-
-
+# ------------------------------------------------------------------ naming
 def describe(pattern: str, block_size: int, iodepth: int) -> str:
     # iodepth 0: not known (an imported limit, e.g. CALIBRATE_IO, which does not report its concurrency)
-    return f"{pattern} {format_size(block_size)} qd{iodepth if iodepth else '?'}"
+    return f"{pattern} {short_size(block_size)} qd{iodepth if iodepth else '?'}"
 
 
 # ------------------------------------------------------------------ running
@@ -190,7 +162,7 @@ def parse_read(data: dict[str, Any], pattern: str | None = None) -> Point:
     clat = read["clat_ns"]
     return Point(
         pattern=pattern or _pattern_of(options.get("rw", "read")),
-        block_size=parse_size(options.get("bs", "4k"), "bs"),
+        block_size=parse_size(options.get("bs", "4k"), "bs", positive=True),
         # with a sync engine the concurrency is numjobs, not iodepth
         iodepth=int(options.get("iodepth", 1)) * int(options.get("numjobs", 1)),
         iops=float(read["iops"]),

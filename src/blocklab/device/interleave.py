@@ -37,7 +37,7 @@ from ..results import ResultRow, RunDir
 from .calibrate import choose_ioengine
 from .fio import FioError, find_fio, fio_version, run_fio
 from .io_pattern import Pattern, pattern_of
-from .replay import FioRun, _lay_out, fio_args, utc_now
+from .replay import FioRun, fio_args, lay_out, utc_now
 
 REPLAY_FILE = "twin.jsonl"
 MIN_REPLAY_S = 0.1  # fio's own start-up dominates below this
@@ -60,7 +60,7 @@ class BesideCells:
     @classmethod
     def open(cls, run_dir: RunDir, data_dir: str) -> BesideCells:
         """Raises FioNotFound without fio (the caller says why the twin is off)."""
-        from .twin import twin_directory
+        from .replay import twin_directory
 
         fio = find_fio()
         ioengine, _ = choose_ioengine(fio, None)
@@ -105,7 +105,7 @@ class BesideCells:
         }
         try:
             if p.file_size not in self.files:
-                _lay_out(self.fio, self.directory, p.file_size, self.files)
+                lay_out(self.fio, self.directory, p.file_size, self.files)
             args = fio_args(p, self.files[p.file_size], self.ioengine, runtime_s=seconds, ramp_s=0.0)
             record["command"] = shlex.join([self.fio, "--output-format=json", *args])
             timeout = seconds + 60 + (p.file_size / 50e6 if not p.direct else 0)

@@ -29,9 +29,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..engines.base import fmt_bytes
 from ..results import ResultRow
-from .fio import format_size
+from ..units import fmt_bytes, label_of, short_size
 
 KiB, MiB, GiB = 1024, 1024**2, 1024**3
 MIN_IOS = 16  # a setting whose cells did fewer I/Os has no pattern worth replaying (sizes are exact, depth rough)
@@ -113,11 +112,11 @@ class Pattern:
     def key(self) -> str:
         """'seq r128k qd3 direct 64M', 'rand r8k qd8 + w8k@2048/s direct 1G': the cache key."""
         order = "seq" if self.sequential else "rand"
-        text = f"{order} {self.main[0]}{format_size(self.main_bs)} qd{self.main_depth}"
+        text = f"{order} {self.main[0]}{short_size(self.main_bs)} qd{self.main_depth}"
         if self.background:
             bg_depth = self.read_depth if self.background == "read" else self.write_depth
-            text += f" + {self.background[0]}{format_size(self.background_bs)}@{self.background_iops}/s qd{bg_depth}"
-        return f"{text} {'direct' if self.direct else 'buffered'} {format_size(self.file_size)}"
+            text += f" + {self.background[0]}{short_size(self.background_bs)}@{self.background_iops}/s qd{bg_depth}"
+        return f"{text} {'direct' if self.direct else 'buffered'} {short_size(self.file_size)}"
 
     @property
     def unit(self) -> str:
@@ -138,9 +137,9 @@ class Pattern:
 
     def compact(self) -> str:
         """'seq 128k reads qd3, direct' ('rand 8k reads qd8 + 8k writes 3,072/s, direct'): a table's cell."""
-        text = f"{'seq' if self.sequential else 'rand'} {format_size(self.main_bs)} {self.main}s qd{self.main_depth}"
+        text = f"{'seq' if self.sequential else 'rand'} {short_size(self.main_bs)} {self.main}s qd{self.main_depth}"
         if self.background:
-            text += f" + {format_size(self.background_bs)} {self.background}s {self.background_iops:,}/s"
+            text += f" + {short_size(self.background_bs)} {self.background}s {self.background_iops:,}/s"
         return f"{text}, {'direct' if self.direct else 'buffered'}"
 
     def short(self) -> str:
@@ -208,8 +207,6 @@ _POOLED = ("pattern.read_flight_ms", "pattern.write_flight_ms", "pattern.busy_ms
 def setting_patterns(rows: Iterable[ResultRow]) -> dict[str, Pattern | str]:
     """Setting label -> the pattern of its ok cells (one twin per setting however its
     repeats scatter), or why it has none."""
-    from ..analysis.summary import label_of
-
     groups: dict[str, list[dict[str, float]]] = {}
     for row in rows:
         if row.ok:

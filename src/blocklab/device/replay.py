@@ -32,8 +32,9 @@ from typing import Any
 
 from ..probes.os_stats import device_of
 from ..results import write_atomic
+from ..units import short_size
 from .calibrate import choose_ioengine
-from .fio import FioError, FioNotFound, find_fio, fio_version, format_size, run_fio
+from .fio import FioError, FioNotFound, find_fio, fio_version, run_fio
 from .io_pattern import GiB, MiB, Pattern
 
 CACHE_DIR = "device-twins"
@@ -208,7 +209,7 @@ class Twin:
         )
 
 
-def _nan_to_none(x: Any) -> Any:
+def _nan_to_none(x: object) -> Any:
     if isinstance(x, float) and math.isnan(x):
         return None
     if isinstance(x, dict):
@@ -218,7 +219,7 @@ def _nan_to_none(x: Any) -> Any:
     return x
 
 
-def _median_twin(p: Pattern, runs: list[FioRun], **meta: Any) -> Twin:
+def median_twin(p: Pattern, runs: list[FioRun], **meta: Any) -> Twin:
     def med(name: str) -> float:
         values = [getattr(r, name) for r in runs if math.isfinite(getattr(r, name))]
         return statistics.median(values) if values else math.nan
@@ -333,7 +334,7 @@ def measure(
             for p in ordered:  # each file size laid out once; a pattern without room fails alone
                 try:
                     if p.file_size not in files:
-                        _lay_out(fio, directory, p.file_size, files)
+                        lay_out(fio, directory, p.file_size, files)
                     runs[p.key] = []
                 except (FioError, OSError, ValueError) as err:
                     out.failures[p.key] = str(err).splitlines()[0][:300]
@@ -362,7 +363,7 @@ def measure(
             # what was measured is kept, also when a Ctrl-C cut the rounds short (fewer runs: see `runs`)
             for p in ordered:
                 if runs.get(p.key) and p.key not in out.failures:
-                    out.twins[p.key] = _median_twin(
+                    out.twins[p.key] = median_twin(
                         p, runs[p.key], fio_version=version,
                         ioengine="libaio" if p.direct and p.sequential and ioengine == "libaio" else "psync",
                         command=commands[p.key], measured=utc_now(), device=device.name, directory=str(directory),
@@ -373,12 +374,12 @@ def measure(
     return out
 
 
-def _lay_out(fio: str, directory: Path, size: int, files: dict[int, Path]) -> Path:
+def lay_out(fio: str, directory: Path, size: int, files: dict[int, Path]) -> Path:
     """A test file of `size` bytes written once (reads of a sparse file would not touch
     the disk), buffered and flushed so that it works on any file system."""
     free = shutil.disk_usage(directory).free
     if free < size + FREE_SPACE_RESERVE:
-        raise ValueError(f"no room for a {format_size(size)}B twin file in {directory} ({free / GiB:.2f} GiB free)")
+        raise ValueError(f"no room for a {short_size(size)}B twin file in {directory} ({free / GiB:.2f} GiB free)")
     path = directory / f".blocklab-twin-{os.getpid()}-{secrets.token_hex(4)}.fio"
     files[size] = path  # registered before it exists, so a Ctrl-C during the layout removes it too
     run_fio(fio, [
@@ -412,3 +413,17 @@ __all__ = [
     "measure",
     "utc_now",
 ]
+
+
+def twin_directory(data_dir: str) -> Path:
+    """Where the twin's files go: beside the engine's data directory (its parent,
+    same file system, without putting foreign files among the engine's own),
+    else in it."""
+    data = Path(data_dir)
+    parent = data.parent
+    try:
+        if os.access(parent, os.W_OK) and device_of(parent).name == device_of(data).name:
+            return parent
+    except OSError:
+        pass
+    return data

@@ -19,7 +19,6 @@ efficiency analysis read back.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -31,7 +30,7 @@ from ..results import ENVIRONMENT_FILE, RunDir
 from .fio import FioNotFound
 from .interleave import BesideCells, load_replays, replay_run
 from .io_pattern import Pattern, setting_patterns
-from .replay import FioRun, Measured, OnPhase, Twin, TwinCache, fio_version_or_empty, measure, utc_now
+from .replay import FioRun, Measured, OnPhase, Twin, TwinCache, fio_version_or_empty, measure, twin_directory, utc_now
 
 TWIN_FILE = "twin.json"
 TWIN_FORMAT = 1
@@ -40,20 +39,6 @@ ENV_VAR = "BLOCKLAB_DEVICE_TWIN"  # the default of `blocklab run --device-twin`
 
 
 # ====================================================================== where and whether
-def twin_directory(data_dir: str) -> Path:
-    """Where the twin's files go: beside the engine's data directory (its parent,
-    same file system, without putting foreign files among the engine's own),
-    else in it."""
-    data = Path(data_dir)
-    parent = data.parent
-    try:
-        if os.access(parent, os.W_OK) and device_of(parent).name == device_of(data).name:
-            return parent
-    except OSError:
-        pass
-    return data
-
-
 # ====================================================================== a run's twins
 @dataclass
 class RunTwins:
@@ -195,7 +180,7 @@ def measure_run(
 def write_interleaved(run_dir: RunDir, beside: BesideCells) -> RunTwins:
     """twin.json of a run whose twin ran beside its cells: every replay of twin.jsonl
     (a resumed run's earlier ones too), each pattern's median over its replays."""
-    from .replay import _median_twin
+    from .replay import median_twin
 
     replays = load_replays(run_dir)
     runs: dict[str, list[FioRun]] = {}
@@ -209,7 +194,7 @@ def write_interleaved(run_dir: RunDir, beside: BesideCells) -> RunTwins:
         runs.setdefault(str(r["key"]), []).append(run)
         first.setdefault(str(r["key"]), r)
     twins = {
-        key: _median_twin(Pattern.from_dict(first[key]["pattern"]), got, fio_version=beside.version,
+        key: median_twin(Pattern.from_dict(first[key]["pattern"]), got, fio_version=beside.version,
                           ioengine=beside.ioengine, command=str(first[key].get("command", "")),
                           measured=str(first[key].get("started", "")), device=beside.device, directory=str(beside.directory))
         for key, got in runs.items()
@@ -234,7 +219,6 @@ __all__ = [
     "check_mode",
     "load",
     "measure_run",
-    "twin_directory",
     "why_not",
     "write_interleaved",
 ]

@@ -14,7 +14,6 @@ import importlib
 import pkgutil
 from importlib import metadata
 from pathlib import Path
-from typing import Any
 
 from .base import Capabilities, Engine, EngineError, KnobError
 
@@ -24,11 +23,11 @@ _REQUIRED = (
     "name", "display", "native_prefix", "summary", "accepts_dsn", "dialects", "change_seconds", "install_bytes", "capabilities",
 )
 
-_registered: dict[str, type] = {}
+_registered: dict[str, type[Engine]] = {}
 _discovered = False
 
 
-def register(cls: Any) -> Any:
+def register(cls: type[Engine]) -> type[Engine]:
     """Add an engine class (usable as a decorator). Its static capabilities are
     checked now, so a broken plug-in fails at load, not in the middle of a run."""
     missing = [attr for attr in (*_REQUIRED, *_protocol_methods()) if not hasattr(cls, attr)]
@@ -42,7 +41,8 @@ def register(cls: Any) -> Any:
 
 def _protocol_methods() -> list[str]:
     """Every method the Engine protocol names: an engine without one would fail in a run."""
-    return [name for name, value in vars(Engine).items() if callable(value) and not name.startswith("_")]
+    return [name for name, value in vars(Engine).items()
+            if (callable(value) or isinstance(value, classmethod)) and not name.startswith("_")]
 
 
 def _discover() -> None:
@@ -66,7 +66,7 @@ def available(*, listed_only: bool = True) -> list[str]:
     return sorted(n for n, cls in _registered.items() if not listed_only or getattr(cls, "listed", True))
 
 
-def engine_class(kind: str) -> Any:
+def engine_class(kind: str) -> type[Engine]:
     _discover()
     cls = _registered.get(kind)
     if cls is None:

@@ -1,15 +1,16 @@
-"""The narrow protocol every engine implements, and the generic knob vocabulary.
+"""The narrow protocol every engine implements.
 
 An engine is a plug-in (like fio's ioengine_ops): the runner only ever talks to
-it through `Engine`. Capabilities are data (`KnobInfo`), read from the engine
-itself where the engine can tell (PostgreSQL's pg_settings), so validation can
-refuse a knob or value before anything runs.
+it through `Engine`. Capabilities are data (`KnobInfo`, in vocabulary.py with
+the rest of the generic knob vocabulary), read from the engine itself where the
+engine can tell (PostgreSQL's pg_settings), so validation can refuse a knob or
+value before anything runs. An engine package imports what it implements
+against from here: the protocol, its helpers, and the vocabulary's names.
 """
 
 from __future__ import annotations
 
 import abc
-import enum
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,195 +26,11 @@ from .capabilities import (  # noqa: F401  (what an engine declares: imported fr
     protocol_attributes,
     protocol_methods,
 )
-
-
-class ApplyClass(enum.IntEnum):
-    """How a knob change takes effect, cheapest first (the plan orders by it)."""
-
-    SESSION = 0  # SET in the measuring session
-    RELOAD = 1  # server-wide, no restart
-    RESTART = 2  # server restart
-    REINIT = 3  # new data directory or file, data set reloaded
-
-    @property
-    def label(self) -> str:
-        return self.name.lower()
-
-
-# The generic vocabulary of DESIGN.md: name -> what it means.
-GENERIC_KNOBS: dict[str, str] = {
-    "block_size": "database block (page) size in bytes",
-    "multiblock_read": "blocks per multiblock read of a full scan",
-    "checksum": "data block checksums",
-    "block_checking": "logical block checking",
-    "writers": "background writer / I/O worker processes",
-    "io_slaves": "read I/O helper threads",
-    "direct_io": "bypass the OS page cache for data files",
-    "buffer_cache": "engine buffer cache size",
-    "read_ahead": "the OS read-ahead window of the data's disk, in kB (the multiblock read of an engine that has none)",
-}
-
-
-class KnobError(ValueError):
-    """A knob name or value the engine does not accept. The message says what it does."""
+from .vocabulary import ApplyClass, KnobError, KnobInfo
 
 
 class EngineError(RuntimeError):
     """The engine failed to start, stop or run something."""
-
-
-@dataclass(frozen=True)
-class KnobInfo:
-    """What one engine accepts for one knob.
-
-    `kind` is one of: integer, enum, bool, size (an integer in `unit` steps).
-    `display` turns a value into the human form shown next to it (e.g. "128 kB").
-    """
-
-    native: str  # the engine's own parameter name
-    generic: str | None  # the generic name it implements, if any
-    kind: str
-    apply: ApplyClass
-    minimum: float | None = None
-    maximum: float | None = None
-    choices: tuple[str, ...] = ()
-    unit: str = ""
-    unit_bytes: int | None = None  # bytes per unit, for sizes counted in blocks
-    default: Any = None
-    description: str = ""
-    # How a value reads for the native parameter, declared by the engine package:
-    # exact values ("64" -> "read-ahead off" for InnoDB's innodb_read_ahead_threshold)
-    # and a template with {value} for the others ("read-ahead after {value} of 64 pages").
-    readings: tuple[tuple[str, str], ...] = ()
-    reading: str = ""
-
-    def accepted(self) -> str:
-        """A short phrase saying what values this knob takes."""
-        if self.kind == "bool":
-            return "on or off"
-        if self.choices:
-            return "one of " + ", ".join(repr(c) for c in self.choices)
-        if self.minimum is not None and self.maximum is not None:
-            unit = f" ({self.unit})" if self.unit else ""
-            return f"an integer from {fmt_number(self.minimum)} to {fmt_number(self.maximum)}{unit}"
-        return f"a {self.kind}"
-
-    def normalise(self, value: Any, engine: str, name: str | None = None) -> Any:
-        """Check one asked value; return it in canonical form or raise KnobError
-        naming the knob as it was given (`name`)."""
-        label = name or self.generic or self.native
-        where = f"knob {label!r} ({engine} {self.native})"
-        if self.kind == "bool":
-            return parse_bool(value, where)
-        if self.kind == "enum":
-            text = str(value)
-            for choice in self.choices:
-                if text.lower() == choice.lower():
-                    return choice
-            raise KnobError(f"{where}: {value!r} is not accepted; accepted: {self.accepted()}")
-        if self.kind in ("integer", "size"):
-            number = parse_int(value, where, self)
-            if self.minimum is not None and number < self.minimum or (
-                self.maximum is not None and number > self.maximum
-            ):
-                raise KnobError(f"{where}: {value!r} is out of range; accepted: {self.accepted()}")
-            return number
-        return value
-
-    def size_bytes(self, value: Any) -> int | None:
-        """The bytes a value stands for when this knob is a size (16384 for a
-        page size of 16384, 131072 for 16 blocks of 8 kB); None otherwise."""
-        if isinstance(value, bool):
-            return None
-        number = value if isinstance(value, int) else int(value) if str(value).isdigit() else None
-        if number is None or number < 0:  # -1 is a setting's "auto", not a size
-            return None
-        if self.unit_bytes:
-            return number * self.unit_bytes
-        return number if self.unit == "bytes" else None
-
-    def describe_value(self, value: Any) -> str:
-        """Value as a person writes it: a page size of 16384 -> '16 kB';
-        16 blocks of 8 kB -> '16 (128 kB)'; True -> 'on'."""
-        if isinstance(value, bool):
-            return "on" if value else "off"
-        text = describe_size(value, self.size_bytes(value))
-        meaning = self.meaning(value)
-        if not meaning:
-            return text
-        return f"{text[:-1]}; {meaning})" if text.endswith(")") else f"{text} ({meaning})"
-
-    def meaning(self, value: Any) -> str:
-        """What `value` does to the native parameter, when the engine says ('' otherwise)."""
-        exact = dict(self.readings).get(str(value))
-        if exact:
-            return exact
-        return self.reading.format(value=value) if self.reading else ""
-
-
-def parse_bool(value: Any, where: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("on", "true", "yes", "1"):
-        return True
-    if text in ("off", "false", "no", "0"):
-        return False
-    raise KnobError(f"{where}: {value!r} is not accepted; accepted: on or off")
-
-
-_SIZE_SUFFIX = {"k": 1024, "kb": 1024, "m": 1024**2, "mb": 1024**2, "g": 1024**3, "gb": 1024**3}
-
-
-def parse_int(value: Any, where: str, info: KnobInfo | None = None) -> int:
-    """An integer, or for byte-sized knobs a size like '64k' or '128kB'."""
-    if isinstance(value, bool):
-        raise KnobError(f"{where}: {value!r} is not accepted; accepted: {info.accepted() if info else 'an integer'}")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    text = str(value).strip().lower().replace(" ", "")
-    if text.isdigit():
-        return int(text)
-    for suffix, factor in sorted(_SIZE_SUFFIX.items(), key=lambda kv: -len(kv[0])):
-        if text.endswith(suffix) and text[: -len(suffix)].isdigit():
-            size = int(text[: -len(suffix)]) * factor
-            if info and info.unit_bytes:
-                if size % info.unit_bytes:
-                    break
-                return size // info.unit_bytes
-            if info and info.unit == "bytes":
-                return size
-            break
-    accepted = info.accepted() if info else "an integer"
-    raise KnobError(f"{where}: {value!r} is not accepted; accepted: {accepted}")
-
-
-def fmt_bytes(n: float) -> str:
-    """1048576 -> '1 MB', 131072 -> '128 kB' (binary units, as engines print them)."""
-    for unit, size in (("TB", 1024**4), ("GB", 1024**3), ("MB", 1024**2), ("kB", 1024)):
-        if n >= size:
-            v = n / size
-            return f"{v:.0f} {unit}" if v == int(v) else f"{v:.1f} {unit}"
-    return f"{n:.0f} B"
-
-
-def describe_size(value: Any, size: int | None) -> str:
-    """A knob value next to the bytes it stands for: the size alone when the value
-    is already in bytes (16384 -> '16 kB'), both when it counts blocks
-    (16 -> '16 (128 kB)'), the value as it is when it is not a size."""
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    if size is None:
-        return str(value)
-    if str(size) == str(value):
-        return fmt_bytes(size)
-    return f"{value} ({fmt_bytes(size)})"
-
-
-def fmt_number(x: float) -> str:
-    return f"{int(x):,}" if float(x).is_integer() else f"{x:,}"
 
 
 @dataclass
@@ -384,6 +201,10 @@ class Engine(Protocol):
     capabilities: ClassVar[Capabilities]  # what it can measure and how to caption it
     mode: str  # embedded | dsn | file
 
+    def __init__(self, *, cache_dir: Path | None = None, **dsn_options: Any) -> None:
+        """What the registry passes (engines.make_engine): every engine takes
+        cache_dir; one that accepts_dsn also dsn= and allow_server_changes=."""
+
     # lifecycle ------------------------------------------------------------
     def start(self) -> None:
         """Provision (if embedded) and start; idempotent."""
@@ -408,13 +229,15 @@ class Engine(Protocol):
         """The version installed on this host, without starting anything (None:
         not installed, or the engine cannot tell): a fleet worker's facts."""
 
-    def dialect(self, workload: str) -> Any:
-        """The engine's implementation of what `workload` needs (see the workload's
-        Dialect protocol); KnobError if the engine has none."""
+    def dialect(self, workload: str) -> object:
+        """The engine's implementation of what `workload` needs: an object of the
+        workload's Dialect protocol, which the workload casts it to; KnobError
+        if the engine has none."""
 
-    def native_name(self, knob: str) -> str:
-        """The engine's own name of a knob ('multiblock_read' -> 'io_combine_limit'; a
-        classmethod, usable without an instance)."""
+    @classmethod
+    def native_name(cls, knob: str) -> str:
+        """The engine's own name of a knob ('multiblock_read' -> 'io_combine_limit'),
+        usable without an instance."""
 
     # settings -------------------------------------------------------------
     def apply(self, settings: dict[str, Any]) -> dict[str, str]:
@@ -581,8 +404,8 @@ class EngineBase:
     def installed_version(cls) -> str | None:
         return None  # an engine that cannot tell without starting
 
-    def dialect(self, workload: str) -> Any:
-        made: dict[str, Any] = self.__dict__.setdefault("_dialects_made", {})
+    def dialect(self, workload: str) -> object:
+        made: dict[str, object] = self.__dict__.setdefault("_dialects_made", {})
         if workload not in made:
             cls = self.dialects.get(workload)
             if cls is None:

@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 from typing import IO, Any
 
 from .base import ApplyClass, EngineError, KnobInfo
@@ -242,7 +243,7 @@ _LIVE: set[Any] = set()  # engines with a server (or a DSN server's changed sett
 _HOOKS_INSTALLED = False
 
 
-def stop_at_exit(engine: Any) -> None:
+def stop_at_exit(engine: object) -> None:
     """engine.stop() runs at interpreter exit if nothing stopped it before: a
     library user who forgets, an exception that escapes, SIGTERM (turned into a
     normal exit so `finally` blocks run first)."""
@@ -250,7 +251,7 @@ def stop_at_exit(engine: Any) -> None:
     _LIVE.add(engine)
 
 
-def stopped(engine: Any) -> None:
+def stopped(engine: object) -> None:
     _LIVE.discard(engine)
 
 
@@ -260,7 +261,7 @@ def _stop_all_engines() -> None:
             engine.stop()
 
 
-def _sigterm_to_exit(signum: int, frame: Any) -> None:
+def _sigterm_to_exit(signum: int, frame: FrameType | None) -> None:
     # unwind like Ctrl-C does: `finally` blocks run, then atexit stops the servers
     raise SystemExit(128 + signum)
 

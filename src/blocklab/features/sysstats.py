@@ -43,11 +43,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-from ..engines.base import Engine, KnobError, Reading, fmt_bytes
+from ..engines.base import Engine, KnobError, Reading
 from ..probes.io import cold_proof
 from ..probes.os_stats import DeviceReads
-from ..results import ENVIRONMENT_FILE, RunDir
-from .system_stats import Phase, SystemStats, _mb, _number
+from ..results import ENVIRONMENT_FILE, RunDir, new_run_dir
+from ..units import fmt_bytes
+from .system_stats import Phase, SystemStats, mb_per_s_text, typed_number
 
 FORMAT = 2  # 2: the engine's settings as a dict, its costs and formula from its dialect
 FEATURE = "sysstats"  # the key of an engine's dialect for it
@@ -305,7 +306,7 @@ def gather(
         scans.append(serial_scan(engine, table, disk, read_ahead=True))
     ahead_reads = sum(p.reads for p in scans)
     mreadtim_ahead = sum(p.read_time_ms for p in scans) / ahead_reads if ahead_reads else math.nan
-    rep.done(f"1 session with read-ahead: {_mb(statistics.median(p.bytes_per_s for p in scans))}, "
+    rep.done(f"1 session with read-ahead: {mb_per_s_text(statistics.median(p.bytes_per_s for p in scans))}, "
              f"waiting {mreadtim_ahead:.3f} ms a read")
 
     by_level: dict[int, list[Phase]] = {1: scans}
@@ -315,7 +316,7 @@ def gather(
         for i in range(repeats):
             rep.phase(f"MAXTHR: {k} sessions scanning at once with read-ahead, cold, {i + 1} of {repeats}")
             by_level[k].append(concurrent_scan(engine, table, k, disk))
-        rep.done(f"{k} concurrent sessions: {_mb(statistics.median(p.bytes_per_s for p in by_level[k]))} in total")
+        rep.done(f"{k} concurrent sessions: {mb_per_s_text(statistics.median(p.bytes_per_s for p in by_level[k]))} in total")
     throughput = {k: statistics.median(p.bytes_per_s for p in phases) for k, phases in by_level.items()}
     best_level = max(throughput, key=lambda k: throughput[k])
     per_session = [v for p in by_level[best_level] for v in p.session_bytes_per_s()]
@@ -389,7 +390,7 @@ def apply_costs(engine: Engine, costs: dict[str, float], wait_s: float = APPLY_W
     """Set each cost server-wide and read the values back from a new session (a
     reload is asynchronous: poll until they show or `wait_s` passes)."""
     before = read_costs(engine, list(costs))
-    _dialect(engine).set_costs({name: _number(value) for name, value in costs.items()})
+    _dialect(engine).set_costs({name: typed_number(value) for name, value in costs.items()})
     deadline = time.monotonic() + wait_s
     while True:
         after = read_costs(engine, list(costs))
@@ -472,7 +473,6 @@ def run_sysstats(
     from ..engines import DEFAULT_ENGINE, make_engine
     from ..environment import collect
     from ..paths import results_root as default_results_root
-    from ..runner import new_run_dir
 
     engine_kind = engine_kind or DEFAULT_ENGINE
     check_options(engine_kind=engine_kind, dsn=dsn, rows=rows, apply=apply, allow_server_changes=allow_server_changes, direct_io=direct_io,

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from ..device.io_pattern import SIZE_GRID, Pattern, file_size_for, nearest
-from ..device.replay import OnPhase, TwinCache, measure
-from ..device.twin import twin_directory, why_not
+from ..device.replay import OnPhase, TwinCache, measure, twin_directory
+from ..device.twin import why_not
 from ..probes.os_stats import device_of
 from .system_stats import SystemStats
 

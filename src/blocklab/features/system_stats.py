@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ..engines.base import fmt_bytes
+from ..units import fmt_bytes
 
 
 # ---------------------------------------------------------------------- results
@@ -110,9 +110,9 @@ class SystemStats:
         """What the rows beyond Oracle's mean, one line each."""
         plural = "s" if self.maxthr_sessions != 1 else ""
         return [
-            f"MAXTHR {_mb(self.maxthr_bytes_per_s)} with {self.maxthr_sessions} session{plural} scanning at once "
-            f"({', '.join(f'{k}: {_mb(v)}' for k, v in self.throughput_by_sessions.items())}); "
-            f"SLAVETHR {_mb(self.slavethr_bytes_per_s)} per session",
+            f"MAXTHR {mb_per_s_text(self.maxthr_bytes_per_s)} with {self.maxthr_sessions} session{plural} scanning at once "
+            f"({', '.join(f'{k}: {mb_per_s_text(v)}' for k, v in self.throughput_by_sessions.items())}); "
+            f"SLAVETHR {mb_per_s_text(self.slavethr_bytes_per_s)} per session",
             f"SYSSTATS_MAIN SREADTIM and MREADTIM are {self.read_time_source} over exactly the measured reads; "
             "SYSSTATS_WALL is the client's clock per read (it also holds CPU and round trips)",
             "MREADTIM_AHEAD: what a scan with the engine's read-ahead still waits per read; MREADTIM is measured "
@@ -143,7 +143,7 @@ class SystemStats:
         return d
 
 
-def _mb(bytes_per_s: float) -> str:
+def mb_per_s_text(bytes_per_s: float) -> str:
     return f"{bytes_per_s / 1e6:,.1f} MB/s" if math.isfinite(bytes_per_s) else "n/a"
 
 
@@ -151,7 +151,7 @@ def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _number(value: float) -> str:
+def typed_number(value: float) -> str:
     """1.0 -> '1', 16.05 -> '16.05' (as a person types it)."""
     value = float(value)
     return str(int(value)) if value.is_integer() else repr(value)

@@ -18,6 +18,7 @@ from ..analysis.fleet import Sweep
 from ..engines.base import ApplyClass
 from ..results import ENVIRONMENT_FILE, SUMMARY_FILE, RunDir
 from ..spec import Spec
+from ..units import label_of, unit_of
 from . import FleetInputError
 from .plan import FleetPlan
 
@@ -28,8 +29,6 @@ _AGREED = ("knobs", "apply", "metric", "goal", "fixed")
 def agreed(spec: Spec, opened: dict[str, dict[str, Any]], seed: int) -> tuple[Sweep, dict[str, list[Any]], dict[str, ApplyClass]]:
     """The hosts' labs agree on the experiment (else FleetInputError naming who differs);
     the sweep the analysis reads, the canonical knobs and their apply classes."""
-    from ..runner import _unit_of
-
     first_host, first = next(iter(opened.items()))
     for host, facts in opened.items():
         for key in _AGREED:
@@ -46,7 +45,7 @@ def agreed(spec: Spec, opened: dict[str, dict[str, Any]], seed: int) -> tuple[Sw
     sweep = Sweep(metric=first["metric"], goal=first["goal"], labels=labels,
                   settings_by_label=dict(zip(labels, settings)), baseline=first["baseline"],
                   practical=spec.measure.practical, seed=seed, describe=dict(first["describe"]),
-                  knob_label=first["knob_label"], unit=_unit_of(first["metric"]))
+                  knob_label=first["knob_label"], unit=unit_of(first["metric"]))
     return sweep, knobs, apply
 
 
@@ -81,9 +80,6 @@ def check_same_host(run_dir: RunDir, opened: dict[str, dict[str, Any]]) -> None:
 
 def sweep_from_run(run_dir: RunDir, spec: Spec, fplan: FleetPlan) -> Sweep:
     """The sweep of a run with nothing left to measure (no lab to ask): from its summary."""
-    from ..analysis.summary import label_of
-    from ..runner import _unit_of
-
     summary = run_dir.read_json(SUMMARY_FILE) if run_dir.file(SUMMARY_FILE).exists() else {}
     saved = (summary.get("fleet") or {}).get("sweep")
     if saved:
@@ -92,7 +88,7 @@ def sweep_from_run(run_dir: RunDir, spec: Spec, fplan: FleetPlan) -> Sweep:
     metric = str(summary.get("metric") or spec.measure.metric or "")
     return Sweep(metric=metric, goal=str(summary.get("goal") or spec.measure.goal or "max"), labels=labels,
                  settings_by_label={label_of(s.as_dict()): s.as_dict() for s in fplan.settings},
-                 practical=spec.measure.practical, seed=fplan.seed, knob_label=", ".join(spec.knobs) or "setting", unit=_unit_of(metric))
+                 practical=spec.measure.practical, seed=fplan.seed, knob_label=", ".join(spec.knobs) or "setting", unit=unit_of(metric))
 
 
 

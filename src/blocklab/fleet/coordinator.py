@@ -38,6 +38,7 @@ import uuid
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Any, Protocol
 
 from ..analysis.fleet import Sweep
@@ -102,7 +103,7 @@ def start_run(target: str, overrides: Any, request: FleetRequest, reporter: Flee
     """A new fleet run of an experiment FILE or RECIPE with the CLI's overrides (lab.Overrides)."""
     from .. import recipes
     from ..paths import results_root
-    from ..runner import new_run_dir, text_digest
+    from ..results import new_run_dir, text_digest
     from ..spec import load_spec
 
     overrides.check()
@@ -144,7 +145,8 @@ def start_run(target: str, overrides: Any, request: FleetRequest, reporter: Flee
 def resume_run(run_path: Path, request: FleetRequest, reporter: FleetReporter, *, retry: bool = True) -> FleetOutcome:
     """Measure the cells a fleet run is missing (and, with `retry`, those with no ok row
     that the engine did not refuse), each on its own host."""
-    from ..runner import retryable_cells, text_digest
+    from ..results import text_digest
+    from ..runner import retryable_cells
 
     run_dir = RunDir(run_path)
     if not run_dir.exists():
@@ -486,7 +488,7 @@ def _what(sweep: Sweep, cell: Cell) -> str:
     return label
 
 
-def _sigterm(signum: int, frame: Any) -> None:
+def _sigterm(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 

@@ -32,11 +32,6 @@ def host_cell_id(host: str, cell_id: str) -> str:
     return f"{host}{HOST_SEP}{cell_id}"
 
 
-def local_cell_id(cell_id: str) -> str:
-    """'host-a/b0:x=1' -> 'b0:x=1' (host names never contain the separator: check_host_name)."""
-    return cell_id.split(HOST_SEP, 1)[1] if HOST_SEP in cell_id else cell_id
-
-
 def check_host_name(name: str) -> str | None:
     """Why `name` cannot name a host of a fleet run (None: it can). It becomes part
     of cell ids, file names in the report and command lines."""
@@ -121,5 +116,5 @@ class FleetPlan:
                    share_disk=bool(fleet.get("share_disk")), scheduler=str(fleet.get("scheduler") or ""))
 
 
-def is_fleet_plan(data: Any) -> bool:
+def is_fleet_plan(data: object) -> bool:
     return isinstance(data, dict) and isinstance(data.get("fleet"), dict)

@@ -59,7 +59,7 @@ def contact_address(address: str) -> str:
     return f"{scheme}://{host}:{port}"
 
 
-def fleet_status(address: str, security: Any, timeout: float) -> list[dict[str, Any]]:
+def fleet_status(address: str, security: object, timeout: float) -> list[dict[str, Any]]:
     """Each connected worker's facts (facts.collect_facts, plus `address` and the runs it
     is measuring now), sorted by name."""
     import dask

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..units import label_of
 from . import LAB_PREFIX, FleetError, FleetInputError
 
 if TYPE_CHECKING:
@@ -63,7 +64,6 @@ class HostLab:
         """Validate the experiment on this host's engine, start it, apply the fixed
         settings; what the coordinator needs to plan and to check that every host
         took the experiment alike. SpecError: this host refuses the experiment."""
-        from ..analysis.summary import label_of
         from ..environment import collect as collect_environment
         from ..experiment import prepare
         from ..paths import cache_root
@@ -115,7 +115,7 @@ class HostLab:
         after an invalid claim or an engine's death adds rows), as result-row JSON,
         each with when it ran on this host's clock (`notes.measured`: [from, to])."""
         from ..plan import Cell, Setting
-        from ..runner import EngineDied, SilentReporter, _cell_line, measure_cell
+        from ..runner import EngineDied, SilentReporter, cell_line, measure_cell
 
         exp = self._exp()
         this = Cell(int(cell["index"]), int(cell["block"]), Setting(tuple(dict(cell["settings"]).items())))
@@ -129,7 +129,7 @@ class HostLab:
             now = time.time()
             row = dataclasses.replace(row, notes={**row.notes, "measured": [round(since, 3), round(now, 3)]})
             rows.append(row.to_json())
-            lines.append(_cell_line(exp, this, row))
+            lines.append(cell_line(exp, this, row))
             since = now
 
         stopped = None
@@ -172,7 +172,7 @@ def _janitor_class() -> type:
                     # on the lab's own thread, after the cell in flight: never two threads on one engine
                     self.worker.executors["actor"].submit(lab.close)
 
-        def teardown(self, worker: Any) -> None:
+        def teardown(self, worker: object) -> None:
             with _LABS_LOCK:
                 labs = list(_LABS.values())
             for lab in labs:

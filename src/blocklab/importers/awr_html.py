@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import Any
 
-from .awr import (
+from .awr_model import (
     CPU_EVENT,
     LOAD_NAMES,
     RAC_GLOBAL_HELP,

@@ -93,7 +93,7 @@ def _write_summary(run_dir: RunDir, cal: Calibration, ids: list[str]) -> None:
     unranked(summary)
     summary["headline"], summary["verdict"] = limits_verdict(cal)
     summary["limits"] = True
-    summary["words_from"] = "import"  # `blocklab analyse` keeps these words (analysis/reanalyse.py)
+    summary["words_from"] = "import"  # `blocklab analyse` keeps these words (report/data.py recompute_summary)
     summary["experiment"] = "calibration"
     summary["cells_planned"] = len(ids)
     summary["seed"] = 0

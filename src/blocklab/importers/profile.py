@@ -22,7 +22,8 @@ from typing import Any
 
 from ..probes.profile import SessionProfile, flatten_profile
 from ..results import ResultRow
-from .awr import CPU_EVENT, AwrReport, cpu_marks, parse_awr
+from .awr import cpu_marks, parse_awr
+from .awr_model import CPU_EVENT, AwrReport
 from .common import ImportInputError, ImportOptionError
 from .rundir import ImportedRun, import_notes
 

@@ -29,6 +29,7 @@ from ..results import (
     ResultRow,
     RunDir,
 )
+from ..units import human, label_of
 from .common import ImportOptionError
 
 
@@ -100,11 +101,11 @@ def check_new(path: Path, option: str = "--out") -> None:
 
 def write_run(run_dir: RunDir, run: ImportedRun) -> dict[str, Any]:
     """Write every file of the run directory; returns the summary."""
-    from ..analysis.summary import label_of, summarise
+    from ..analysis.summary import summarise
 
     check_new(run_dir.path)
     run_dir.create()
-    rows, settings, cells = _cells(run.rows, label_of)
+    rows, settings, cells = _cells(run.rows)
     spec = {
         "name": run.name,
         "description": run.description,
@@ -131,17 +132,15 @@ def write_run(run_dir: RunDir, run: ImportedRun) -> dict[str, Any]:
     if run.verdict_extra and summary.get("best_label"):
         # the importer's own sentences say it per series; the generic ranking of every
         # point against every other (dozens of single reports) would bury them
-        from ..analysis.verdict import format_value
-
         best = summary["settings"][summary["best_label"]]
         single = all(entry.get("n", 0) <= 1 for entry in summary["settings"].values())
         summary["verdict"] = (f"{run.verdict_extra} Highest {run.metric} of all: {summary['best_label']} "
-                              f"({format_value(best['median'], run.unit)})."
+                              f"({human(best['median'], run.unit)})."
                               + (" Each point is one report, a single sample: no confidence intervals." if single else ""))
     if run.headline:
         summary["headline"] = run.headline
     if run.verdict_extra or run.headline:
-        summary["words_from"] = "import"  # `blocklab analyse` keeps the importer's words (analysis/reanalyse.py)
+        summary["words_from"] = "import"  # `blocklab analyse` keeps the importer's words (report/data.py recompute_summary)
     summary["experiment"] = run.name
     summary["cells_planned"] = len(cells)
     summary["seed"] = 0
@@ -149,7 +148,7 @@ def write_run(run_dir: RunDir, run: ImportedRun) -> dict[str, Any]:
     return summary
 
 
-def _cells(rows: list[ResultRow], label_of: Any) -> tuple[list[ResultRow], list[dict[str, Any]], list[dict[str, Any]]]:
+def _cells(rows: list[ResultRow]) -> tuple[list[ResultRow], list[dict[str, Any]], list[dict[str, Any]]]:
     """Number the rows; the n-th row of a setting is its block n (a repeat)."""
     seen: dict[str, int] = {}
     settings: list[dict[str, Any]] = []

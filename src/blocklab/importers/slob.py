@@ -35,8 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from ..results import ResultRow
-from .awr import AwrReport, cpu_marks, parse_awr
+from .awr import cpu_marks, parse_awr
 from .awr_info import AwrInfoRow, parse_awr_info, point_metrics
+from .awr_model import AwrReport
 from .common import ImportInputError, ImportOptionError, Loc, Value, read_lines
 from .rundir import ImportedRun, import_notes
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from typing import Any
 
 from ..engines.base import Engine, IoWindow, Session
 from .cpu_profile import active_windows
@@ -57,7 +56,7 @@ class HostWindow:
         self._sys0 = system_cpu_times()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self.seconds is not None:
             self.seconds.__exit__(*exc)
         sys1 = system_cpu_times()
@@ -198,7 +197,7 @@ class RunProbe:
             raise
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         for observer in self.observers:  # stopped first: the settle below is not the run's ...
             observer.pause()
         self.host.__exit__(*exc)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..units import label_of, value_text
 from .profile import SessionProfile, unflatten_profile
 
 OTHER = "other waits"  # the waits folded into one line of a table or one colour of a figure
@@ -53,8 +54,6 @@ def _rows_of(source: Any) -> list[Any]:
 
 
 def _label(settings: dict[str, Any]) -> str:
-    from ..analysis.summary import label_of
-
     return label_of(settings)
 
 
@@ -82,14 +81,12 @@ def setting_profiles(source: Any, order: Iterable[str] | None = None) -> list[Se
 
 def short_labels(profiles: list[SettingProfile]) -> dict[str, str]:
     """label -> the label without the knobs every setting shares."""
-    from ..plan import _fmt
-
     if len(profiles) < 2:
         return {sp.label: sp.label for sp in profiles}
     keys = list(profiles[0].settings)
-    varying = [k for k in keys if len({_fmt(sp.settings.get(k)) for sp in profiles}) > 1]
+    varying = [k for k in keys if len({value_text(sp.settings.get(k)) for sp in profiles}) > 1]
     return {
-        sp.label: ", ".join(f"{k}={_fmt(sp.settings[k])}" for k in varying if k in sp.settings) or sp.label
+        sp.label: ", ".join(f"{k}={value_text(sp.settings[k])}" for k in varying if k in sp.settings) or sp.label
         for sp in profiles
     }
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
 
 from .os_stats import DiskCounters, disk_counters, system_cpu_times
 
@@ -53,7 +52,7 @@ class PerSecond:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)

@@ -1,6 +1,10 @@
-"""Tables for the console (rich): a run's time profiles, the seed's TIMESOURCE /
-SECONDS / PERCENTAGE (probes/profile_view.py computes them), and the SLOB
-points with their saturation (analysis/slob_view.py)."""
+"""Tables for the console (rich), every one blocklab prints: the figures per
+setting, a comparison of two runs or hosts (analysis/compare.py), the checksum
+overhead (analysis/overhead.py), the engine against its device twin
+(analysis/efficiency.py), a run's time profiles, the seed's TIMESOURCE /
+SECONDS / PERCENTAGE (probes/profile_view.py), and the SLOB points with their
+saturation (analysis/slob_view.py). The modules named compute; this one lays
+out."""
 
 from __future__ import annotations
 
@@ -8,12 +12,31 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from rich import box
+from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from ..analysis.compare import RunComparison
+from ..analysis.efficiency import SettingEfficiency
+from ..analysis.entry import figure_of, standing_note
+from ..analysis.overhead import (
+    BLOCK_KNOB,
+    Normalised,
+    context_label,
+    is_checksum_sweep,
+    normalised,
+    overheads,
+    reference_label,
+    setting_text,
+    settings_key,
+)
 from ..analysis.slob_view import points, saturation_points, series_label
 from ..engines.base import Capabilities
 from ..probes.profile import CPU, TOTAL, UNACCOUNTED
 from ..probes.profile_view import AWR_CAPTION, OTHER, SettingProfile, is_awr, setting_profiles, short_labels
+from ..results import ResultRow
+from ..units import MISSING, human
 
 MINOR = 0.005  # waits under 0.5% of the time in both columns are folded into one line
 NO_CAPABILITIES = Capabilities()  # an imported profile's: no engine of blocklab's measured it
@@ -146,9 +169,6 @@ def profile_tables(summary_or_rows: Any, describe: Callable[[str], str] | None =
 # ---------------------------------------------------------------------- SLOB
 def slob_table(rows: Iterable[Any]) -> Any:
     """A rich Table: every point (series, sessions, IOPS, MB/s, latency, ops/s, CPU) with the saturation point marked."""
-    from rich import box
-    from rich.table import Table
-
     rows = list(rows)
     sat = {(s.update_pct, s.block_size): s for s in saturation_points(rows)}
     table = Table(box=box.SIMPLE_HEAD, title="SLOB points (saturation: the fewest sessions within 5 % of the series' highest read IOPS)",
@@ -174,3 +194,199 @@ def _or_dash(value: float, fmt: str) -> str:
 
 
 __all__ = ["profile_table", "profile_tables", "side_by_side_table", "slob_table"]
+
+
+# ---------------------------------------------------------------------- per setting, and two runs compared
+def settings_table(summary: dict[str, Any], unit: str, describe: Callable[[str], str]) -> Table:
+    """Per setting the figure the best is picked on (paired: the block-adjusted
+    level) with its interval and the ratio to the best with its interval; the
+    median of the runs as measured is a detail column."""
+    paired = (summary.get("analysis") or {}).get("method") == "paired"
+    figure = "block-adjusted" if paired else "median"
+    table = Table(title=f"{summary['metric']} per setting ({summary['goal']} is best)")
+    for col in ("setting", "n", figure, "interval", "vs best [interval]", "median", "note"):
+        # a heading is rich markup: '[interval]' would be read as a tag and vanish
+        table.add_column(escape(col), justify="left" if col in ("setting", "note") else "right")
+    best = summary.get("best_label")
+    for label, s in summary["settings"].items():
+        if "median" not in s:
+            table.add_row(describe(label), "0", MISSING, MISSING, MISSING, MISSING, "no measurement")
+            continue
+        value, lo, hi = figure_of(s)
+        note = standing_note(s, label == best)
+        if s.get("outliers"):
+            note = (note + ", " if note else "") + f"{len(s['outliers'])} outlier(s)"
+        interval = f"[{human(lo)}, {human(hi)}]" if _finite(lo) and _finite(hi) else MISSING
+        table.add_row(describe(label), str(s["n"]), human(value), interval, ratio_text(s) if best else MISSING,
+                      human(s["median"]), note)
+    return table
+
+
+def ratio_text(entry: dict[str, Any]) -> str:
+    """A setting's ratio to the best: '0.93x [0.85, 1.02]'; the point alone without an interval."""
+    r, lo, hi = entry.get("ratio_to_best"), entry.get("ratio_to_best_ci_low"), entry.get("ratio_to_best_ci_high")
+    if not _finite(r):
+        return MISSING
+    if _finite(lo) and _finite(hi) and (lo != r or hi != r):
+        return f"{r:.2f}x [{lo:.2f}, {hi:.2f}]"
+    return f"{r:.2f}x"
+
+
+def explain_text(summary: dict[str, Any]) -> str:
+    """`--explain`: how the verdict's figures were judged (summary.json's explain), a paragraph a line."""
+    lines = [str(line) for line in summary.get("explain") or []]
+    if not lines:
+        return "How to read this: nothing to explain yet (no measurement)."
+    return "How to read this:\n" + "\n".join(f"- {line}" for line in lines)
+
+
+def _finite(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def print_comparison(console: Console, result: RunComparison) -> None:
+    """`blocklab compare` and `blocklab fleet compare`: B against A, setting by setting."""
+    console.print(f"A: {result.run_a.path}  ({result.run_a.describe()})", markup=False, highlight=False)
+    console.print(f"B: {result.run_b.path}  ({result.run_b.describe()})", markup=False, highlight=False)
+    if result.differences:
+        console.print("compared with --force although the runs differ in:", style="yellow", markup=False)
+        for difference in result.differences:
+            console.print(f"  {difference.text()}", style="yellow", markup=False, highlight=False)
+    for difference in result.other_differences:
+        console.print(f"also different (not checked): {difference.text()}", markup=False, highlight=False)
+    unit = f" ({result.unit})" if result.unit else ""
+    better = "higher" if result.goal == "max" else "lower"
+    knobs = {tuple(s.settings) for s in result.settings}
+    one_knob = next(iter(knobs))[0] if len(knobs) == 1 and len(next(iter(knobs))) == 1 else None
+    table = Table(title=f"{result.metric}{unit}: B against A per setting ({better} is better)", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    table.add_column(one_knob or "setting")
+    for column in ("n A/B", "median A", "median B", "B/A", "95% CI", "p"):
+        table.add_column(column, justify="right", no_wrap=True)
+    table.add_column("B vs A", no_wrap=True)
+    words = {"better": "better", "worse": "worse", "same": "no diff.", "unclear": "unclear"}
+    styles = {"better": "green", "worse": "red", "same": "", "unclear": "yellow"}
+    for s in result.settings:
+        c = s.comparison
+        table.add_row(
+            s.display().split("=", 1)[1] if one_knob else s.display(), f"{c.n_a}/{c.n_b}",
+            human(c.median_a), human(c.median_b),
+            f"{c.ratio:.3f}" if c.ratio == c.ratio else "-",
+            f"{c.ci_low:.3f}-{c.ci_high:.3f}" if c.ci_low == c.ci_low else "-",
+            f"{c.p_value:.3g}", words[s.outcome], style=styles[s.outcome] or None,
+        )
+    console.print(table)
+    for s in result.settings:
+        note = "  (the engine reported different values for this setting in A and B)" if s.applied_differs else ""
+        console.print(f"{s.display()}: {s.verdict}{note}", markup=False, highlight=False)
+    if result.only_in_a:
+        console.print(f"only in A (not compared): {'; '.join(result.only_in_a)}", markup=False, highlight=False)
+    if result.only_in_b:
+        console.print(f"only in B (not compared): {'; '.join(result.only_in_b)}", markup=False, highlight=False)
+    console.print(result.summary_line(), markup=False, highlight=False)
+    if note := result.resolution_note():
+        console.print(note, markup=False, highlight=False)
+
+
+# ---------------------------------------------------------------------- the checksum overhead
+def _fmt_seconds(x: float) -> str:
+    if not math.isfinite(x):
+        return "-"
+    return f"{x:.3f}" if x < 100 else f"{x:,.1f}"
+
+
+def overhead_tables(rows: Iterable[ResultRow], metric: str = "elapsed_s", *, seed: int = 0) -> list[Table]:
+    """The checksum overhead (analysis/overhead.py): the seed-004 overhead per level, then the
+    seed-001 normalised elapsed (block sizes as columns). [] when the rows are not a checksum sweep."""
+    rows = list(rows)
+    if not is_checksum_sweep(rows):
+        return []
+    tables = []
+    ref = reference_label(rows)
+    items = overheads(rows, metric, seed=seed)
+    if items:
+        t = Table(title=f"Checksum overhead: median {metric} against {ref} (95% bootstrap interval)")
+        has_context = any(o.context for o in items)
+        if has_context:
+            t.add_column("setting")
+        t.add_column("level")
+        t.add_column("n", justify="right")
+        t.add_column(f"median {metric}", justify="right")
+        t.add_column(f"vs {ref}")
+        t.add_column("vs the level above")
+        t.add_column("failed", justify="right")
+        for o in items:
+            change = o.text
+            if o.measurable:
+                change = f"[bold]{change}[/bold]"
+            failed = f"{o.failed}: {o.error[:60]}" if o.failed else ""
+            cells = [o.level_label, str(o.n), _fmt_seconds(o.median), change, o.step_text, failed]
+            t.add_row(*([o.context_label] if has_context else []), *cells)
+        tables.append(t)
+    norm = normalised(rows, metric, seed=seed)
+    if norm:
+        blocks = sorted({n.block_size for n in norm}, key=lambda b: (b is None, b if b is not None else 0))
+        t = Table(title=f"{metric} normalised to the {ref} run of the same block size (95% interval)")
+        has_context = any(n.context for n in norm)
+        if has_context:
+            t.add_column("setting")
+        t.add_column("level")
+        for b in blocks:
+            t.add_column("normalised" if b is None else f"block {setting_text(BLOCK_KNOB, b)}", justify="right")
+        grouped: dict[tuple, dict[Any, Normalised]] = {}
+        for n in norm:
+            grouped.setdefault((settings_key(n.context), settings_key(n.level)), {})[n.block_size] = n
+        for (_, _), by_block in grouped.items():
+            first = next(iter(by_block.values()))
+            cells = []
+            for b in blocks:
+                found = by_block.get(b)
+                if found is None or not math.isfinite(found.value):
+                    cells.append("-")
+                elif found.n < 2 or (found.ci_low == found.ci_high == found.value):
+                    cells.append(f"{found.value:.3f}")
+                else:
+                    cells.append(f"{found.value:.3f} [{found.ci_low:.3f}, {found.ci_high:.3f}]")
+            t.add_row(*([context_label(first.context)] if has_context else []), first.level_label, *cells)
+        tables.append(t)
+    return tables
+
+
+# ---------------------------------------------------------------------- the device twin
+def efficiency_table(effs: list[SettingEfficiency], describe: Callable[[str], str] = str) -> Table:
+    """The engine against its device twin (analysis/efficiency.py): per setting the I/O
+    replayed, engine and device rates, efficiency, bottleneck."""
+    table = Table(box=box.SIMPLE_HEAD, title="The engine against its device twin (fio replaying the same I/O)",
+                  title_justify="left", pad_edge=False)
+    # narrow headings: the caption says what they are
+    for name in ("setting / I/O replayed by fio", "engine", "disk", "of disk", "busy", "CPU", "bottleneck"):
+        table.add_column(name, justify="left" if name[0] in "sb" else "right", no_wrap=name[0] != "s", overflow="fold")
+    how = ("fio replayed each cell's I/O beside it: geometric mean over the blocks [95% CI]" if any(e.paired for e in effs)
+           else "median [95% CI]")
+    table.caption = (f"of disk: the engine's rate over fio's for the same I/O, {how}; mismatch: the interval lies above "
+                     "100%, the twin did not replay what the engine did (why: beside it); busy: the disk's utilisation; "
+                     "CPU: cores the engine's processes used of those they could use")
+    table.caption_justify = "left"
+    for e in effs:
+        cpu, busy = e.cpu_text("/"), _percent(e.util_pct)
+        what = e.pattern.compact() if e.has and e.pattern is not None else e.why_none
+        setting = f"{_short_label(describe(e.label))}\n  {what}"
+        if e.has:
+            table.add_row(setting, _rate(e.engine_rate, e.unit), _rate(e.device_rate, e.unit), e.percent(), busy, cpu, e.bottleneck or "")
+        else:
+            engine = _rate(e.engine_rate, e.unit) if math.isfinite(e.engine_rate) else "–"
+            disk = _rate(e.device_rate, e.unit) if e.mismatch else "–"
+            table.add_row(setting, engine, disk, "mismatch" if e.mismatch else "–", busy, cpu, e.bottleneck or "")
+    return table
+
+
+def _short_label(text: str) -> str:
+    """'workload.sessions=4, workload.update_pct=0' -> 'sessions=4, update_pct=0': a narrow column."""
+    return text.replace("workload.", "")
+
+
+def _rate(x: float, unit: str) -> str:
+    return f"{x:,.0f} {unit}" if math.isfinite(x) else "–"
+
+
+def _percent(x: float) -> str:
+    return f"{x:.0f}%" if math.isfinite(x) else "–"

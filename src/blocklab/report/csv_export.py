@@ -7,7 +7,8 @@ import io
 from typing import Any
 
 from ..results import ResultRow
-from .data import RunData, label_of
+from ..units import label_of
+from .data import RunData
 
 BASE_COLUMNS = ("cell", "cell_id", "block", "started", "status", "setting")
 
@@ -62,7 +63,7 @@ def export_csv(data: RunData) -> bytes:
     return buf.getvalue().encode("utf-8")
 
 
-def _cell(value: Any) -> Any:
+def _cell(value: object) -> Any:
     if value is None:
         return ""
     if isinstance(value, bool):

@@ -10,13 +10,12 @@ summary is recomputed from the rows."""
 from __future__ import annotations
 
 import math
-import re
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..engines.base import Capabilities, describe_size, fmt_bytes
+from ..engines.base import Capabilities
 from ..results import (
     ENVIRONMENT_FILE,
     EXPERIMENT_FILE,
@@ -28,102 +27,7 @@ from ..results import (
     ResultsError,
     RunDir,
 )
-
-# metric -> (unit, what it is). Metrics not listed are shown by their own name.
-METRICS: dict[str, tuple[str, str]] = {
-    "rows_per_s": ("rows/s", "throughput"),
-    "mb_per_s": ("MB/s", "read bandwidth"),
-    "avg_read_kb": ("kB", "average read size"),
-    "elapsed_s": ("s", "elapsed time"),
-    "iops": ("IOPS", "I/O operations per second"),
-    "reads": ("", "read calls"),
-    "read_bytes": ("B", "bytes read"),
-    "read_time_ms": ("ms", "time in reads"),
-    "server_cpu_s": ("s", "server CPU"),
-    "rows": ("", "rows"),
-    "relation_bytes": ("B", "table size"),
-    "cold_ratio": ("", "physical bytes / table size"),
-    "read_iops": ("IOPS", "read I/O requests per second"),
-    "db_time_s": ("s", "DB time"),
-}
-# the metrics worth a column in the per-setting table, in this order, when present
-HEADLINE_METRICS = ("rows_per_s", "mb_per_s", "iops", "avg_read_kb", "elapsed_s", "reads", "read_time_ms", "cold_ratio")
-# short column headings for the tables
-SHORT_NAMES = {
-    "rows_per_s": "rows/s",
-    "mb_per_s": "MB/s",
-    "iops": "IOPS",
-    "avg_read_kb": "avg read (kB)",
-    "elapsed_s": "elapsed (s)",
-    "reads": "reads",
-    "read_time_ms": "time in reads (ms)",
-    "cold_ratio": "bytes read / table size",
-}
-
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|kB|KB|MB|GB|TB)\s*$")
-_SIZE_FACTOR = {"B": 1, "kB": 1024, "KB": 1024, "MB": 1024**2, "GB": 1024**3, "TB": 1024**4}
-
-
-def unit_of(metric: str) -> str:
-    return METRICS.get(metric, ("", ""))[0]
-
-
-def metric_title(metric: str) -> str:
-    return METRICS.get(metric, ("", metric.replace("_", " ")))[1]
-
-
-def human(x: float | None, unit: str = "") -> str:
-    """About three significant digits with k/M/G: 12773955 -> '12.8 M', 0.0123 -> '0.0123'."""
-    if x is None or not isinstance(x, (int, float)) or not math.isfinite(x):
-        return "–"
-    a = abs(x)
-    suffix = ""
-    for factor, s in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if a >= factor and a >= 1e4:  # 1,450 MB/s stays as it is; 14,500 -> 14.5 k
-            x, a, suffix = x / factor, a / factor, s
-            break
-    if a == 0:
-        text = "0"
-    elif a >= 100:
-        text = f"{x:,.0f}"
-    elif a >= 1e-3:
-        text = f"{x:.{2 - math.floor(math.log10(a))}f}"
-    else:
-        text = f"{x:.2e}"
-    if unit:
-        return f"{text} {suffix} {unit}" if suffix else f"{text} {unit}"
-    return f"{text} {suffix}".rstrip()
-
-
-def axis_formatter_text(values: list[float]) -> list[str]:
-    """Tick labels on one scale, as few decimals as the ticks need: 0, 2.5 M, 5 M, 17.5 M."""
-    finite = [abs(v) for v in values if math.isfinite(v)]
-    top = max(finite, default=0.0)
-    factor, suffix = 1.0, ""
-    for f, s in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if top >= f and top >= 1e4:
-            factor, suffix = f, s
-            break
-    out = []
-    for v in values:
-        scaled = v / factor
-        text = f"{scaled:,.3f}".rstrip("0").rstrip(".") if scaled != 0 else "0"
-        out.append(f"{text} {suffix}".rstrip() if scaled != 0 else "0")
-    return out
-
-
-def parse_size(text: Any) -> int | None:
-    """'32kB' / '1MB' (how an engine reports a size) -> bytes; None if it is not a size."""
-    m = _SIZE.match(str(text))
-    if not m:
-        return None
-    return int(float(m.group(1)) * _SIZE_FACTOR[m.group(2)])
-
-
-def label_of(settings: dict[str, Any]) -> str:
-    from ..analysis.summary import label_of as _label_of
-
-    return _label_of(settings)
+from ..units import HEADLINE_METRICS, describe_size, fmt_bytes, label_of, reported_size, unit_of
 
 
 @dataclass
@@ -329,7 +233,7 @@ class RunData:
         return " · ".join(parts)
 
     # ------------------------------------------------------------------ how things read
-    def describe_value(self, knob: str, value: Any) -> str:
+    def describe_value(self, knob: str, value: object) -> str:
         """As people write it: a page size of 16384 -> '16 kB', 16 blocks -> '16 (128 kB)'
         (from the plan's sizes, else from the size the engine read back)."""
         if isinstance(value, bool):
@@ -341,11 +245,11 @@ class RunData:
         if planned is not None:
             return describe_size(value, int(planned))
         size = self._applied_size(knob, value)
-        if size is not None and isinstance(value, (int, float)) and parse_size(str(value)) is None:
+        if size is not None and isinstance(value, (int, float)):
             return describe_size(value, size)
         return str(value)
 
-    def value_parts(self, knob: str, value: Any) -> tuple[str, str]:
+    def value_parts(self, knob: str, value: object) -> tuple[str, str]:
         """('16', '128 kB') for a two-line tick label; ('on', '') otherwise. An engine's
         reading of the value ('read-ahead after 56 of 64 pages') is too long for a tick:
         the legend and the table say it."""
@@ -383,10 +287,10 @@ class RunData:
             return self.describe_value(knob, value)
         return ", ".join(f"{k}={self.describe_value(k, v)}" for k, v in settings.items())
 
-    def _applied_size(self, knob: str, value: Any) -> int | None:
+    def _applied_size(self, knob: str, value: object) -> int | None:
         for row in self.rows:
             if row.settings.get(knob) == value and knob in row.applied:
-                size = parse_size(row.applied[knob])
+                size = reported_size(row.applied[knob])
                 if size is not None:
                     return size
         if knob == "multiblock_read" and self.block_size and isinstance(value, int) and not isinstance(value, bool):
@@ -506,7 +410,7 @@ def load_run(path: Path | str) -> RunData:
             f"{rd.torn_lines} incomplete line(s) at the end of {RESULTS_FILE} ignored (a cell cut short by a crash)"
         )
     if _summary_stale(summary, rows):
-        _recompute_summary(data)
+        _refresh_stale_summary(data)
     _older_statistics_note(data)
     _import_notes(rd, data)
     return data
@@ -548,9 +452,7 @@ def _summary_stale(summary: dict[str, Any], rows: list[ResultRow]) -> bool:
     return counted != len(rows)
 
 
-def _recompute_summary(data: RunData) -> None:
-    from ..analysis.reanalyse import recompute_summary
-
+def _refresh_stale_summary(data: RunData) -> None:
     old = data.summary
     try:
         summary = recompute_summary(data)
@@ -561,6 +463,51 @@ def _recompute_summary(data: RunData) -> None:
     data.summary_recomputed = True
     if old:
         data.notes.append(f"{SUMMARY_FILE} was older than {RESULTS_FILE}; the summary here is recomputed from the rows")
+
+
+def recompute_summary(data: RunData) -> dict[str, Any]:
+    """The summary of a loaded run, as the runner would write it today."""
+    from ..analysis.load import load_axes_of
+    from ..analysis.summary import summarise  # scipy: loaded when a summary is computed, not for every report
+    from ..search import sequential_looks
+
+    old = data.summary
+    measure = data.spec.get("measure") or {}
+    baseline = old.get("baseline") if old.get("baseline") in data.labels else None
+    summary = summarise(
+        data.rows,
+        metric=data.metric,
+        goal=data.goal,
+        setting_labels=data.labels,
+        settings_by_label=data.settings_by_label,
+        baseline=baseline,
+        practical=float(measure.get("practical") or 0.0),
+        seed=int(data.seed or 0),
+        describe_setting=data.describe_label,
+        knob_label=", ".join(data.knobs) or "setting",
+        unit=data.unit,
+        looks=sequential_looks(measure),
+        cells_planned=data.cells_planned,
+        load_axes=load_axes_of(str((data.spec.get("workload") or {}).get("kind") or ""), data.knobs),
+    )
+    for key in ("experiment", "cells_planned", "seed", "settle"):
+        if key in old:
+            summary[key] = old[key]
+    if old.get("words_from") == "import":  # an importer's own headline and verdict (device limits, system statistics,
+        for key in ("headline", "verdict", "limits", "words_from"):  # SLOB series): the rows do not change on import
+            if key in old:
+                summary[key] = old[key]
+        if old.get("unranked"):  # values that are each a limit or a statistic by itself: no 'best' among them
+            from ..importers.rundir import unranked
+
+            unranked(summary)
+    summary.setdefault("experiment", data.name)
+    summary.setdefault("cells_planned", data.cells_planned)
+    summary.setdefault("seed", data.seed)
+    from ..analysis.efficiency import add_to_summary
+
+    add_to_summary(summary, data.path, data.describe_label)  # the disk's line and the bottleneck's reasoning, as the runner adds them
+    return summary
 
 
 def _older_statistics_note(data: RunData) -> None:

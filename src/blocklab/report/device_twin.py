@@ -11,11 +11,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from matplotlib.axes import Axes
+
 from ..analysis import efficiency
 from ..analysis.efficiency import SettingEfficiency
 from ..device.interleave import load_replays
 from ..device.twin import load as load_twins
-from .data import RunData, human, unit_of
+from ..units import human, unit_of
+from .data import RunData
 
 GREEN = "#2e8b57"
 _CACHE_KEY = "_blocklab_efficiency"  # kept on the RunData: every plot and the page share one analysis
@@ -36,7 +39,7 @@ def has_device(data: RunData) -> bool:
 
 
 # ====================================================================== plots
-def device_line(ax: Any, data: RunData, knob: str, metric: str) -> tuple[Any, str]:
+def device_line(ax: Axes, data: RunData, knob: str, metric: str) -> tuple[Any, str]:
     """The disk's line on a sweep's axes: at each setting, what `metric` would be if
     the engine got all that fio gets for its I/O. Returns (legend handle, the caption's
     sentence), (None, '') when the run has no twin."""

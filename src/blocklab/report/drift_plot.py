@@ -19,7 +19,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from ..analysis.paired import BlockCell, fit_blocks
-from .data import RunData, label_of
+from ..units import label_of
+from .data import RunData
 
 SIZE = (10.0, 3.8)  # a small picture: one line across the run
 BLUE = "#1f5fa8"

@@ -16,7 +16,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from ..analysis.fleet import Sweep, fleet_summary
-from .data import RunData, human
+from ..units import human, metric_title
+from .data import RunData
 
 PLOT_ID = "fleet-hosts"
 # one colour per host, readable on white and told apart in grey print (tab10 without its greys)
@@ -117,7 +118,7 @@ def _shared_disks(data: RunData) -> list[str]:
     return [", ".join(g) for g in groups.values() if len(g) > 1]
 
 
-def _finite(x: Any) -> bool:
+def _finite(x: object) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
@@ -220,8 +221,6 @@ def _subtitle(data: RunData, part: dict[str, Any], hosts: list[str]) -> str:
 
 
 def _metric_words(metric: str) -> str:
-    from .data import metric_title
-
     return metric_title(metric)
 
 

@@ -12,11 +12,12 @@ from typing import Any
 import jinja2
 
 from .. import __version__
-from ..console import figure_of, standing_note
+from ..analysis.entry import figure_of, standing_note
+from ..units import SHORT_NAMES, fmt_bytes, human, label_of, metric_title
 from .cpu_profile_view import FlameGraph, flame_graphs
 from .cpu_profile_view import html_context as cpu_profile_context
 from .csv_export import export_csv
-from .data import SHORT_NAMES, RunData, SettingFigures, fmt_bytes, human, label_of, metric_title
+from .data import RunData, SettingFigures
 from .device_twin import html_context as device_twin_context
 from .fleet import fleet_context
 from .plots import Plot
@@ -294,7 +295,7 @@ def _environment(data: RunData) -> list[tuple[str, str]]:
     env = data.environment
     items: list[tuple[str, str]] = []
 
-    def add(name: str, value: Any) -> None:
+    def add(name: str, value: object) -> None:
         if value not in (None, "", {}):
             items.append((name, str(value)))
 
@@ -335,7 +336,7 @@ def _fixed(data: RunData) -> list[tuple[str, str, str]]:
     return [(str(k), _plain(v), str(applied.get(k, ""))) for k, v in asked.items()]
 
 
-def _plain(value: Any) -> str:
+def _plain(value: object) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
     if isinstance(value, list):

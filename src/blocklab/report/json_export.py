@@ -37,7 +37,7 @@ def export_json(data: RunData) -> bytes:
     return (text + "\n").encode("utf-8")
 
 
-def _finite(value: Any) -> Any:
+def _finite(value: object) -> Any:
     """NaN and infinities -> null: strict JSON, readable by every tool."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None

@@ -12,11 +12,13 @@ import math
 from typing import Any
 
 from matplotlib import ticker
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.layout_engine import ConstrainedLayoutEngine
 
-from .data import RunData, axis_formatter_text, fmt_bytes
+from ..units import fmt_bytes, tick_labels
+from .data import RunData
 
 SIZE = (10.0, 6.0)  # inches: 1500 x 900 px at 150 dpi (plots.PNG_DPI)
 
@@ -63,12 +65,12 @@ class ScaledFormatter(ticker.Formatter):
 
     def __call__(self, x: float, pos: int | None = None) -> str:
         locs = list(self.locs) if len(self.locs) else [x]
-        texts = axis_formatter_text(locs + [x])
+        texts = tick_labels(locs + [x])
         return texts[-1]
 
     def format_ticks(self, values: Any) -> list[str]:
         self.set_locs(values)
-        return axis_formatter_text(list(values))
+        return tick_labels(list(values))
 
 
 # ====================================================================== the figure
@@ -121,7 +123,7 @@ def single_numeric_knob(data: RunData) -> str | None:
     return knobs[0]
 
 
-def _is_number(v: Any) -> bool:
+def _is_number(v: object) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
@@ -138,7 +140,7 @@ def log2_axis(xs: list[float]) -> bool:
     return max(xs) / min(xs) >= 8
 
 
-def knob_ticks(ax: Any, data: RunData, knob: str, xs: list[float], log2: bool) -> None:
+def knob_ticks(ax: Axes, data: RunData, knob: str, xs: list[float], log2: bool) -> None:
     """A tick at every value the plan sweeps (measured or not yet), labelled '16\\n128 kB'."""
     measured = set(xs)
     xs = axis_values(data, knob, xs)

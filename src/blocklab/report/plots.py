@@ -27,8 +27,10 @@ import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from ..analysis.overhead import reference_label
 from .data import RunData
 from .device_twin import PETAL_SENTENCE, petal_points
+from .overhead_plot import overhead_figure
 from .plot_style import STYLE, single_numeric_knob
 from .scan_plot import scan_sweep
 from .sweep_plot import generic_sweep
@@ -106,8 +108,6 @@ def _time_profile(data: RunData, limits: dict[str, float]) -> tuple[str, str, st
 
 def _checksum_overhead(data: RunData, limits: dict[str, float]) -> tuple[str, str, str, Figure] | None:
     """Seed 001's picture: elapsed normalised to no checksum, per block size and level."""
-    from ..analysis.overhead import overhead_figure, reference_label
-
     fig = overhead_figure(data.ok_rows, data.metric)
     if fig is None:
         return None

@@ -13,11 +13,13 @@ import math
 from typing import Any
 
 from matplotlib import ticker
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from .data import RunData, fmt_bytes, label_of, metric_title, unit_of
+from ..units import fmt_bytes, label_of, metric_title, unit_of
+from .data import RunData
 from .device_twin import device_line
 from .plot_style import (
     BAND,
@@ -90,7 +92,7 @@ def scan_sweep(data: RunData, knob: str, metric: str, limits: dict[str, float]) 
     return plot_id, title, caption, fig
 
 
-def _io_size_axis(ax: Any, data: RunData, knob: str, xs: list[float], log2: bool) -> list[Any]:
+def _io_size_axis(ax: Axes, data: RunData, knob: str, xs: list[float], log2: bool) -> list[Any]:
     """Right axis: the measured average read size per setting, and the size asked for."""
     io_figs = {f.label: f for f in data.figures("avg_read_kb")}
     points = []
@@ -140,7 +142,7 @@ def _io_size_axis(ax: Any, data: RunData, knob: str, xs: list[float], log2: bool
     return handles
 
 
-def _label_for(data: RunData, knob: str, value: Any) -> str:
+def _label_for(data: RunData, knob: str, value: object) -> str:
     return label_of({knob: value})
 
 

@@ -15,7 +15,8 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from .data import RunData, label_of
+from ..units import SERIES_TITLES, label_of
+from .data import RunData
 from .plot_style import ScaledFormatter
 
 MAX_PANELS = 48  # beyond this the panels are too small to read; the caption says how many are shown
@@ -26,8 +27,6 @@ RED = "#b3261e"
 SHADE = "#d9d9d9"
 # the series a panel shows when the row does not name one (older rows): the first present
 DEFAULT_KEYS = ("device_read_iops", "device_mb_per_s")
-UNITS = {"device_read_iops": "read IOPS (device)", "device_mb_per_s": "MB/s (device)",
-         "device_write_iops": "write IOPS (device)", "cpu_busy_pct": "CPU busy %"}
 
 
 def _key_of(row: Any) -> str | None:
@@ -50,7 +49,7 @@ def series_figure(data: RunData) -> tuple[Figure, str] | None:
     fig = Figure(figsize=(max(6.0, 2.1 * columns), 2.0 * lines + 0.9), dpi=100, layout="constrained")
     FigureCanvasAgg(fig)
     keys = {k for r in shown if (k := _key_of(r))}
-    fig.suptitle("Second by second: " + ", ".join(sorted(UNITS.get(k, k) for k in keys)), x=0.01, ha="left")
+    fig.suptitle("Second by second: " + ", ".join(sorted(SERIES_TITLES.get(k, k) for k in keys)), x=0.01, ha="left")
     drifting = 0
     varying = [k for k in data.knobs if len({str(r.settings.get(k)) for r in shown}) > 1]
     for i, row in enumerate(shown):

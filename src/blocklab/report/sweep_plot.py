@@ -9,11 +9,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from .data import RunData, SettingFigures, human, metric_title, unit_of
+from ..units import human, metric_title, unit_of
+from .data import RunData, SettingFigures
 from .plot_style import (
     BAND,
     BLUE,
@@ -84,7 +86,7 @@ def generic_sweep(data: RunData, metric: str, limits: dict[str, float]) -> tuple
     return plot_id, title, caption, fig
 
 
-def _bars(ax: Any, data: RunData, figs: list[SettingFigures], best: str | None, close: list[str], unit: str,
+def _bars(ax: Axes, data: RunData, figs: list[SettingFigures], best: str | None, close: list[str], unit: str,
           metric: str) -> list[Any]:
     positions = list(range(len(figs)))
     colours = [ORANGE if f.label == best else ("#f3b27a" if f.label in close else BAND) for f in figs]
@@ -129,7 +131,7 @@ def _tick_label(data: RunData, label: str) -> str:
 
 
 # ====================================================================== marks every sweep draws
-def draw_runs_and_median(ax: Any, figs: list[SettingFigures], xs: list[float], log2: bool, unit: str) -> None:
+def draw_runs_and_median(ax: Axes, figs: list[SettingFigures], xs: list[float], log2: bool, unit: str) -> None:
     """Every run a grey dot (equal values side by side), the medians a blue line in their 95% band."""
     dots_x: list[float] = []
     dots_y: list[float] = []
@@ -175,7 +177,7 @@ def best_and_close(data: RunData, metric: str, figs: list[SettingFigures]) -> tu
 
 
 def mark_best(
-    ax: Any, figs: list[SettingFigures], xs: list[float], best: str | None, close: list[str],
+    ax: Axes, figs: list[SettingFigures], xs: list[float], best: str | None, close: list[str],
     data: RunData, unit: str, metric: str,
 ) -> list[Any]:
     """The best setting starred, those as good as it ringed, those the run cannot
@@ -203,7 +205,7 @@ def mark_best(
     return handles
 
 
-def limit_line(ax: Any, metric: str, limits: dict[str, float]) -> Any:
+def limit_line(ax: Axes, metric: str, limits: dict[str, float]) -> Any:
     """The device's limit from a calibration as a red dashed line; None without one for this metric."""
     key_unit = LIMIT_FOR_METRIC.get(metric)
     if not key_unit:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
 from ..analysis.paired import BlockCell, fit_blocks
-from ..plan import Cell, _costly_key, _order_block
+from ..plan import Cell, costly_key, order_block
 
 if TYPE_CHECKING:
     from .driver import Search, SearchResult
@@ -81,8 +81,8 @@ def confirm_winner(search: Search, found: SearchResult, *, blocks: int, missing:
     last: tuple | None = None
     for block in range(first, first + blocks):
         rng = random.Random(search.seed * 1_000_003 + block)
-        ordered = _order_block([search.setting(lb) for lb in entrants], search.restart_knobs, rng, last)
-        last = _costly_key(ordered[-1], search.restart_knobs)
+        ordered = order_block([search.setting(lb) for lb in entrants], search.restart_knobs, rng, last)
+        last = costly_key(ordered[-1], search.restart_knobs)
         plan += [Cell(0, block, s) for s in ordered]
     fresh = new_instance() if missing(plan) else "the same engine instance (every cell measured before the resume)"
     say(f"confirmation: {blocks} fresh blocks of {', '.join(entrants)} on {fresh}")

@@ -14,7 +14,7 @@ the rows, so a resumed tune replays it: a cell whose row exists is read, not
 measured, and the optimiser is asked and told exactly as before.
 
 Restarts: within a block the configurations are grouped by their restart-class
-knobs (plan._order_block, which starts with the group the server runs now), and
+knobs (plan.order_block, which starts with the group the server runs now), and
 each restart is paid from the budget: its seconds (what the engine's apply took
 on a cell that changed a restart knob, beyond an ordinary apply; before any was
 measured, what the engine declares) converted to cells at the median cell's
@@ -33,7 +33,7 @@ from typing import Any
 
 from ..analysis.paired import BlockCell
 from ..engines.base import ApplyClass
-from ..plan import Cell, Setting, _costly_key, _order_block
+from ..plan import Cell, Setting, costly_key, order_block
 from ..results import ResultRow
 from .optimiser import Optimiser
 from .race import levels_to, look
@@ -186,7 +186,7 @@ class Search:
         return left_s / self.accounts.cell_seconds() - self.confirmation_cells()
 
     def block_cost(self, labels: list[str]) -> float:
-        groups = {_costly_key(self.setting(lb), self.restart_knobs) for lb in labels} if self.restart_knobs else set()
+        groups = {costly_key(self.setting(lb), self.restart_knobs) for lb in labels} if self.restart_knobs else set()
         restarts = max(0, len(groups) - (1 if self.last_restart_key in groups else 0))
         return len(labels) + restarts * self.accounts.restart_in_cells()
 
@@ -308,7 +308,7 @@ class Search:
     def measure_block(self, round_no: int, block: int, labels: list[str]) -> None:
         settings = [self.setting(lb) for lb in labels]
         rng = random.Random(self.seed * 1_000_003 + block)
-        for setting in _order_block(settings, self.restart_knobs, rng, self.last_restart_key):
+        for setting in order_block(settings, self.restart_knobs, rng, self.last_restart_key):
             value = self.measure_one(Cell(index=0, block=block, setting=setting), {"phase": "race", "round": round_no + 1})
             if value is not None:
                 self.cells.append(BlockCell(block, setting.label, value))
@@ -317,7 +317,7 @@ class Search:
         """Measure a cell (or read it back), pay for it and for the restart it needed;
         the metric's value of its valid row, None when it has none."""
         rows = self.measure(cell, tag)
-        key = _costly_key(cell.setting, self.restart_knobs) if self.restart_knobs else None
+        key = costly_key(cell.setting, self.restart_knobs) if self.restart_knobs else None
         for i, row in enumerate(rows):
             self.accounts.add(row, restarted=i == 0 and key is not None and self.last_restart_key is not None and key != self.last_restart_key)
         self.last_restart_key = key

@@ -28,8 +28,8 @@ from ..environment import collect as collect_environment
 from ..experiment import Experiment, prepare
 from ..owed import keep_owed_restore
 from ..plan import Cell
-from ..results import ENVIRONMENT_FILE, EXPERIMENT_FILE, RESULTS_FILE, SPEC_FILE, ResultRow, RunDir
-from ..runner import Interrupted, _engine_stopped_at_exit, _raise_interrupt, measure_cell, text_digest
+from ..results import ENVIRONMENT_FILE, EXPERIMENT_FILE, RESULTS_FILE, SPEC_FILE, ResultRow, RunDir, text_digest
+from ..runner import Interrupted, engine_stopped_at_exit, measure_cell, raise_interrupt
 from ..spec import SpecError, read_experiment_text, spec_from_dict
 from .confirm import confirm_winner
 from .driver import MIN_BLOCKS, Accounts, Search, SearchResult, restart_knobs_of
@@ -196,9 +196,9 @@ def run_tune(setup: TuneSetup, run_dir: RunDir, *, say: Callable[[str], None] = 
     estimate = exp.workload.estimate_seconds() + 0.5
     search = Search(spec=setup.spec, dimensions=setup.dimensions, default=setup.default, goal=exp.goal, metric=exp.metric,
                     seed=exp.seed, restart_knobs=restart_knobs, measure=cells.measure, accounts=Accounts(declared, estimate), say=say)
-    previous_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)  # a kill stops the engine like Ctrl-C
+    previous_sigterm = signal.signal(signal.SIGTERM, raise_interrupt)  # a kill stops the engine like Ctrl-C
     try:
-        with _engine_stopped_at_exit(exp.engine, run_dir):
+        with engine_stopped_at_exit(exp.engine, run_dir):
             exp.on_changed = lambda: keep_owed_restore(exp.engine, run_dir)
             exp.engine.apply(exp.fixed)
             if not resume or not run_dir.file(ENVIRONMENT_FILE).exists():

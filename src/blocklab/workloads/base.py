@@ -72,7 +72,7 @@ class Workload(Protocol):
         (its dialect's bytes_per_row), checked against the free space before anything runs."""
 
 
-def timed_series(workload: Any) -> tuple[dict[str, list[float]], str] | None:
+def timed_series(workload: object) -> tuple[dict[str, list[float]], str] | None:
     """A timed workload's per-second series of its last run and the name of the
     series its steadiness is judged on (analysis/series.py drift()); None for a
     workload that is not timed. Timed workloads say so with two attributes:
@@ -111,11 +111,6 @@ def dialect_bytes_per_row(dialect_class: type[DialectBase], default: float) -> f
     """What a row of this workload's tables takes on the engine (its dialect says; else `default`)."""
     declared = dialect_class.bytes_per_row
     return float(default if declared is None else declared)
-
-
-def dialect_of(engine: Engine, workload: str) -> Any:
-    """The engine's dialect for this workload (checked in validation already)."""
-    return engine.dialect(workload)
 
 
 __all__ = ["Options", "Workload", "dialect_bytes_per_row", "missing_methods", "protocol_methods", "timed_series"]

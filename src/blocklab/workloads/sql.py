@@ -52,7 +52,8 @@ from ..engines.base import Engine, Session, SessionProfiler
 from ..probes.io import RunProbe
 from ..spec import DatasetSpec, SpecError
 from .base import Options
-from .pgscript import PREDEFINED, Runner, Script, ScriptError, SetCommand, SleepCommand, Statement, Value, load_script
+from .pgscript import PREDEFINED, Runner, Script, SetCommand, SleepCommand, Statement, load_script
+from .pgscript_expr import ScriptError, Value
 from .together import run_together
 
 

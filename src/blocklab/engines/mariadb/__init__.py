@@ -62,19 +62,17 @@ from .capabilities import CAPABILITIES
 from .counters import innodb_window, read_counters
 from .cpu_profile import ProfileProcesses
 from .dsn import DATABASE, parse_dsn
-from .instance import InstanceMixin, _log_tail
+from .instance import InstanceMixin, tail_of_log
 from .knobs import (
-    _FSP_FLAGS_FULL_CRC32,
-    CHECKSUM_FAMILIES,
     ENGINE_NAME,
     GENERIC_TO_NATIVE,
     KnobsMixin,
     ServerVariable,
-    _parse_page_size,
-    _same,
-    _server_value,
-    _sql_value,
-    _wait_buffer_pool_resize,
+    parse_page_size,
+    same_setting,
+    server_value,
+    sql_value,
+    wait_buffer_pool_resize,
 )
 from .scan import ScanTables
 from .server import DsnServerMixin
@@ -136,7 +134,7 @@ class MariadbEngine(InstanceMixin, KnobsMixin, DsnServerMixin, EngineBase):
         self._dsn = parse_dsn(dsn) if dsn else None
         self._page_size: int | None = None
         if page_size is not None:
-            self._page_size = _parse_page_size(page_size)
+            self._page_size = parse_page_size(page_size)
         self.reinitialised = False  # a fresh data directory was made (its tables are new)
         self.timings: dict[str, float] = {}  # last install/start/stop seconds, for the report
         self._started = False
@@ -213,7 +211,7 @@ class MariadbEngine(InstanceMixin, KnobsMixin, DsnServerMixin, EngineBase):
         if self.mode != "embedded":
             return ""
         log = self.home() / "error.log"
-        return f"error log {log}:\n{_log_tail(log, 0, lines)}"
+        return f"error log {log}:\n{tail_of_log(log, 0, lines)}"
 
     # ------------------------------------------------------------------ connections
     def _connect_params(self) -> dict[str, Any]:
@@ -274,7 +272,7 @@ class MariadbEngine(InstanceMixin, KnobsMixin, DsnServerMixin, EngineBase):
         if session and self._session_settings:
             with conn.cursor() as cur:
                 for native, value in self._session_settings.items():
-                    cur.execute(f"SET SESSION {native} = %s", (_sql_value(value),))
+                    cur.execute(f"SET SESSION {native} = %s", (sql_value(value),))
         return conn
 
     def query(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
@@ -341,11 +339,11 @@ class MariadbEngine(InstanceMixin, KnobsMixin, DsnServerMixin, EngineBase):
             if native == "innodb_page_size":
                 page_size = int(value)
                 continue
-            conf = _server_value(value)
+            conf = server_value(value)
             if info.apply == ApplyClass.SESSION:
                 session[native] = conf
                 continue
-            changed = not _same(current.get(native), conf)
+            changed = not same_setting(current.get(native), conf)
             server[native] = conf
             if self._catalog[native].read_only:
                 restart = restart or changed
@@ -397,13 +395,13 @@ class MariadbEngine(InstanceMixin, KnobsMixin, DsnServerMixin, EngineBase):
                 if record_originals and native not in self._dsn_originals:
                     cur.execute(f"SELECT @@GLOBAL.{native}")
                     self._dsn_originals[native] = cur.fetchall()[0][0]
-                cur.execute(f"SET GLOBAL {native} = %s", (_sql_value(conf),))
+                cur.execute(f"SET GLOBAL {native} = %s", (sql_value(conf),))
                 cur.execute("SHOW WARNINGS")
                 warnings = [w[2] for w in cur.fetchall()]
                 if warnings:
                     raise EngineError(f"SET GLOBAL {native} = {conf}: the server warned: {'; '.join(warnings)}")
                 if native == "innodb_buffer_pool_size":
-                    _wait_buffer_pool_resize(cur)
+                    wait_buffer_pool_resize(cur)
 
     def _global_values(self) -> dict[str, str]:
         rows = self.query("SELECT LOWER(VARIABLE_NAME), GLOBAL_VALUE FROM information_schema.SYSTEM_VARIABLES")
@@ -430,8 +428,8 @@ class MariadbEngine(InstanceMixin, KnobsMixin, DsnServerMixin, EngineBase):
         got = self.read_back(canonical)
         problems = []
         for name, value in canonical.items():
-            want = _server_value(value)
-            if not _same(got.get(name), want) and not (isinstance(value, bool) and got.get(name) == want):
+            want = server_value(value)
+            if not same_setting(got.get(name), want) and not (isinstance(value, bool) and got.get(name) == want):
                 problems.append(f"{name} asked {want}, MariaDB reports {got.get(name)!r}")
         return problems
 
@@ -501,17 +499,6 @@ class MariadbEngine(InstanceMixin, KnobsMixin, DsnServerMixin, EngineBase):
 
     def direct_io_active(self) -> bool:
         return str(self.query("SELECT @@innodb_flush_method")[0][0]).upper().startswith("O_DIRECT")
-
-    def checksum_family(self) -> str:
-        """The tablespace format new tables get now: 'full_crc32' or 'crc32'."""
-        return CHECKSUM_FAMILIES.get(str(self.query("SELECT @@innodb_checksum_algorithm")[0][0]), "crc32")
-
-    def table_checksum(self, table: str) -> str | None:
-        """The checksum format of a table's tablespace: 'full_crc32', 'crc32', or None if it has none."""
-        rows = self.query("SELECT FLAG FROM information_schema.INNODB_SYS_TABLESPACES WHERE NAME = %s", (f"{DATABASE}/{table}",))
-        if not rows:
-            return None
-        return "full_crc32" if int(rows[0][0]) & _FSP_FLAGS_FULL_CRC32 else "crc32"
 
     def relation_bytes(self, table: str) -> int:
         """Bytes of the table's data and indexes as InnoDB's persistent statistics count

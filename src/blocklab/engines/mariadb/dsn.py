@@ -17,12 +17,12 @@ DATABASE = "blocklab"  # the only database blocklab works in, on any server
 
 
 @dataclass(frozen=True)
-class _Dsn:
+class Dsn:
     params: dict[str, Any]  # pymysql.connect keyword arguments (password included, never shown)
     where: str  # printable: user@host:port or user@socket
 
 
-def parse_dsn(dsn: str) -> _Dsn:
+def parse_dsn(dsn: str) -> Dsn:
     """mysql://user[:password]@host[:port][/blocklab][?socket=PATH], mariadb://..., or a socket path."""
     params: dict[str, Any] = {}
     if not dsn.strip() or "\x00" in dsn:
@@ -66,4 +66,4 @@ def parse_dsn(dsn: str) -> _Dsn:
         params["read_default_file"] = str(mycnf)  # fills only what the DSN left out
     params.setdefault("user", getpass.getuser())
     where = f"{params['user']}@" + (params["unix_socket"] if "unix_socket" in params else f"{params['host']}:{params['port']}")
-    return _Dsn(params, where)
+    return Dsn(params, where)

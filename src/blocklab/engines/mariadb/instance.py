@@ -77,7 +77,7 @@ def server_processes(data_dir: Path | str) -> list[int]:
     return pids
 
 
-def _log_tail(log: Path, offset: int = 0, lines: int = 15) -> str:
+def tail_of_log(log: Path, offset: int = 0, lines: int = 15) -> str:
     try:
         with open(log, "rb") as f:
             f.seek(offset)
@@ -270,7 +270,7 @@ class InstanceMixin:
                 self._proc = None
                 raise EngineError(
                     f"mariadbd exited with code {code} while starting ({self.datadir}); error log {log}:\n"
-                    + _log_tail(log, log_offset)
+                    + tail_of_log(log, log_offset)
                 )
             if self.socket_path.exists():
                 try:
@@ -284,7 +284,7 @@ class InstanceMixin:
                     f"mariadbd did not accept connections on {self.socket_path} within {self.start_timeout:.0f} s"
                     + (f" (last error: {last_error})" if last_error else "")
                     + f"; error log {log}:\n"
-                    + _log_tail(log, log_offset)
+                    + tail_of_log(log, log_offset)
                 )
             time.sleep(0.02)
 

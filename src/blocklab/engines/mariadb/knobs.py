@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Any
 import pymysql
 
 from ...errors import nearest
-from ..base import ApplyClass, KnobError, KnobInfo, fmt_bytes, parse_bool, parse_int
+from ...units import fmt_bytes
+from ..vocabulary import ApplyClass, KnobError, KnobInfo, parse_bool, parse_int
+from .dsn import DATABASE
 
 ENGINE_NAME = "mariadb"
 PAGE_SIZES = (4096, 8192, 16384, 32768, 65536)
@@ -109,7 +111,7 @@ def min_buffer_pool_bytes(page_size: int) -> int:
     return (320 * page_size // MIB + 1) * MIB
 
 
-def _parse_page_size(value: Any) -> int:
+def parse_page_size(value: Any) -> int:
     info = KnobInfo("innodb_page_size", "block_size", "size", ApplyClass.REINIT, unit="bytes", choices=tuple(map(str, PAGE_SIZES)))
     where = "knob 'block_size' (mariadb innodb_page_size)"
     try:
@@ -143,7 +145,7 @@ def _range_text(info: KnobInfo, var: ServerVariable) -> str:
     return text
 
 
-def _server_value(value: Any) -> str:
+def server_value(value: Any) -> str:
     """A canonical value as the server's command line and SET take it."""
     if isinstance(value, bool):
         return "ON" if value else "OFF"
@@ -152,7 +154,7 @@ def _server_value(value: Any) -> str:
     return str(value)
 
 
-def _sql_value(conf: str) -> Any:
+def sql_value(conf: str) -> Any:
     """Numbers go to SET unquoted (a quoted number is refused for integer variables)."""
     if re.fullmatch(r"-?\d+", conf):
         return int(conf)
@@ -161,7 +163,7 @@ def _sql_value(conf: str) -> Any:
     return conf
 
 
-def _same(server_value: str | None, conf: str) -> bool:
+def same_setting(server_value: str | None, conf: str) -> bool:
     if server_value is None:
         return False
     a, b = str(server_value).strip().lower(), conf.strip().lower()
@@ -172,7 +174,7 @@ def _same(server_value: str | None, conf: str) -> bool:
     return False
 
 
-def _wait_buffer_pool_resize(cur: Any, timeout: float = 120.0) -> None:
+def wait_buffer_pool_resize(cur: Any, timeout: float = 120.0) -> None:
     """Older 10.11 releases resize the buffer pool in the background; wait for it."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -201,6 +203,18 @@ class KnobsMixin:
         def query(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]: ...
         def block_size(self) -> int: ...
         def _admin(self, database: str | None = None) -> pymysql.connections.Connection: ...
+
+    # ------------------------------------------------------------------ checksum formats
+    def checksum_family(self) -> str:
+        """The tablespace format new tables get now: 'full_crc32' or 'crc32'."""
+        return CHECKSUM_FAMILIES.get(str(self.query("SELECT @@innodb_checksum_algorithm")[0][0]), "crc32")
+
+    def table_checksum(self, table: str) -> str | None:
+        """The checksum format of a table's tablespace: 'full_crc32', 'crc32', or None if it has none."""
+        rows = self.query("SELECT FLAG FROM information_schema.INNODB_SYS_TABLESPACES WHERE NAME = %s", (f"{DATABASE}/{table}",))
+        if not rows:
+            return None
+        return "full_crc32" if int(rows[0][0]) & _FSP_FLAGS_FULL_CRC32 else "crc32"
 
     # ------------------------------------------------------------------ capabilities
     def _load_catalog(self) -> None:
@@ -314,7 +328,7 @@ class KnobsMixin:
         for name, value in settings.items():
             native = self.knob(name).native
             note = "  # only when the data directory is created (mariadb-install-db)" if native == "innodb_page_size" else ""
-            lines.append(f"{native} = {_server_value(value)}{note}")
+            lines.append(f"{native} = {server_value(value)}{note}")
         return lines
 
     def check_settings(self, settings: dict[str, Any], *, partial: bool = False) -> dict[str, Any]:
@@ -407,7 +421,7 @@ class KnobsMixin:
             for name, value in session.items():
                 native = self.knob(name).native
                 try:
-                    cur.execute(f"SET SESSION {native} = %s", (_sql_value(_server_value(value)),))
+                    cur.execute(f"SET SESSION {native} = %s", (sql_value(server_value(value)),))
                 except pymysql.err.MySQLError as err:
                     raise KnobError(f"knob {name!r} (mariadb {native}): the server refuses {value!r}: {err.args[-1]}") from None
                 cur.execute("SHOW WARNINGS")

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import pymysql
 
 from ..base import EngineError, wait_until_answers
-from .dsn import DATABASE, _Dsn
+from .dsn import DATABASE, Dsn
 from .knobs import ServerVariable
 
 DSN_WAIT_S = 60.0  # how long a run waits for someone's server that went away before it stops
@@ -32,7 +32,7 @@ class DsnServerMixin:
         name: ClassVar[str]
         mode: str
         allow_server_changes: bool
-        _dsn: _Dsn | None
+        _dsn: Dsn | None
         _started: bool
         _catalog: dict[str, ServerVariable]
         _server_settings: dict[str, str]

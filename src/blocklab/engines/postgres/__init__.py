@@ -32,7 +32,7 @@ from .counters import StatIoWindow, read_counters, relation_totals
 from .cpu_profile import ProfileProcesses
 from .instance import EmbeddedCluster
 from .scan import ScanTables
-from .server import DsnServerMixin
+from .server import DsnServerMixin, check_dsn_syntax
 from .session import PgSession
 from .slob import SlobTables
 from .sqlscript import SqlScripts
@@ -41,20 +41,6 @@ from .tables import InsertLoop, ReloadTables
 from .update import UpdateTables
 
 ENGINE_NAME = "postgres"
-
-
-def check_dsn_syntax(dsn: str) -> None:
-    """A DSN libpq cannot parse is bad input, told before anything connects (a server
-    that does not answer is found later, by start())."""
-    import psycopg.conninfo
-
-    if not dsn.strip() or "\x00" in dsn:  # libpq would read '' (or what precedes a NUL) as "the local default server"
-        raise KnobError(f"--dsn {dsn!r}: empty or holds a NUL byte; expected 'host=HOST dbname=DB user=USER' or postgresql://USER@HOST/DB")
-    try:
-        psycopg.conninfo.conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError as err:
-        raise KnobError(f"--dsn: not a PostgreSQL connection string ({str(err).strip()}); expected "
-                        "'host=HOST dbname=DB user=USER' or postgresql://USER@HOST/DB") from None
 
 
 class PostgresEngine(DsnServerMixin, EngineBase):

@@ -8,7 +8,7 @@ import contextlib
 import re
 from typing import Any
 
-from ..base import ApplyClass, KnobError, KnobInfo, parse_bool
+from ..vocabulary import ApplyClass, KnobError, KnobInfo, parse_bool
 
 # generic knob -> (native parameter, first PostgreSQL major version that has it)
 GENERIC_TO_NATIVE: dict[str, tuple[str, int]] = {

@@ -16,13 +16,27 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import psycopg
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 
-from ..base import EngineError, wait_until_answers
+from ..base import EngineError, KnobError, wait_until_answers
 
 if TYPE_CHECKING:
     from ..host import ReadAhead
 
 DSN_WAIT_S = 60.0  # how long a run waits for someone's server that went away before it stops
+
+
+def check_dsn_syntax(dsn: str) -> None:
+    """A DSN libpq cannot parse is bad input, told before anything connects (a server
+    that does not answer is found later, by start())."""
+    if not dsn.strip() or "\x00" in dsn:  # libpq would read '' (or what precedes a NUL) as "the local default server"
+        raise KnobError(f"--dsn {dsn!r}: empty or holds a NUL byte; expected 'host=HOST dbname=DB user=USER' or postgresql://USER@HOST/DB")
+    try:
+        conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError as err:
+        raise KnobError(f"--dsn: not a PostgreSQL connection string ({str(err).strip()}); expected "
+                        "'host=HOST dbname=DB user=USER' or postgresql://USER@HOST/DB") from None
+
 
 
 class DsnServerMixin:

@@ -27,11 +27,12 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from typing import Any
 
-from ..base import ApplyClass, EngineError, KnobError, KnobInfo, parse_bool, parse_int
+from ..base import EngineError
+from ..vocabulary import ApplyClass, KnobError, KnobInfo, parse_bool, parse_int
 
 TOOL_FILE = "db_bench_tool.cc"  # the flags db_bench itself defines (357 of 430 in 7.8.3)
 HELP_TIMEOUT_S = 30.0
-_INT_RANGES = {
+INT_RANGES = {
     "int32": (-(2**31), 2**31 - 1),
     "uint32": (0, 2**32 - 1),
     "int64": (-(2**63), 2**63 - 1),
@@ -59,8 +60,8 @@ class Flag:
         """A value for this flag in canonical Python form (bool, int, float, str), or KnobError."""
         if self.type == "bool":
             return parse_bool(value, where)
-        if self.type in _INT_RANGES:
-            low, high = _INT_RANGES[self.type]
+        if self.type in INT_RANGES:
+            low, high = INT_RANGES[self.type]
             accepted = f"an integer from {low:,} to {high:,} ({self.type}; sizes like 64k or 8MB are bytes)"
             try:
                 number = _parse_integer(value, where)

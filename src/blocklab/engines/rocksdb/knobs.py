@@ -25,8 +25,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from ..base import ApplyClass, KnobError, KnobInfo, parse_bool, parse_int
-from .flags import _INT_RANGES, Flag, FlagTable, flag_text
+from ..vocabulary import ApplyClass, KnobError, KnobInfo, parse_bool, parse_int
+from .flags import INT_RANGES, Flag, FlagTable, flag_text
 
 PREFIX = "rocksdb."
 MIN_BLOCK, MAX_BLOCK = 512, 1 << 20
@@ -196,7 +196,7 @@ def native_info(flag: Flag, supported_compressions: tuple[str, ...]) -> KnobInfo
     """A db_bench flag as a native knob."""
     apply = ApplyClass.SESSION if flag.name in RUNTIME else ApplyClass.REINIT
     kind = {"bool": "bool", "double": "float", "string": "string"}.get(flag.type, "integer")
-    low, high = _INT_RANGES.get(flag.type, (None, None))
+    low, high = INT_RANGES.get(flag.type, (None, None))
     info = KnobInfo(flag.name, None, kind, apply, minimum=low, maximum=high, default=flag.default,
                     description=flag.meaning)
     if flag.name == "block_size":

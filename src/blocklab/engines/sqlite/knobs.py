@@ -10,7 +10,7 @@ from typing import Any
 
 import apsw
 
-from ..base import ApplyClass, KnobError, KnobInfo, parse_int
+from ..vocabulary import ApplyClass, KnobError, KnobInfo, parse_int
 from .files import DEFAULT_JOURNAL_MODE, DEFAULT_PAGE_SIZE, JOURNAL_MODES, PAGE_SIZES, SYNCHRONOUS
 
 # native parameter -> what it is; generic names point at these

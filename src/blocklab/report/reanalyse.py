@@ -17,12 +17,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..results import PLAN_FILE, RESULTS_FILE, SUMMARY_FILE, ResultsError, RunDir
-
-if TYPE_CHECKING:
-    from ..report.data import RunData
+from .data import load_run, recompute_summary
 
 
 class AnalyseError(ValueError):
@@ -38,56 +36,9 @@ class Reanalysis:
     written: bool
 
 
-def recompute_summary(data: RunData) -> dict[str, Any]:
-    """The summary of a loaded run, as the runner would write it today."""
-    from ..search import sequential_looks
-    from .load import load_axes_of
-    from .summary import summarise
-
-    old = data.summary
-    measure = data.spec.get("measure") or {}
-    baseline = old.get("baseline") if old.get("baseline") in data.labels else None
-    summary = summarise(
-        data.rows,
-        metric=data.metric,
-        goal=data.goal,
-        setting_labels=data.labels,
-        settings_by_label=data.settings_by_label,
-        baseline=baseline,
-        practical=float(measure.get("practical") or 0.0),
-        seed=int(data.seed or 0),
-        describe_setting=data.describe_label,
-        knob_label=", ".join(data.knobs) or "setting",
-        unit=data.unit,
-        looks=sequential_looks(measure),
-        cells_planned=data.cells_planned,
-        load_axes=load_axes_of(str((data.spec.get("workload") or {}).get("kind") or ""), data.knobs),
-    )
-    for key in ("experiment", "cells_planned", "seed", "settle"):  # settle: when the run stopped, and why
-        if key in old:
-            summary[key] = old[key]
-    if old.get("words_from") == "import":  # an importer's own headline and verdict (device limits, system statistics,
-        for key in ("headline", "verdict", "limits", "words_from"):  # SLOB series): the rows do not change on import
-            if key in old:
-                summary[key] = old[key]
-        if old.get("unranked"):  # values that are each a limit or a statistic by itself: no 'best' among them
-            from ..importers.rundir import unranked
-
-            unranked(summary)
-    summary.setdefault("experiment", data.name)
-    summary.setdefault("cells_planned", data.cells_planned)
-    summary.setdefault("seed", data.seed)
-    from .efficiency import add_to_summary
-
-    add_to_summary(summary, data.path, data.describe_label)  # the disk's line and the bottleneck's reasoning, as the runner adds them
-    return summary
-
-
 def reanalyse(path: Path | str, *, write: bool = True) -> Reanalysis:
     """Recompute (and by default rewrite) RUN_DIR/summary.json. Raises
     AnalyseError when `path` is not a results directory with measured rows."""
-    from ..report.data import load_run
-
     path = Path(path)
     accepted = f"a results directory written by `blocklab run` (it holds {PLAN_FILE} and {RESULTS_FILE})"
     if not path.is_dir():

@@ -1,0 +1,34 @@
+"""A summary's setting entry read back (summary.json's "settings"): the figure the
+best is picked on and where the setting stands against the best, as the verdict,
+the console's table, the report and the load view all say them."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+
+def figure_of(entry: Mapping[str, Any]) -> tuple[Any, Any, Any]:
+    """(value, low, high) of a summary's setting entry, the figure the best is picked
+    on: its block-adjusted level, else (an unpaired analysis, older summaries) its median."""
+    if _finite(entry.get("level")):
+        return entry["level"], entry.get("level_ci_low"), entry.get("level_ci_high")
+    return entry.get("median"), entry.get("ci_low"), entry.get("ci_high")
+
+
+def standing_note(entry: Mapping[str, Any], best: bool) -> str:
+    """'best', 'as good', 'slower', 'open: ~6 blocks' (summary.json's standing)."""
+    if best:
+        return "best"
+    standing = entry.get("standing")
+    if standing == "undecided":
+        needed = entry.get("blocks_needed")
+        if not needed:
+            return "open"
+        return "open: >100 blocks" if needed > 100 else f"open: ~{needed} blocks"  # analysis/verdict.py MAX_BLOCKS_SAID
+    return {"as_good": "as good", "slower": "slower"}.get(str(standing), "")
+
+
+def _finite(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
