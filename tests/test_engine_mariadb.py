@@ -427,5 +427,5 @@ def test_dsn_parsing_keeps_passwords_out_of_sight(monkeypatch):
     assert "s3cret" not in tcp.where
     sock = parse_dsn("/run/mysqld/mysqld.sock")
     assert sock.params["unix_socket"] == "/run/mysqld/mysqld.sock"
-    with pytest.raises(EngineError, match="only in its own database"):
+    with pytest.raises(KnobError, match="only in its own database"):
         parse_dsn("mysql://root@localhost/production")

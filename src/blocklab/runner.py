@@ -245,12 +245,26 @@ def measure_cell(exp: Experiment, cell: Cell, reporter: Reporter, record: Callab
     stops the run (EngineDied). Split from _run_and_record so that a fleet worker
     (fleet/worker.py) measures with the same rules and streams the rows back
     instead of writing them."""
-    died = remeasured = False
+    died = remeasured = refusal_checked = False
     attempt = 0
     while True:
         attempt += 1
         row = run_cell(exp, cell, reporter, attempt=attempt)
         why = exp.engine.health() if row.failed else None
+        if why is None and row.refused and not refusal_checked:
+            # a refusal counts only when it repeats: a connection lost while the setting was
+            # applied (the server killed in a restart's shutdown, then started again by it)
+            # is no refusal, and --resume would never measure a refused cell again
+            refusal_checked = True
+            again = run_cell(exp, cell, reporter, attempt=attempt + 1)
+            if not again.refused:
+                record(dataclasses.replace(row, status=f"failed at apply, then applied again: {row.status.removeprefix('refused: ')}"))
+                attempt += 1
+                row = again
+                why = exp.engine.health() if row.failed else None
+            else:
+                attempt += 1
+                row = again  # refused twice: the setting's own fault, recorded once
         if why is not None:
             row = dataclasses.replace(row, status=f"engine died: {why}", notes={**row.notes, "error": row.status})
         record(row)

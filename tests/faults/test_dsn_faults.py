@@ -113,7 +113,7 @@ def test_a_server_gone_at_the_end_keeps_what_is_owed_for_blocklab_restore(someon
     assert _auto_conf(someones_server) == []
     assert not run_dir.file(RESTORE_FILE).exists()
     again = subprocess.run([blocklab_bin(), "restore", str(run_dir.path)], env=cli_env, capture_output=True, text=True, timeout=60)
-    assert again.returncode == 2 and "owes no server any setting" in again.stdout + again.stderr
+    assert again.returncode == 0 and "nothing to restore" in again.stdout and "owes no server any setting" in again.stdout  # nothing to do is success
 
 
 def test_a_killed_run_leaves_restore_json_and_resume_puts_it_back(someones_server, cli_env, tmp_path):

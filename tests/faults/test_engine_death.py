@@ -82,14 +82,18 @@ def test_killed_server_is_recovered_and_the_run_completes(cli_env, tmp_path, eng
     assert "Traceback" not in proc.stdout + proc.stderr
     rows = _rows(out)
     died = [r for r in rows if r.status.startswith("engine died:")]
-    assert len(died) == 1, [r.status for r in rows]
-    assert "ENGINE DIED" in proc.stdout and "restarting it (crash recovery)" in proc.stdout
+    # a kill that lands while a setting is applied (MariaDB: in a restart's shutdown, which
+    # the restart's start then undoes) is a failure at apply, never a refusal: measured again
+    at_apply = [r for r in rows if r.status.startswith("failed at apply, then applied again:")]
+    assert len(died) + len(at_apply) == 1 and not any(r.refused for r in rows), [r.status for r in rows]
+    if died:
+        assert "ENGINE DIED" in proc.stdout and "restarting it (crash recovery)" in proc.stdout
     plan_ids = {c["cell_id"] for c in RunDir(out).read_json("plan.json")["cells"]}
     ok = [r.cell_id for r in rows if r.ok]
     assert sorted(ok) == sorted(plan_ids), "every planned cell ok exactly once"
-    assert died[0].cell_id in ok  # the crashed cell, measured again
+    assert (died + at_apply)[0].cell_id in ok  # the crashed cell, measured again
     html = (out / "report.html").read_text()
-    assert "engine died" in html  # the crash is in the report, with the cell it hit
+    assert "engine died" in html or "failed at apply" in html  # the crash is in the report, with the cell it hit
 
 
 def test_a_second_death_stops_the_run_with_the_engines_log(cache_dir, tmp_path, monkeypatch):
