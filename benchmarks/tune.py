@@ -46,7 +46,7 @@ from blocklab.engines.base import ApplyClass
 from blocklab.experiment import prepare
 from blocklab.plan import Cell, Setting
 from blocklab.results import RunDir
-from blocklab.runner import SilentReporter, _engine_stopped_at_exit, run
+from blocklab.runner import SilentReporter, engine_stopped_at_exit, run
 from blocklab.spec import spec_from_dict
 from blocklab.tune.driver import Accounts, restart_knobs_of
 from blocklab.tune.optimiser import Optimiser
@@ -112,7 +112,7 @@ def measure_blocks(setup: TuneSetup, configs: dict[str, dict[str, Any]], blocks:
     unique = {}
     for name, config in configs.items():
         unique.setdefault(Setting(tuple((k, config[k]) for k in names)).label, (name, config))
-    with _engine_stopped_at_exit(exp.engine, run_dir):
+    with engine_stopped_at_exit(exp.engine, run_dir):
         exp.engine.apply(exp.fixed)
         rng = random.Random(seed)
         for block in range(blocks):
@@ -154,7 +154,7 @@ def single_run(setup: TuneSetup, budget: int, seed: int, out: Path) -> dict[str,
     values: dict[str, float] = {}
     configs: dict[str, dict[str, Any]] = {}
     last_key = None
-    with _engine_stopped_at_exit(exp.engine, run_dir):
+    with engine_stopped_at_exit(exp.engine, run_dir):
         exp.engine.apply(exp.fixed)
         trial = 0
         default_label = label_of(setup, setup.default)

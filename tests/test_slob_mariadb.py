@@ -90,7 +90,7 @@ def test_cli_quick_run_draws_one_series_per_update_share_and_block_size(cli_env,
     out = tmp_path / "run"
     proc = subprocess.run(
         [blocklab_bin(), "run", "slob", "--engine", "mariadb", "--quick", "--rows", "3000",
-         "--set", "workload.run_time_s=1", "--out", str(out)],
+         "--set", "workload.run_time_s=1", "--repeats", "1", "--out", str(out)],
         env=cli_env, capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
