@@ -106,6 +106,9 @@ def test_cell_budget_stops_at_its_count_and_names_the_undecided_pairs(cli_env, t
         pair["blocks_to_settle"] >= 1000
 
     assert 'id="settle-undecided"' in (out / "report.html").read_text()  # the report's own section says the same
+    # the budget ended the plan inside the block the rule added: not a partial run, nothing owed
+    assert len(json.loads((out / "plan.json").read_text())["cells"]) == 5
+    assert json.loads((out / "summary.json").read_text())["cells_planned"] == 5 and "Partial run" not in result.stdout
 
     # resumed after a crash that lost the last two cells: the budget counts the three kept, so two more run
     lines = (out / "results.jsonl").read_text().splitlines(keepends=True)

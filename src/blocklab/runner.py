@@ -153,6 +153,8 @@ def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = 
                     break
                 plan.extend(cells, settings)
                 run_dir.write_json(PLAN_FILE, plan.to_dict())
+            if budget is not None and budget.used_up(run_dir.rows()):
+                _end_plan_at_budget(exp, plan, run_dir)
             list_created(exp, reporter)
         if beside is not None:
             reporter.phase(write_interleaved(run_dir, beside).summary_line())
@@ -171,6 +173,17 @@ def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = 
     refresh_report(run_dir, force=True)
     reporter.finished(summary)
     return summary
+
+
+def _end_plan_at_budget(exp: Experiment, plan: Plan, run_dir: RunDir) -> None:
+    """A budget spent inside a block the stopping rule added ends the plan there: the
+    block's unmeasured cells were never owed (the run is complete, not partial). The
+    first `repeats` blocks stay planned: a run short of them is partial."""
+    measured = {row.cell_id for row in run_dir.rows()}
+    kept = [c for c in plan.cells if c.block < exp.spec.measure.repeats or c.cell_id in measured]
+    if len(kept) != len(plan.cells):
+        plan.cells = kept
+        run_dir.write_json(PLAN_FILE, plan.to_dict())
 
 
 def list_created(exp: Experiment, reporter: Reporter) -> None:
