@@ -170,6 +170,12 @@ def test_errors_about_an_option_name_the_option_not_the_recipe_file(option, valu
     assert text.count("\n") == 1  # one line, though --repeats sets two fields
 
 
+def test_a_run_option_out_of_range_names_the_option(tmp_path):
+    result = invoke(["run", "mbrc", "--cpu-profile-hz", "0"], env={"BLOCKLAB_RESULTS": str(tmp_path / "results")})
+    text = one_error_line(result, "--cpu-profile-hz 0: must be at least 1")
+    assert "recipes/mbrc.toml" not in text and not (tmp_path / "results").exists()
+
+
 def test_a_misspelled_generic_knob_gets_the_nearest_name_and_blames_the_option():
     text = one_error_line(invoke(["plan", "mbrc", "--set", "multiblok_read=8"]),
                           "--set multiblok_read: unknown knob (did you mean multiblock_read?)")

@@ -32,7 +32,9 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,79}$")
 # what each command-line option sets in the experiment: an error about one of these
 # fields names the option the user typed, not the recipe file it was merged into
 OPTION_OF_FIELD = {"measure.repeats": "--repeats", "measure.max_repeats": "--repeats", "dataset.rows": "--rows",
-                   "measure.seed": "--seed", "engine.kind": "--engine", "engine.dsn": "--dsn"}
+                   "measure.seed": "--seed", "engine.kind": "--engine", "engine.dsn": "--dsn",
+                   "measure.cpu_profile_hz": "--cpu-profile-hz", "measure.trace_arg": "--trace-arg",
+                   "measure.budget": "--budget"}
 
 
 class _Strict(BaseModel):
