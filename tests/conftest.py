@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
@@ -52,11 +53,33 @@ def pg_engine(cache_dir):
     engine.stop()
 
 
+@pytest.fixture(scope="session")
+def pristine_postgres_home(cache_dir) -> Path:
+    """The embedded PostgreSQL's home as blocklab's first run in an empty cache leaves it
+    before starting it (EmbeddedCluster.ensure: initdb, the include line, the service
+    user's ownership), made once for the session by that same code."""
+    from blocklab.engines.postgres.instance import EmbeddedCluster
+
+    cluster = EmbeddedCluster(cache_dir / "pristine" / "postgres")
+    cluster.home.mkdir(parents=True)  # start() makes it, taking the cluster's lock
+    cluster.ensure()
+    assert (cluster.pgdata / "PG_VERSION").exists() and not (cluster.pgdata / "postmaster.pid").exists()
+    return cluster.home
+
+
 @pytest.fixture
-def cli_env(cache_dir, tmp_path) -> dict[str, str]:
-    """Environment for running the `blocklab` command in a subprocess."""
+def cli_env(cache_dir, tmp_path, request) -> dict[str, str]:
+    """Environment for running the `blocklab` command in a subprocess. Each test has a
+    cache of its own; its embedded PostgreSQL is a copy of a pristine one (initdb's output,
+    made once a session: initdb costs seconds of CPU a test) unless the test is marked
+    empty_cache (a test about what a run leaves in an empty cache)."""
+    cache = cache_dir / f"cli-{tmp_path.name}"
+    if request.node.get_closest_marker("empty_cache") is None:
+        home = request.getfixturevalue("pristine_postgres_home")
+        cache.mkdir()
+        subprocess.run(["cp", "-a", str(home), str(cache / home.name)], check=True)
     env = dict(os.environ)
-    env["BLOCKLAB_CACHE"] = str(cache_dir / f"cli-{tmp_path.name}")
+    env["BLOCKLAB_CACHE"] = str(cache)
     env["BLOCKLAB_RESULTS"] = str(tmp_path / "results")
     env.pop("FORCE_COLOR", None)
     # the device twin (fio after the cells, seconds per pattern) only where a test asks for it:

@@ -636,7 +636,7 @@ def test_slob_twin_is_random_8k_at_the_engines_depth_and_draws_a_petal(cli_env, 
     env = {**cli_env, "BLOCKLAB_DEVICE_TWIN": "on"}
     out = tmp_path / "run"
     result = _cli(["run", "slob", "--quick", "--rows", "2000", "--set", "workload.sessions=1,4", "--set", "workload.update_pct=0",
-                   "--set", "workload.run_time_s=2", "--out", str(out)], env)
+                   "--set", "workload.run_time_s=2", "--repeats", "1", "--out", str(out)], env)
     assert result.returncode == 0, result.stdout + result.stderr
     doc = json.loads((out / "twin.json").read_text())
     assert doc["status"] == "measured", doc
@@ -651,8 +651,9 @@ def test_slob_twin_is_random_8k_at_the_engines_depth_and_draws_a_petal(cli_env, 
     one, four = depth(1), depth(4)
     assert one <= four  # more sessions, more reads in flight
     summary = json.loads((out / SUMMARY_FILE).read_text())
+    assert len(summary["efficiency"]["settings"]) == 2  # one efficiency a point (one block of each)
     for entry in summary["efficiency"]["settings"].values():
-        assert all(0 < v <= TWIN_PLAUSIBLE for v in entry["values"]), entry
+        assert entry["values"] and all(0 < v <= TWIN_PLAUSIBLE for v in entry["values"]), entry
     svg = (out / "plots" / "slob-latency-iops.svg").read_text()
     assert "the disk for the same I/O" in svg or "device twin" in (out / "report.html").read_text()
     assert "Dashed lines with crosses: the device twin" in (out / "report.html").read_text()
