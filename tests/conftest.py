@@ -43,11 +43,11 @@ def cache_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
-def pg_engine(cache_dir):
+def pg_engine(cache_dir, pristine_postgres):
     """One embedded PostgreSQL 18 for the session's engine tests."""
     from blocklab.engines.postgres import PostgresEngine
 
-    engine = PostgresEngine(cache_dir=cache_dir / "shared")
+    engine = PostgresEngine(cache_dir=pristine_postgres(cache_dir / "shared"))
     engine.start()
     yield engine
     engine.stop()
@@ -67,6 +67,21 @@ def pristine_postgres_home(cache_dir) -> Path:
     return cluster.home
 
 
+@pytest.fixture(scope="session")
+def pristine_postgres(pristine_postgres_home) -> Callable[[Path], Path]:
+    """seed(cache) puts a copy of the pristine embedded PostgreSQL in the cache directory
+    `cache` (where PostgresEngine(cache_dir=cache) looks for it) and returns `cache`."""
+
+    def seed(cache: Path) -> Path:
+        cache.mkdir(parents=True, exist_ok=True)
+        target = cache / pristine_postgres_home.name
+        assert not target.exists(), f"{target} is there already: seed an empty cache"
+        subprocess.run(["cp", "-a", str(pristine_postgres_home), str(target)], check=True)
+        return cache
+
+    return seed
+
+
 @pytest.fixture
 def cli_env(cache_dir, tmp_path, request) -> dict[str, str]:
     """Environment for running the `blocklab` command in a subprocess. Each test has a
@@ -75,9 +90,7 @@ def cli_env(cache_dir, tmp_path, request) -> dict[str, str]:
     empty_cache (a test about what a run leaves in an empty cache)."""
     cache = cache_dir / f"cli-{tmp_path.name}"
     if request.node.get_closest_marker("empty_cache") is None:
-        home = request.getfixturevalue("pristine_postgres_home")
-        cache.mkdir()
-        subprocess.run(["cp", "-a", str(home), str(cache / home.name)], check=True)
+        request.getfixturevalue("pristine_postgres")(cache)
     env = dict(os.environ)
     env["BLOCKLAB_CACHE"] = str(cache)
     env["BLOCKLAB_RESULTS"] = str(tmp_path / "results")

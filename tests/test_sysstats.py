@@ -146,11 +146,11 @@ def test_cli_refuses_apply_on_dsn_without_permission(cli_env):
 
 # ---------------------------------------------------------------------- real engine
 @pytest.fixture(scope="module")
-def engine(cache_dir):
+def engine(cache_dir, pristine_postgres):
     """An embedded PostgreSQL of this file's own, with direct I/O and the scan table."""
     from blocklab.engines.postgres import PostgresEngine
 
-    eng = PostgresEngine(cache_dir=cache_dir / "sysstats")
+    eng = PostgresEngine(cache_dir=pristine_postgres(cache_dir / "sysstats"))
     eng.start()
     try:
         eng.apply({"direct_io": True})
