@@ -82,6 +82,38 @@ def pristine_postgres(pristine_postgres_home) -> Callable[[Path], Path]:
     return seed
 
 
+@pytest.fixture(scope="session")
+def pristine_mariadb(cache_dir) -> Callable[..., Path]:
+    """seed(cache, *page_sizes) puts copies of pristine MariaDB data directories (one per
+    InnoDB page size, 16k by default) where MariadbEngine(cache_dir=cache) looks for them,
+    and returns `cache`. Each size is installed once a session, by the product's own
+    install step (mariadb-install-db into mariadb-SIZE/data), when a test first asks for it."""
+    from blocklab.engines.mariadb import MariadbEngine
+    from blocklab.engines.service_user import ensure_traversable
+
+    templates = cache_dir / "pristine-mariadb"
+
+    def template(size: int) -> Path:
+        engine = MariadbEngine(cache_dir=templates, page_size=size)
+        home = engine.home()
+        if not (engine.datadir / "mysql").is_dir():
+            home.mkdir(parents=True, exist_ok=True)  # start() makes it, taking the instance's lock
+            ensure_traversable(home)
+            engine._ensure_datadir()
+        return home
+
+    def seed(cache: Path, *page_sizes: int) -> Path:
+        cache.mkdir(parents=True, exist_ok=True)
+        for size in page_sizes or (16384,):
+            home = template(size)
+            target = cache / home.name
+            assert not target.exists(), f"{target} is there already: seed an empty cache"
+            subprocess.run(["cp", "-a", str(home), str(target)], check=True)
+        return cache
+
+    return seed
+
+
 @pytest.fixture
 def cli_env(cache_dir, tmp_path, request) -> dict[str, str]:
     """Environment for running the `blocklab` command in a subprocess. Each test has a

@@ -665,13 +665,14 @@ def test_slob_twin_is_random_8k_at_the_engines_depth_and_draws_a_petal(cli_env, 
     ("mariadb", "mbrc", 200_000, ["multiblock_read=0"]),
     ("sqlite", "checksum", None, ["block_size=4096", "block_checking=off"]),  # 4 of its 16 settings
 ])
-def test_every_engine_with_a_recipe_gets_its_twin(cache_dir, tmp_path, monkeypatch, engine, recipe, rows, sets):
+def test_every_engine_with_a_recipe_gets_its_twin(cache_dir, tmp_path, monkeypatch, pristine_mariadb, engine, recipe, rows, sets):
     """The twin knows no engine: MariaDB's read-ahead scans and SQLite's buffered
     inserts get their pattern and their twin like PostgreSQL's scans."""
     if engine == "mariadb":
         from blocklab.engines.mariadb.instance import mariadbd_path
 
         mariadbd_path()  # EngineError naming the package when mariadb-server is missing: a failure, not a skip
+        pristine_mariadb(cache_dir / f"twin-{engine}")
     from blocklab.lab import Overrides, load_experiment
     from blocklab.runner import SilentReporter, run
 

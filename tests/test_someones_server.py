@@ -187,12 +187,12 @@ def test_clean_removes_what_blocklab_made(pg15, cli_env):
 
 # ---------------------------------------------------------------------- MariaDB, a plain server
 @pytest.fixture(scope="module")
-def maria_server(cache_dir):
+def maria_server(cache_dir, pristine_mariadb):
     """A MariaDB 10.11 started apart from the runs (blocklab's own instance class,
     used here only to have a server up): the runs reach it by --dsn."""
     from blocklab.engines.mariadb import MariadbEngine
 
-    server = MariadbEngine(cache_dir=cache_dir / "someones-maria")
+    server = MariadbEngine(cache_dir=pristine_mariadb(cache_dir / "someones-maria"))
     server.start()
     yield server
     server.stop()

@@ -120,12 +120,12 @@ def test_an_engine_without_optimizer_costs_is_refused_with_its_dialects_reason(k
 
 
 @pytest.mark.engine
-def test_mariadbs_reason_is_what_its_server_says(cache_dir):
+def test_mariadbs_reason_is_what_its_server_says(cache_dir, pristine_mariadb):
     """MariaDB 10.11 has no disk cost variable to set (they came in 11.0): the reason its dialect states holds
     on blocklab's own mariadbd (the one a fresh clone has)."""
     from blocklab.engines.mariadb import MariadbEngine
 
-    engine = MariadbEngine(cache_dir=cache_dir / "sysstats-mariadb")
+    engine = MariadbEngine(cache_dir=pristine_mariadb(cache_dir / "sysstats-mariadb"))
     try:
         engine.start()
         version = engine.version_tuple()
