@@ -43,3 +43,24 @@ def test_a_script_of_comments_only_has_no_statement():
 def test_transaction_control_is_recognised_after_leading_comments(text, word):
     (statement,) = parse_script(text, "a.sql").statements
     assert statement.transaction == word
+
+
+# ---------------------------------------------------------------------- script paths
+def test_script_paths_are_the_experiment_file_s_directory_s_never_the_current_one(tmp_path, monkeypatch):
+    from blocklab.workloads.sql import SqlOptions
+
+    (tmp_path / "exp").mkdir()
+    (tmp_path / "cwd").mkdir()
+    for d in ("exp", "cwd"):
+        (tmp_path / d / "q.sql").write_text(f"SELECT '{d}';\n")
+        (tmp_path / d / "schema.sql").write_text("CREATE TABLE t (a int);\n")
+    monkeypatch.chdir(tmp_path / "cwd")  # holds files of the same names: not these
+    o = SqlOptions.model_validate({"script": ["q.sql@3", "sub/r.sql"], "setup": "schema.sql"},
+                                  context={"base_dir": str(tmp_path / "exp")})
+    assert o.script == [f"{tmp_path}/exp/q.sql@3", f"{tmp_path}/exp/sub/r.sql"] and o.setup == f"{tmp_path}/exp/schema.sql"
+    # a relative experiment file's directory: still absolute, from where it was named
+    o = SqlOptions.model_validate({"script": "q.sql"}, context={"base_dir": "../exp"})
+    assert o.script == [str(tmp_path / "cwd" / ".." / "exp" / "q.sql")]
+    # no file (the --script shortcut, a recipe): the current directory, made absolute
+    o = SqlOptions.model_validate({"script": ["q.sql"], "load": "/abs/load.sql"}, context={"base_dir": None})
+    assert o.script == [f"{tmp_path}/cwd/q.sql"] and o.load == "/abs/load.sql"

@@ -151,13 +151,15 @@ class SqlOptions(Options):
     @field_validator("script", "setup", "load")
     @classmethod
     def _relative_to_experiment(cls, value: Any, info: ValidationInfo) -> Any:
-        base = (info.context or {}).get("base_dir")
-        if base is None or value is None:
+        # relative to the experiment file's directory only (never the current one, whatever it holds);
+        # with no file (--script, a recipe) relative to the current directory; kept absolute, so that
+        # a run resumed from elsewhere reads the same files
+        base = Path((info.context or {}).get("base_dir") or ".")
+        if value is None:
             return value
         def resolve(text: str) -> str:
             name, sep, weight = text.rpartition("@") if "@" in text and "/" not in text.rpartition("@")[2] else (text, "", "")
-            path = Path(name)
-            return (str(path if path.is_absolute() or path.exists() else Path(base) / path)) + (sep + weight)
+            return str((base / name).absolute()) + (sep + weight)
         return [resolve(v) for v in value] if isinstance(value, list) else resolve(value)
 
     @field_validator("script")
