@@ -64,3 +64,65 @@ def test_script_paths_are_the_experiment_file_s_directory_s_never_the_current_on
     # no file (the --script shortcut, a recipe): the current directory, made absolute
     o = SqlOptions.model_validate({"script": ["q.sql"], "load": "/abs/load.sql"}, context={"base_dir": None})
     assert o.script == [f"{tmp_path}/cwd/q.sql"] and o.load == "/abs/load.sql"
+
+
+# ---------------------------------------------------------------------- MariaDB: the check run, the data set's build
+import pymysql  # noqa: E402
+
+from blocklab.engines.base import EngineError  # noqa: E402
+from blocklab.engines.mariadb import MariadbEngine  # noqa: E402
+from blocklab.workloads.sql import CheckStatement, SessionAccess  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def maria(cache_dir):
+    engine = MariadbEngine(cache_dir=cache_dir / "sqlsafe-maria")
+    engine.start()
+    yield engine
+    engine.stop()
+
+
+def _maria_root(maria: MariadbEngine, database: str | None = None) -> pymysql.connections.Connection:
+    return pymysql.connect(unix_socket=str(maria.socket_path), user="root", database=database, autocommit=True)
+
+
+@pytest.mark.engine
+@pytest.mark.parametrize("first", ["ANALYZE TABLE shop.orders", "FLUSH TABLES", "CREATE TABLE IF NOT EXISTS shop.x (a int)",
+                                   "COMMIT", "LOCK TABLES shop.orders READ"])
+def test_mariadb_check_run_refuses_a_statement_that_ends_its_transaction_and_writes_nothing(maria, first, monkeypatch):
+    monkeypatch.setenv("HOME", str(maria.cache_dir))
+    with _maria_root(maria) as c, c.cursor() as cur:
+        cur.execute("CREATE DATABASE IF NOT EXISTS shop")
+        cur.execute("DROP TABLE IF EXISTS shop.orders, shop.x")
+        cur.execute("CREATE TABLE shop.orders (id INT PRIMARY KEY, v INT) ENGINE=InnoDB")
+        cur.execute("INSERT INTO shop.orders VALUES (1, 100)")
+    dsn = MariadbEngine(dsn=f"mysql://root@localhost?socket={maria.socket_path}")
+    try:
+        dialect = dsn.dialect("sql")
+        facts = dialect.check_run([CheckStatement(first, [], 0, None),
+                                   CheckStatement("UPDATE shop.orders SET v = v + 1 WHERE id = %s", [1], 1, None)],
+                                  SessionAccess(read_only=True, schemas=()))
+    finally:
+        dsn.stop()
+    if first.startswith("LOCK"):  # it commits, and starts another transaction: read only too, the write refused
+        assert facts.failed is None and facts.writes == {1: ["blocklab.?"]}, facts
+    else:
+        assert facts.failed is not None and facts.failed[0] == 0 and "ends the transaction implicitly" in facts.failed[1], facts
+    with _maria_root(maria) as c, c.cursor() as cur:
+        cur.execute("SELECT v FROM shop.orders WHERE id = 1")
+        assert cur.fetchone()[0] == 100  # the user's row: not written
+
+
+@pytest.mark.engine
+def test_mariadb_a_failed_build_records_its_tables_and_the_next_build_drops_them(maria, monkeypatch):
+    monkeypatch.setenv("HOME", str(maria.cache_dir))
+    dialect = maria.dialect("sql")
+    setup = CheckStatement("CREATE TABLE t (id INT PRIMARY KEY, v INT)", [], -1, None)
+    dialect.build_dataset('{"fp": 1}', [setup, CheckStatement("INSERT INTO t VALUES (1, 1)", [], -1, None)])
+    assert dialect.dataset_built('{"fp": 1}')
+    with pytest.raises(EngineError, match="failed at its statement 2"):  # the user's load with a typo
+        dialect.build_dataset('{"fp": 2}', [setup, CheckStatement("INSERT INTO t VALUES (1, 1", [], -1, None)])
+    assert not dialect.dataset_built('{"fp": 2}') and not dialect.dataset_built('{"fp": 1}')
+    dialect.build_dataset('{"fp": 3}', [setup, CheckStatement("INSERT INTO t VALUES (2, 2)", [], -1, None)])  # the typo fixed
+    assert dialect.dataset_built('{"fp": 3}')
+    assert maria.query("SELECT id FROM t") == [(2,)]
