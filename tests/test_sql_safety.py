@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from blocklab.workloads.pgscript import parse_script
@@ -88,7 +90,7 @@ def _maria_root(maria: MariadbEngine, database: str | None = None) -> pymysql.co
 
 @pytest.mark.engine
 @pytest.mark.parametrize("first", ["ANALYZE TABLE shop.orders", "FLUSH TABLES", "CREATE TABLE IF NOT EXISTS shop.x (a int)",
-                                   "COMMIT", "LOCK TABLES shop.orders READ"])
+                                   "COMMIT", "CALL shop.rw()", "LOCK TABLES shop.orders READ"])
 def test_mariadb_check_run_refuses_a_statement_that_ends_its_transaction_and_writes_nothing(maria, first, monkeypatch):
     monkeypatch.setenv("HOME", str(maria.cache_dir))
     with _maria_root(maria) as c, c.cursor() as cur:
@@ -96,6 +98,7 @@ def test_mariadb_check_run_refuses_a_statement_that_ends_its_transaction_and_wri
         cur.execute("DROP TABLE IF EXISTS shop.orders, shop.x")
         cur.execute("CREATE TABLE shop.orders (id INT PRIMARY KEY, v INT) ENGINE=InnoDB")
         cur.execute("INSERT INTO shop.orders VALUES (1, 100)")
+        cur.execute("CREATE OR REPLACE PROCEDURE shop.rw() SET SESSION TRANSACTION READ WRITE")
     dsn = MariadbEngine(dsn=f"mysql://root@localhost?socket={maria.socket_path}")
     try:
         dialect = dsn.dialect("sql")
@@ -107,7 +110,8 @@ def test_mariadb_check_run_refuses_a_statement_that_ends_its_transaction_and_wri
     if first.startswith("LOCK"):  # it commits, and starts another transaction: read only too, the write refused
         assert facts.failed is None and facts.writes == {1: ["blocklab.?"]}, facts
     else:
-        assert facts.failed is not None and facts.failed[0] == 0 and "ends the transaction implicitly" in facts.failed[1], facts
+        why = "turns the session's READ ONLY off" if first.startswith("CALL") else "ends the transaction implicitly"
+        assert facts.failed is not None and facts.failed[0] == 0 and why in facts.failed[1], facts
     with _maria_root(maria) as c, c.cursor() as cur:
         cur.execute("SELECT v FROM shop.orders WHERE id = 1")
         assert cur.fetchone()[0] == 100  # the user's row: not written
@@ -126,3 +130,79 @@ def test_mariadb_a_failed_build_records_its_tables_and_the_next_build_drops_them
     dialect.build_dataset('{"fp": 3}', [setup, CheckStatement("INSERT INTO t VALUES (2, 2)", [], -1, None)])  # the typo fixed
     assert dialect.dataset_built('{"fp": 3}')
     assert maria.query("SELECT id FROM t") == [(2,)]
+
+
+# ---------------------------------------------------------------------- PostgreSQL by DSN: someone's PostgreSQL 15
+from someones_servers import Pg15Server, pg15_cluster  # noqa: E402
+
+from blocklab.engines.postgres import PostgresEngine  # noqa: E402
+from blocklab.lab import Overrides, load_experiment  # noqa: E402
+from blocklab.spec import SpecError  # noqa: E402
+from blocklab.sql_shortcut import ScriptRun  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def pg15(cache_dir) -> Pg15Server:
+    with pg15_cluster(cache_dir / "sqlsafe-pg15") as server:
+        server.psql("CREATE TABLE audit (n int); CREATE TABLE orders (id serial PRIMARY KEY, v int); "
+                    "INSERT INTO orders (v) SELECT g FROM generate_series(1, 100) g; "
+                    "CREATE FUNCTION bump(n int) RETURNS int LANGUAGE sql AS 'INSERT INTO public.audit VALUES (n) RETURNING n'")
+        yield server
+
+
+@pytest.fixture
+def pg_dsn(pg15):
+    engine = PostgresEngine(dsn=pg15.dsn)
+    yield engine
+    engine.stop()
+
+
+def _audit(pg15: Pg15Server) -> str:
+    return pg15.psql("SELECT count(*) FROM audit")
+
+
+@pytest.mark.engine
+@pytest.mark.parametrize("first, why", [
+    ("COMMIT", "ends the transaction"),  # one the parser did not take for transaction control
+    ("SELECT set_config('default_transaction_read_only', 'off', false)", "turns the session's READ ONLY off"),
+])
+def test_postgres_check_run_refuses_a_statement_that_leaves_its_read_only_transaction(pg15, pg_dsn, first, why):
+    facts = pg_dsn.dialect("sql").check_run([CheckStatement(first, [], 0, None), CheckStatement("SELECT bump($1)", [1], 1, None)],
+                                            SessionAccess(read_only=True, schemas=()))
+    assert facts.failed is not None and facts.failed[0] == 0 and why in facts.failed[1], facts
+    assert _audit(pg15) == "0"
+
+
+@pytest.mark.engine
+def test_postgres_dsn_sessions_stay_read_only_whatever_a_statement_does(pg15, pg_dsn):
+    dialect = pg_dsn.dialect("sql")
+    session = dialect.sql_session(SessionAccess(read_only=True, schemas=()))
+    try:
+        # a write only for some parameter values (the check run's were others): an error, never a change
+        with pytest.raises(Exception, match="read-only transaction"):
+            dialect.execute(session, "SELECT CASE WHEN $1::int > 5 THEN bump($1::int) END", [9])
+        # the session's READ ONLY turned off by a function: stopped before the next statement
+        dialect.execute(session, "SELECT set_config('default_transaction_read_only', 'off', false)", [])
+        with pytest.raises(EngineError, match="turned the session's READ ONLY off"):
+            dialect.execute(session, "SELECT bump($1)", [7])
+    finally:
+        session.close()
+    assert _audit(pg15) == "0"
+
+
+def _experiment(cli_env, scripts: list[str], *, dsn: str, allow_writes: bool = False):
+    overrides = Overrides(dsn=dsn, allow_writes=allow_writes)
+    return load_experiment("--script", overrides, cache_dir=Path(cli_env["BLOCKLAB_CACHE"]), text=ScriptRun(scripts).toml())
+
+
+@pytest.mark.engine
+@pytest.mark.parametrize("text", [
+    "SET default_transaction_read_only = off;", "set session characteristics as transaction read write;", "RESET ALL;",
+    "/* x */ DISCARD ALL;", "BEGIN READ WRITE;", "START TRANSACTION ISOLATION LEVEL SERIALIZABLE, READ WRITE;",
+    "BEGIN;\nSET TRANSACTION READ WRITE;", "SELECT set_config('default_transaction_read_only', 'off', false);",
+    "SET search_path = public;", "SET ROLE postgres;", "RESET default_transaction_read_only;",
+])
+def test_a_statement_that_could_undo_read_only_is_refused_on_a_dsn(pg15, cli_env, tmp_path, text):
+    (tmp_path / "s.sql").write_text("SELECT 1;\n" + text + "\nSELECT count(*) FROM orders;\n")
+    with pytest.raises(SpecError, match=r"s\.sql:[23]:1: on a server given by --dsn a script may not change the session's READ ONLY"):
+        _experiment(cli_env, [str(tmp_path / "s.sql")], dsn=pg15.dsn, allow_writes=True)

@@ -272,7 +272,7 @@ def _statement(scan: _Scan) -> None:
     body = text[start:scan.pos]
     if scan.pos < len(text):
         scan.advance()  # the ';'
-    head = _after_comments(body)
+    head = after_comments(body)
     if not head:
         return  # only blanks and comments (`;;`, a comment after the last `;`): pgbench sends nothing either
     first = NAME.match(head)
@@ -282,7 +282,7 @@ def _statement(scan: _Scan) -> None:
     scan.commands.append(Statement(body, tuple(chunks), tuple(names), tuple(starts), where, tuple(name_wheres), word))
 
 
-def _after_comments(body: str) -> str:
+def after_comments(body: str) -> str:
     """The statement from its first word on: leading blanks, `-- ...` and `/* ... */` (nested) skipped."""
     pos = 0
     while True:

@@ -39,6 +39,7 @@ import hashlib
 import json
 import math
 import random
+import re
 import statistics
 import time
 from collections.abc import Sequence
@@ -53,7 +54,7 @@ from ..engines.base import Engine, Session, SessionProfiler
 from ..probes.io import RunProbe
 from ..spec import DatasetSpec, SpecError
 from .base import Options
-from .pgscript import PREDEFINED, Runner, Script, SetCommand, SleepCommand, Statement, load_script
+from .pgscript import PREDEFINED, Runner, Script, SetCommand, SleepCommand, Statement, after_comments, load_script
 from .pgscript_expr import ScriptError, Value
 from .together import run_together
 
@@ -180,6 +181,13 @@ class SqlOptions(Options):
 
 
 DEFAULT_DURATION_S = 10.0
+SESSION_ESCAPE = re.compile(  # what would undo a DSN session's READ ONLY or its search path (refused there)
+    r"^(?:begin|start)\b.*\bread\s+write\b"  # BEGIN READ WRITE, START TRANSACTION READ WRITE
+    r"|^set\b.*\btransaction\b.*\bread\s+write\b"  # SET [SESSION] TRANSACTION READ WRITE, SET SESSION CHARACTERISTICS ...
+    r"|^(?:reset|discard)\s+all\b"  # back to the server's defaults
+    r"|^(?:set|reset)\s+(?:session\s+|local\s+)?(?:role|session\s+authorization)\b"
+    r"|\b(?:default_transaction_read_only|transaction_read_only|tx_read_only|search_path)\b",  # SET, RESET, set_config(...)
+    re.IGNORECASE | re.DOTALL)
 SET, SLEEP, STATEMENT = 0, 1, 2  # the kinds of a compiled script's steps
 
 
@@ -244,6 +252,8 @@ class Sql:
     def prepare(self, engine: Engine, build: bool = True) -> None:
         dialect = cast(SqlDialect, engine.dialect(self.name))
         remote = dialect.can_copy_tables()
+        if remote:
+            self._refuse_session_changes()
         schemas: tuple[str, ...] = ()
         if self.setup or self.load:
             fp = self.fingerprint()
@@ -296,6 +306,17 @@ class Sql:
                                       f"{writes_to}: the copies are found through the search path, so name the table "
                                       "without its schema")
         return facts
+
+    def _refuse_session_changes(self) -> None:
+        """On someone's server the session's READ ONLY and where it looks for tables (the copies
+        first) are blocklab's promise; a statement that could undo them is refused before anything runs."""
+        for statement in self.statements:
+            head = after_comments(statement.text)
+            if SESSION_ESCAPE.search(head):
+                raise ScriptError(f"{statement.where}: on a server given by --dsn a script may not change the session's "
+                                  "READ ONLY, its transactions' read/write mode, its search_path or its role (SET/RESET/"
+                                  "DISCARD, BEGIN/SET TRANSACTION READ WRITE, set_config of those): blocklab's promise "
+                                  f"that your tables are not written rests on them (in: {statement.first_line})")
 
     def _refuse_writes(self, facts: ScriptFacts) -> None:
         """A script that writes on someone's server: refused unless allowed, and unless each of its

@@ -158,8 +158,9 @@ class SqlScripts(DialectBase):
                                                              "writes to copies of its tables; run it on the private "
                                                              "instance (no --dsn)")
                     else:
-                        if not _in_transaction(cur):
-                            facts.failed = (statement.index, ENDS_TRANSACTION, None)
+                        left = ENDS_TRANSACTION if not _in_transaction(cur) else _read_write(cur)
+                        if left:
+                            facts.failed = (statement.index, left, None)
                             return facts
                 facts.relations = sorted(_tables(cur) - {META})
             finally:
@@ -176,6 +177,16 @@ def _in_transaction(cur: Any) -> bool:
     cur.execute("SELECT @@in_transaction")
     row = cur.fetchone()
     return bool(row and int(row[0]))
+
+
+def _read_write(cur: Any) -> str | None:
+    """Why the check run's session is no longer READ ONLY (a procedure's SET SESSION TRANSACTION READ WRITE)."""
+    cur.execute("SELECT @@session.tx_read_only")
+    row = cur.fetchone()
+    if row and int(row[0]):
+        return None
+    return ("this statement turns the session's READ ONLY off (SET SESSION TRANSACTION READ WRITE, tx_read_only), and "
+            "what follows it could write; a script may not change it")
 
 
 def _ident(name: str) -> str:

@@ -8,12 +8,17 @@
 * The data set of a setup/load lives in a schema of its own, `blocklab_sql_<hash>`
   (the hash of the setup's and load's content and the row count), its fingerprint the
   schema's COMMENT, written last: built once per machine, kept while its content is.
-* The check run: BEGIN READ ONLY; each statement under a SAVEPOINT. One the server
+* The check run: a session default_transaction_read_only, BEGIN READ ONLY; each
+  statement under a SAVEPOINT, and one that ends the transaction or turns the
+  session's READ ONLY off refuses the script. One the server
   refuses as a write (SQLSTATE 25006) is explained instead (EXPLAIN VERBOSE, FORMAT
   JSON: its ModifyTable nodes name the tables it writes; EXPLAIN runs nothing). What
   the transaction read is in pg_stat_xact_user_tables (this transaction's own scans),
   their indexes in pg_index. Then ROLLBACK: nothing was written.
-* On a DSN: sessions are `default_transaction_read_only`; a script allowed to write
+* On a DSN: sessions are `default_transaction_read_only`, checked still on before
+  each statement (the server reports it, 14 and later: no round trip), so every
+  transaction begins READ ONLY and a write is an error, never a change (workloads/
+  sql.py refuses the statements that would undo it); a script allowed to write
   works on copies in the schema `blocklab_sql` (CREATE TABLE (LIKE ... INCLUDING
   INDEXES, CONSTRAINTS, DEFAULTS, IDENTITY) + INSERT ... SELECT), looked in first
   (search_path). server.py lists that schema among what blocklab made; `blocklab
@@ -63,6 +68,8 @@ class SqlScripts(DialectBase):
 
     def execute(self, session: Any, text: str, params: Sequence[Any]) -> int:
         pgconn = session.conn.pgconn
+        if session.read_only_guard and not read_only_default(pgconn):
+            raise EngineError(TURNED_OFF)
         name = session.prepared.get(text)
         if name is None:
             name = f"blocklab_sql_{len(session.prepared)}".encode()
@@ -94,6 +101,7 @@ class SqlScripts(DialectBase):
             session.execute("SET application_name = 'blocklab sql'")
             if access.read_only:
                 session.execute("SET default_transaction_read_only = on")
+                session.read_only_guard = True  # and still on before each statement: every transaction begins READ ONLY
             if access.schemas:
                 _search_first(session.conn, access.schemas)
         except BaseException:
@@ -140,6 +148,7 @@ class SqlScripts(DialectBase):
         with self.engine.pg_connect() as conn:
             if access.schemas:
                 _search_first(conn, access.schemas)
+            conn.execute("SET default_transaction_read_only = on")  # a transaction after one a statement ended: read only too
             conn.execute("BEGIN READ ONLY")
             try:
                 for statement in statements:
@@ -149,6 +158,9 @@ class SqlScripts(DialectBase):
                     try:
                         _exec(conn, statement.sql, statement.params)
                     except psycopg.Error as err:
+                        if conn.pgconn.transaction_status != pq.TransactionStatus.INERROR:
+                            facts.failed = (statement.index, ENDS_TRANSACTION, None)
+                            return facts
                         conn.execute("ROLLBACK TO SAVEPOINT blocklab_check")
                         if err.sqlstate != READ_ONLY_SQLSTATE:
                             why = self.statement_error(err)
@@ -165,6 +177,10 @@ class SqlScripts(DialectBase):
                                     f"it names {', '.join(targets)} with its schema, and blocklab's copies are found through "
                                     "the search path: name the table without its schema")
                     else:
+                        escape = _left_read_only(conn)
+                        if escape:
+                            facts.failed = (statement.index, escape, None)
+                            return facts
                         conn.execute("RELEASE SAVEPOINT blocklab_check")
                 facts.relations = _touched(conn, sorted(written))
             finally:
@@ -199,6 +215,32 @@ class SqlScripts(DialectBase):
                     "comes with 17), and blocklab evicts by rewriting only its own tables, never yours: your tables are "
                     "measured warm here, by design; set measure.cache = 'warm' or 'auto' (the --script shortcut's)")
         return None
+
+
+TURNED_OFF = ("a statement of the script turned the session's READ ONLY off (default_transaction_read_only = off; a "
+              "function's set_config, RESET, DISCARD): stopped before the next statement, which could have written; on a "
+              "server given by --dsn a script may not change it")
+ENDS_TRANSACTION = ("this statement ends the transaction (COMMIT, PREPARE TRANSACTION ...), and the check run, READ ONLY and "
+                    "rolled back, must stay one transaction; leave it out of the script (BEGIN/COMMIT of its own are fine)")
+
+
+def _left_read_only(conn: psycopg.Connection) -> str | None:
+    """Why the check run's transaction is no longer the READ ONLY one it began (None: it is)."""
+    if conn.pgconn.transaction_status != pq.TransactionStatus.INTRANS:
+        return ENDS_TRANSACTION
+    if not read_only_default(conn.pgconn):
+        return ("this statement turns the session's READ ONLY off (default_transaction_read_only), and every transaction "
+                "after it could write; a script may not change it")
+    return None
+
+
+def read_only_default(pgconn: Any) -> bool:
+    """Is default_transaction_read_only on? Without a round trip where the server reports it (14 and later)."""
+    reported = pgconn.parameter_status(b"default_transaction_read_only")
+    if reported is None:
+        result = _checked(pgconn.exec_(b"SELECT current_setting('default_transaction_read_only')"))
+        reported = result.get_value(0, 0)
+    return bytes(reported or b"") == b"on"
 
 
 def _param(value: Any) -> bytes:
