@@ -206,3 +206,44 @@ def test_a_statement_that_could_undo_read_only_is_refused_on_a_dsn(pg15, cli_env
     (tmp_path / "s.sql").write_text("SELECT 1;\n" + text + "\nSELECT count(*) FROM orders;\n")
     with pytest.raises(SpecError, match=r"s\.sql:[23]:1: on a server given by --dsn a script may not change the session's READ ONLY"):
         _experiment(cli_env, [str(tmp_path / "s.sql")], dsn=pg15.dsn, allow_writes=True)
+
+
+@pytest.mark.engine
+def test_postgres_copies_have_sequences_of_their_own_and_are_fresh_each_run(pg15, pg_dsn):
+    pg15.psql("DROP TABLE IF EXISTS items; CREATE TABLE items (id int GENERATED ALWAYS AS IDENTITY PRIMARY KEY, v int); "
+              "INSERT INTO items (v) SELECT g FROM generate_series(1, 10) g; CREATE SCHEMA IF NOT EXISTS other; "
+              "CREATE TABLE IF NOT EXISTS other.orders (id int)")
+    sequence_before = pg15.psql("SELECT last_value FROM orders_id_seq")
+    orders_before = pg15.psql("SELECT md5(string_agg(o::text, ',' ORDER BY id)) FROM orders o")
+    dialect = pg_dsn.dialect("sql")
+    schema = dialect.copy_tables(["public.items", "public.orders"])
+    session = dialect.sql_session(SessionAccess(read_only=False, schemas=(schema,)))
+    try:
+        for i in range(5):
+            dialect.execute(session, "INSERT INTO orders (v) VALUES ($1)", [i])
+            dialect.execute(session, "INSERT INTO items (v) VALUES ($1)", [i])
+    finally:
+        session.close()
+    # the user's sequence did not move, and nothing of the copy depends on it
+    assert pg15.psql("SELECT last_value FROM orders_id_seq") == sequence_before == "100"
+    assert pg15.psql("SELECT max(id) FROM blocklab_sql.orders") == "105"  # the copy's own, on from the original's
+    assert pg15.psql("SELECT max(id) FROM blocklab_sql.items") == "15"
+    assert pg15.psql("SELECT count(*) FROM pg_depend WHERE refobjid = 'public.orders_id_seq'::regclass "
+                     "AND classid = 'pg_attrdef'::regclass AND objid IN (SELECT oid FROM pg_attrdef "
+                     "WHERE adrelid = 'blocklab_sql.orders'::regclass)") == "0"
+    # the next cell of the run reuses the copy (written); the next run makes it afresh from the original
+    dialect.copy_tables(["public.orders"])
+    assert pg15.psql("SELECT count(*) FROM blocklab_sql.orders") == "105"
+    again = PostgresEngine(dsn=pg15.dsn)
+    try:
+        again.dialect("sql").copy_tables(["public.orders"])
+        assert pg15.psql("SELECT md5(string_agg(o::text, ',' ORDER BY id)) FROM blocklab_sql.orders o") == orders_before
+        # a copy of another original of the same name (another search path) is made from that one
+        again.dialect("sql").copy_tables(["other.orders"])
+        assert pg15.psql("SELECT obj_description('blocklab_sql.orders'::regclass, 'pg_class')") == '"other"."orders"'
+        with pytest.raises(EngineError, match="other.orders and public.orders.*both be blocklab_sql.orders"):
+            again.dialect("sql").copy_tables(["public.orders", "other.orders"])
+    finally:
+        again.stop()
+    assert pg15.psql("SELECT md5(string_agg(o::text, ',' ORDER BY id)) FROM orders o") == orders_before
+    pg15.psql("DROP SCHEMA blocklab_sql CASCADE")
