@@ -247,3 +247,34 @@ def test_postgres_copies_have_sequences_of_their_own_and_are_fresh_each_run(pg15
         again.stop()
     assert pg15.psql("SELECT md5(string_agg(o::text, ',' ORDER BY id)) FROM orders o") == orders_before
     pg15.psql("DROP SCHEMA blocklab_sql CASCADE")
+
+
+# ---------------------------------------------------------------------- --resume: the scripts as they were, the seed kept
+def test_resume_refuses_an_edited_script_and_keeps_the_drawn_seed(cli_env, tmp_path):
+    import json
+    import subprocess
+
+    from conftest import blocklab_bin
+
+    def blocklab(*args):
+        return subprocess.run([blocklab_bin(), *args], env=cli_env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+
+    (tmp_path / "q.sql").write_text("\\set k random(1, 1000000)\nSELECT :k + 1;\n")
+    first = blocklab("run", "--script", "q.sql", "--engine", "sqlite", "--set", "sqlite.cache_size=100,2000", "--repeats", "1",
+                     "--transactions", "5", "--out", str(tmp_path / "run"))
+    assert first.returncode == 0, first.stdout + first.stderr
+    run = tmp_path / "run"
+    record = json.loads((run / "workload.json").read_text())
+    lines = (run / "results.jsonl").read_text().splitlines()
+    assert {json.loads(line)["metrics"]["random_seed"] for line in lines} == {record["seed"]}
+    (run / "results.jsonl").write_text(lines[0] + "\n")  # as if cut off after its first cell
+    resumed = blocklab("run", "--resume", str(run))
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    rows = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 and {r["metrics"]["random_seed"] for r in rows} == {record["seed"]}  # the seed drawn at the start
+    assert json.loads((run / "workload.json").read_text()) == record  # not rewritten
+    (run / "results.jsonl").write_text(lines[0] + "\n")
+    (tmp_path / "q.sql").write_text("\\set k random(1, 1000000)\nSELECT :k + 2;\n")  # edited after the run started
+    edited = blocklab("run", "--resume", str(run))
+    assert edited.returncode == 2 and f"{tmp_path}/q.sql was edited after the run started" in edited.stderr, edited.stderr
+    assert len((run / "results.jsonl").read_text().splitlines()) == 1

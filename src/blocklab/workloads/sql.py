@@ -349,9 +349,9 @@ class Sql:
         """The scripts, their parameters and their statements' keys: kept with the run for its report."""
         return {
             "workload": self.name,
-            "scripts": [{"file": s.path, "weight": s.weight, "text": s.text} for s in self.scripts],
-            "setup": {"file": self.setup.path, "text": self.setup.text} if self.setup else None,
-            "load": {"file": self.load.path, "text": self.load.text} if self.load else None,
+            "scripts": [{"file": s.path, "weight": s.weight, "text": s.text, "sha256": _digest(s)} for s in self.scripts],
+            "setup": {"file": self.setup.path, "text": self.setup.text, "sha256": _digest(self.setup)} if self.setup else None,
+            "load": {"file": self.load.path, "text": self.load.text, "sha256": _digest(self.load)} if self.load else None,
             "variables": self.variables,
             "sessions": self.options.sessions,
             "duration_s": self.duration_s if self.options.transactions is None else None,
@@ -528,6 +528,10 @@ class Tally:
         self.transactions: list[float] = []
         self.rows = 0
         self.t0 = self.t1 = 0.0
+
+
+def _digest(script: Script) -> str:
+    return hashlib.sha256(script.text.encode()).hexdigest()
 
 
 def statement_key(script_index: int, script: Script, statement: Statement) -> str:
