@@ -278,3 +278,4 @@ def test_resume_refuses_an_edited_script_and_keeps_the_drawn_seed(cli_env, tmp_p
     edited = blocklab("run", "--resume", str(run))
     assert edited.returncode == 2 and f"{tmp_path}/q.sql was edited after the run started" in edited.stderr, edited.stderr
     assert len((run / "results.jsonl").read_text().splitlines()) == 1
+

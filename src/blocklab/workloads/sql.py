@@ -26,7 +26,9 @@ statistics views' per-transaction counters and its catalog (their indexes). A
 cold cell evicts those relations.
 
 On someone else's server (a DSN): no setup, the user's tables as they are; every
-transaction is READ ONLY; a script that writes is refused before anything runs
+transaction is READ ONLY (the engine keeps it so: see its sqlscript.py; statements
+that would undo it, or the search path, are refused here before anything runs,
+SESSION_ESCAPE); a script that writes is refused before anything runs
 unless `allow_writes` (--allow-writes), and then it writes copies of the tables
 it names, made in a schema of blocklab's own that the sessions look in first
 (`blocklab clean --dsn` removes it); the check run is repeated on the copies and
