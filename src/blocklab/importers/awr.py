@@ -170,7 +170,8 @@ def _header(lines: list[Line], name: str) -> tuple[dict[str, str], Loc]:
     header, loc = _table_row(lines, i, name)
     for k in range(i + 3, min(i + 20, len(lines) - 2)):  # 12.2+ splits Instance and Host into tables of their own
         t = lines[k].text
-        if t.startswith(("Instance", "Host Name", "Container Name")) and is_dash_line(lines[k + 1].text):
+        # a 19c PDB report heads its container table "Container DB Id  Container Name  Open Time"
+        if t.startswith(("Instance", "Host Name", "Container Name", "Container DB Id")) and is_dash_line(lines[k + 1].text):
             header.update(_table_row(lines, k, name)[0])
     return header, loc
 
