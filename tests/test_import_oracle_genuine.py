@@ -1,6 +1,6 @@
 """Genuine Oracle output published by other people (issue 25): 19c PDB AWR
-reports (text, and one report as both text and HTML), a CALIBRATE_IO paste and
-an AUX_STATS$ paste, all from bigdatalyn.github.io (MIT). Source, commit and
+reports (text, and one report as both text and HTML), a Statspack report, a
+CALIBRATE_IO paste and an AUX_STATS$ paste, all from bigdatalyn.github.io (MIT). Source, commit and
 what was trimmed: tests/fixtures/oracle-genuine/README.md. Every figure asserted
 here was read off the fixture by hand; the line it stands on is named."""
 
@@ -20,7 +20,7 @@ from blocklab.importers.profile import awr_profile
 from blocklab.importers.slob import awr_metrics
 
 LYN = Path(__file__).resolve().parent / "fixtures" / "oracle-genuine" / "bigdatalyn"
-AWR_TEXTS = ["awrrpt_1_11_12.txt", "awrrpt_1_12_13.txt", "myawr_2_3.txt", "myawr_2_3.html"]
+AWR_TEXTS = ["awrrpt_1_10_11.txt", "awrrpt_1_11_12.txt", "awrrpt_1_12_13.txt", "myawr_2_3.txt", "myawr_2_3.html"]
 
 
 def cli(*args: str) -> tuple[int, str]:
@@ -45,6 +45,30 @@ def test_19c_pdb_report_root_snapshots_by_hand():
     pga = r.event("PGA memory operation")  # '12.58us' on line 65
     assert pga is not None and pga.avg_ms == pytest.approx(0.01258) and pga.loc.line == 65
     assert r.time_model["DB time"][0] == "6.3"
+
+
+def test_19c_avg_wait_in_seconds_and_over_a_second():
+    """awrrpt_1_10_11.txt, Foreground Wait Events: 'SQL*Net message from clien 9 508 56.46 s' (line 181, the unit
+    after a space) and 'virtual circuit next reque 4 5 1348.33ms' (line 182, no space before the unit)."""
+    r = parse_awr(LYN / "awrrpt_1_10_11.txt")
+    net, vc = r.event("SQL*Net message from clien"), r.event("virtual circuit next reque")
+    assert net is not None and (net.waits, net.time_s, net.avg_ms, net.pct_db_time, net.loc.line) == (9, 508, 56_460, None, 181)
+    assert vc is not None and (vc.waits, vc.time_s, vc.avg_ms, vc.loc.line) == (4, 5, pytest.approx(1348.33), 182)
+    sga = r.top_events[1]  # line 59
+    assert (sga.name, sga.waits, sga.time_s, sga.avg_ms, sga.pct_db_time, sga.loc.line) == (
+        "SGA: allocation forcing compon", 394, 4.3, 10.81, 71.6, 59)
+    assert r.not_read == [] and r.elapsed().value == pytest.approx(59.69 * 60)
+
+
+def test_a_statspack_report_is_refused_by_its_title(tmp_path):
+    """sp_20190716_1_1-2.lst: 'STATSPACK report for' (line 2), 19c; its Top 5 prints '######' for an overflowed
+    Avg (line 60). Refused at the title, naming awrrpt.sql, for `import awr` and `import slob` alike."""
+    path = LYN / "sp_20190716_1_1-2.lst"
+    for args in (["awr", str(path)], ["slob", str(path), "--update-pct", "0"]):
+        code, text = cli("import", *args, "--out", str(tmp_path / args[0]))
+        assert code == 2, text
+        assert f"{path}: line 2: title: a Statspack report (spreport.sql), not an AWR report" in text
+        assert "@?/rdbms/admin/awrrpt.sql" in text and not (tmp_path / args[0]).exists()
 
 
 def test_19c_waits_far_over_db_time_import_marked(tmp_path):

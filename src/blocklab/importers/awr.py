@@ -56,6 +56,10 @@ from .common import (
 
 _TITLE = re.compile(r"WORKLOAD REPOSITORY (PDB )?report", re.IGNORECASE)
 _RAC_GLOBAL = re.compile(r"WORKLOAD REPOSITORY REPORT \(RAC\)|WORKLOAD REPOSITORY RAC report|AWR RAC Report", re.IGNORECASE)
+_STATSPACK = re.compile(r"^\s*STATSPACK (report|Statistics Report) for", re.IGNORECASE)
+STATSPACK_HELP = ("a Statspack report (spreport.sql), not an AWR report: its sections are another report's ('Top 5 Timed "
+                  "Events' with 'CPU time', a Load Profile without units) and blocklab does not read them; export the same "
+                  "interval as an AWR report with @?/rdbms/admin/awrrpt.sql (AWR needs the Diagnostics Pack)")
 
 
 def parse_awr(path: Path, shown: str | None = None) -> AwrReport:
@@ -79,6 +83,8 @@ def _parse_text(lines: list[Line], name: str) -> AwrReport:
     for ln in lines[:60]:
         if _RAC_GLOBAL.search(ln.text):
             raise ImportInputError(name, ln.number, "title", RAC_GLOBAL_HELP)
+        if _STATSPACK.match(ln.text):
+            raise ImportInputError(name, ln.number, "title", STATSPACK_HELP)
     not_read: list[NotRead] = []
     if not any(_TITLE.search(ln.text) for ln in lines[:60]):
         not_read.append(NotRead("title", lines[0].number, "no 'WORKLOAD REPOSITORY report for' in the first lines: read as an "
