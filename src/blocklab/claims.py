@@ -43,7 +43,7 @@ PROFILE_AGREEMENT = 0.05  # a time profile's parts within 5% of the elapsed time
 class CellChecks:
     """The evidence of one cell and what it says: problems make the cell invalid, flags only mark it."""
 
-    evidence: dict[str, Any] = field(default_factory=dict)
+    evidence: dict[str, object] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)
 
@@ -51,8 +51,8 @@ class CellChecks:
     def status(self) -> str:
         return "ok" if not self.problems else "invalid: " + "; ".join(self.problems)
 
-    def to_notes(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"checks": self.evidence}
+    def to_notes(self) -> dict[str, object]:
+        out: dict[str, object] = {"checks": self.evidence}
         if self.flags:
             out["flags"] = list(self.flags)
         return out
@@ -62,7 +62,7 @@ def relation_files(engine: Engine, relations: Iterable[str]) -> list[Path]:
     return list(dict.fromkeys(f for r in relations for f in engine.relation_files(r)))
 
 
-def check_settings(engine: Engine, settings: dict[str, Any], checks: CellChecks) -> None:
+def check_settings(engine: Engine, settings: dict[str, object], checks: CellChecks) -> None:
     """Asked = applied, read back by the engine in its own units."""
     mismatches = engine.check_applied(settings)
     checks.evidence["settings_checked"] = len(settings)
@@ -146,7 +146,7 @@ def check_metrics(metrics: dict[str, float], cold: bool, checks: CellChecks) -> 
             checks.flags.append(f"time profile: {unaccounted / coverage:.0%} of the slowest session's time unaccounted")
 
 
-def check_steady(series: dict[str, list[float]], key: str, checks: CellChecks) -> dict[str, Any] | None:
+def check_steady(series: dict[str, list[float]], key: str, checks: CellChecks) -> dict[str, object] | None:
     """A timed point's steadiness (analysis/series.py drift()): its warm-up and
     whether `key` is still drifting after it; a drifting point is flagged (it
     counts, and the report says so). None when the series is too short to judge."""

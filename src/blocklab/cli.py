@@ -33,6 +33,7 @@ from .device.twin import MODES as TWIN_MODES
 from .engines import available as available_engines
 from .engines.base import EngineError, KnobError
 from .experiment import Experiment
+from .jsonvalue import as_object, str_or_none
 from .lab import Overrides, load_experiment, load_saved_experiment, plan_text
 from .paths import check_out_dir, results_root
 from .probes import cpu_profile
@@ -330,8 +331,8 @@ def _device_twin_only(console: Console, resume: Path | None, other_options: bool
         sys.exit(EXIT_INTERRUPTED)
     console.print(twins.summary_line(), markup=False, highlight=False)
     _print_efficiency(console, RunDir(resume), summary, describe)
-    words = summary.get("efficiency") or {}
-    if text := " ".join(p for p in (words.get("sentence"), words.get("verdict")) if p):
+    words = as_object(summary.get("efficiency"))
+    if text := " ".join(p for p in (str_or_none(words.get("sentence")), str_or_none(words.get("verdict"))) if p):
         console.print(text, markup=False, highlight=False)
     console.print(f"report:  {RunDir(resume).file('report.html')}", markup=False, highlight=False)
 

@@ -340,7 +340,7 @@ def fleet_run_options(func: Any) -> Any:
     return func
 
 
-def wants_fleet(resume: Path | None, fleet: dict[str, Any]) -> bool:
+def wants_fleet(resume: Path | None, fleet: dict[str, object]) -> bool:
     """Does this `blocklab run` go to run_on_fleet: a fleet option given, or --resume of a
     run that was measured on a fleet (which then needs --fleet)?"""
     if fleet.get("fleet") or fleet.get("hosts") or fleet.get("certs") or fleet.get("insecure") or fleet.get("share_disk"):

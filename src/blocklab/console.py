@@ -59,7 +59,7 @@ class ConsoleReporter:
         if self.progress is not None:
             self.progress.advance(self.task)
 
-    def finished(self, summary: dict[str, Any]) -> None:
+    def finished(self, summary: dict[str, object]) -> None:
         self.close()
 
     def close(self) -> None:

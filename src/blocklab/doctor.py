@@ -49,7 +49,7 @@ def recipe_outcome(name: str, kind: str, version: tuple[int, ...], dsn: bool, qu
     raw = tomllib.loads(recipes.path_of(name).read_text())
     if kind not in recipe_engines(name):
         return Outcome(REFUSED, [f"the recipe has no variant for engine {kind}"])
-    overrides: dict[str, Any] = {"engine.kind": kind, "quick": quick}
+    overrides: dict[str, object] = {"engine.kind": kind, "quick": quick}
     try:
         spec = spec_from_dict(raw, name, overrides, engine_version=version, dsn=dsn)
     except SpecError as err:

@@ -6,7 +6,7 @@ import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from . import recipes
 from .budget import BudgetError, parse_budget
@@ -40,8 +40,8 @@ class Overrides:
     trace_function: str | None = None  # --trace-function NAME (--trace-arg N)
     trace_arg: int | None = None
 
-    def as_dotted(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def as_dotted(self) -> dict[str, object]:
+        out: dict[str, object] = {}
         if self.cpu_profile:
             out["measure.cpu_profile"] = True
         if self.cpu_profile_hz is not None:
@@ -244,7 +244,7 @@ def clean_server(kind: str, dsn: str, *, dry_run: bool = False) -> list[str]:
         return engine.created_objects() if dry_run else engine.drop_created()
     finally:
         engine.stop()
-def device_twin_only(run_path: Path, say: Callable[[str], None]) -> tuple[RunTwins, dict[str, Any], Callable[[str], str]]:
+def device_twin_only(run_path: Path, say: Callable[[str], None]) -> tuple[RunTwins, dict[str, object], Callable[[str], str]]:
     """`blocklab run --resume DIR --device-twin only`: the device twin of a run already
     measured (no engine started: the rows hold the I/O patterns, environment.json the
     data directory), then its summary and report brought up to date. Returns the

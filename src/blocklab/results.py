@@ -58,13 +58,13 @@ class ResultRow:
 
     cell: int
     block: int
-    settings: dict[str, Any]
+    settings: dict[str, Any]  # knob -> value as the spec gave it (numbers, words, booleans)
     applied: dict[str, str]
     metrics: dict[str, float]
     status: str = "ok"  # "ok", or the error text
     cell_id: str = ""
     started: str = ""
-    notes: dict[str, Any] = field(default_factory=dict)
+    notes: dict[str, Any] = field(default_factory=dict)  # free-form per engine and workload; tune/ does arithmetic on its entries
     format: int = FORMAT
     source: str = ""  # "" for a cell blocklab measured; "import" for a row read from another tool's output
     # A point that runs for a duration may record its metrics second by second:
@@ -92,7 +92,7 @@ class ResultRow:
         return self.status.startswith("refused:")
 
     def to_json(self) -> str:
-        d: dict[str, Any] = {
+        d: dict[str, object] = {
             "format": self.format,
             "cell": self.cell,
             "cell_id": self.cell_id,

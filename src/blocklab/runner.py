@@ -63,7 +63,7 @@ class Reporter(Protocol):
     def phase(self, text: str) -> None: ...
     def plan_started(self, total: int, todo: int, estimate_s: float) -> None: ...
     def cell_done(self, cell: Cell, row: ResultRow, line: str) -> None: ...
-    def finished(self, summary: dict[str, Any]) -> None: ...
+    def finished(self, summary: dict[str, object]) -> None: ...
 
 
 class SilentReporter:
@@ -92,7 +92,7 @@ class EngineDied(EngineError):
 
 
 def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = False, retry: bool = True,
-        device_twin: str | None = None) -> dict[str, Any]:
+        device_twin: str | None = None) -> dict[str, object]:
     """Run (or resume) an experiment into `run_dir`; returns the summary.
 
     A resumed run measures the cells missing from results.jsonl and, unless
@@ -433,7 +433,7 @@ def _profiler(exp: Experiment) -> CellProfiler | None:
     return CellProfiler(exp.engine, hz=m.cpu_profile_hz)
 
 
-def _keep_profile(exp: Experiment, cell: Cell, attempt: int, profiler: CellProfiler) -> dict[str, Any]:
+def _keep_profile(exp: Experiment, cell: Cell, attempt: int, profiler: CellProfiler) -> dict[str, object]:
     """The cell's folded stacks in profiles/<cell-id>.folded (a re-measure: -<attempt>);
     what the result row's notes say of it."""
     assert exp.profile_dir is not None
@@ -543,7 +543,7 @@ def settle_section(exp: Experiment, rows: list[ResultRow], summary: dict[str, An
     }
 
 
-def validity_counts(rows: list[ResultRow]) -> dict[str, Any]:
+def validity_counts(rows: list[ResultRow]) -> dict[str, object]:
     """How many cells failed, were invalid (and why) or flagged: in summary.json for the console and the report."""
     invalid = [r for r in rows if r.invalid]
     measured = {r.cell_id for r in rows if r.ok}

@@ -74,7 +74,7 @@ class WorkloadSpec(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
     kind: str = "full_scan"  # checked against the workloads/ modules in workloads.make_workload
 
-    def options(self) -> dict[str, Any]:
+    def options(self) -> dict[str, object]:
         return dict(self.model_extra or {})
 
 
@@ -175,7 +175,7 @@ class Spec(_Strict):
 
 
 # ---------------------------------------------------------------------- loading
-def load_spec(path: Path | str, overrides: dict[str, Any] | None = None, variant: str | None = None) -> tuple[Spec, str]:
+def load_spec(path: Path | str, overrides: dict[str, object] | None = None, variant: str | None = None) -> tuple[Spec, str]:
     """Read, merge overrides into, and validate one experiment file.
 
     Returns the spec and the file's text (saved beside the results)."""
@@ -372,7 +372,7 @@ def _workload_kind(raw: dict[str, Any]) -> str:
     return str(raw.get("workload", {}).get("kind", WorkloadSpec.model_fields["kind"].default))
 
 
-def _merge_dotted(raw: dict[str, Any], updates: dict[str, Any], source: str, what: str) -> None:
+def _merge_dotted(raw: dict[str, object], updates: dict[str, object], source: str, what: str) -> None:
     nested = updates.get("workload")
     kind = updates.get("workload.kind") or (nested.get("kind") if isinstance(nested, dict) else None)
     if kind and kind != _workload_kind(raw):
@@ -407,7 +407,7 @@ def _set_dotted(raw: dict[str, Any], dotted: str, value: object) -> None:
     node[keys[-1]] = value
 
 
-def format_validation_error(err: ValidationError, source: str, overrides: dict[str, Any] | None = None) -> str:
+def format_validation_error(err: ValidationError, source: str, overrides: dict[str, object] | None = None) -> str:
     """Every problem on a line; one the user typed on the command line names the
     option (`--seed -1: ...`), not the recipe file it was merged into."""
     from_file, from_options = [], []
@@ -440,7 +440,7 @@ def in_words(problem: Any) -> str:
     return str(problem["msg"]).removeprefix("Value error, ")
 
 
-def _set_option_of(message: str, overrides: dict[str, Any]) -> str | None:
+def _set_option_of(message: str, overrides: dict[str, object]) -> str | None:
     """`--set NAME` for a model-wide problem about a knob the command line named."""
     match = re.match(r"(knobs|engine\.settings)\.([^:]+):", message)
     if match and f"knobs.{match.group(2)}" in overrides:
@@ -448,7 +448,7 @@ def _set_option_of(message: str, overrides: dict[str, Any]) -> str | None:
     return None
 
 
-def _option_of(field: str, overrides: dict[str, Any]) -> str | None:
+def _option_of(field: str, overrides: dict[str, object]) -> str | None:
     """`--repeats 100000` for a problem in measure.max_repeats that --repeats set; None for the file's own fields."""
     if field in OPTION_OF_FIELD and (field in overrides or (field == "measure.max_repeats" and "measure.repeats" in overrides)):
         option = OPTION_OF_FIELD[field]

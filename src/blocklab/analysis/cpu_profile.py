@@ -113,7 +113,7 @@ class KnobRanking:
 
     knob: str
     values: list[str]  # smallest first, as text
-    where: dict[str, Any]
+    where: dict[str, object]
     unit: str
     work_metric: str
     total_per_unit: dict[str, Interval]
@@ -123,7 +123,7 @@ class KnobRanking:
     cells: int
     blocks: int
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "knob": self.knob, "values": self.values, "where": {k: str(v) for k, v in self.where.items()},
             "unit": self.unit, "work_metric": self.work_metric, "cells": self.cells, "blocks": self.blocks,
@@ -192,13 +192,13 @@ def value_text(v: Any) -> str:
     return str(v)
 
 
-def _matches(c: CellCosts, where: dict[str, Any]) -> bool:
+def _matches(c: CellCosts, where: dict[str, object]) -> bool:
     return all(value_text(c.row.settings.get(k)) == value_text(v) for k, v in where.items())
 
 
 # ---------------------------------------------------------------------- the ranking
 def rank_along(costs: Sequence[CellCosts], knob: str, *, unit: str, work_metric: str,
-               where: dict[str, Any] | None = None, top: int = TOP, follow: Sequence[str] = ()) -> KnobRanking | None:
+               where: dict[str, object] | None = None, top: int = TOP, follow: Sequence[str] = ()) -> KnobRanking | None:
     """Rank the functions by the CPU per unit of work they add (or save) from the knob's
     smallest value to its largest; None when the cells hold fewer than two values.
     `follow`: functions kept whatever their rank (another knob's answer, followed here)."""
@@ -332,7 +332,7 @@ class ProfileAnalysis:
     hz: int
     call_graph: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"unit": self.unit, "work_metric": self.work_metric, "rankings": [r.to_dict() for r in self.rankings],
                 "cells_per_setting": self.cells_per_setting, "unnamed_share": self.unnamed_share,
                 "processes": self.processes, "hz": self.hz, "call_graph": self.call_graph}
@@ -392,7 +392,7 @@ def _share_text(share: float) -> str:
 
 # ---------------------------------------------------------------------- summary.json
 def rankings_for(costs: Sequence[CellCosts], knobs: Sequence[str], work: tuple[str, str],
-                 where: dict[str, Any]) -> list[KnobRanking]:
+                 where: dict[str, object]) -> list[KnobRanking]:
     """Along each knob held in `where`: every cell (where its cost goes when it changes);
     along every other knob: the cells at `where` only (how those functions scale)."""
     out: list[KnobRanking] = []
@@ -431,7 +431,7 @@ def add_to_summary(summary: dict[str, Any], rows: Sequence[ResultRow], run_path:
 
 
 def profile_verdict(rankings: Sequence[KnobRanking], cells: int, unnamed: float, hz: int,
-                    where: dict[str, Any] | None = None) -> str:
+                    where: dict[str, object] | None = None) -> str:
     """Where the CPU went. With knobs held (`where`, the checksum recipe's checksum = on):
     which functions the held knob's extra CPU is spent in, then whether their CPU per unit
     grows along each other knob. Without: one sentence per knob, the functions that move it."""

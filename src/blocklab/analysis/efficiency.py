@@ -132,7 +132,7 @@ class SettingEfficiency:
             text += f" [{100 * self.ci_low:.0f}, {100 * self.ci_high:.0f}]"
         return text
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "pattern": self.pattern.key if self.pattern else None,
             "pattern_text": self.pattern.describe() if self.pattern else None,
@@ -444,7 +444,7 @@ def bottleneck_sentence(e: SettingEfficiency, engine: str, describe: Describe = 
 
 
 def summary_part(effs: list[SettingEfficiency], twins: RunTwins | None, engine: str, describe: Describe = str,
-                 best: str | None = None) -> dict[str, Any]:
+                 best: str | None = None) -> dict[str, object]:
     """summary.json's "efficiency" entry."""
     chosen = next((e for e in effs if e.label == best), None)
     return {
@@ -479,7 +479,7 @@ def add_to_summary(summary: dict[str, Any], run_dir: RunDir | Path | str, descri
     summary["efficiency"] = part
     summary["explain"] = explain + [p for p in (part["sentence"], part["verdict"]) if p]
     if summary.get("verdict_options"):
-        summary["verdict"] = compose(summary["verdict_options"], part.get("line") or "")
+        summary["verdict"] = compose(summary["verdict_options"], str(part.get("line") or ""))
 
 
 def disk_line(e: SettingEfficiency | None, engine: str, describe: Describe = str) -> str:

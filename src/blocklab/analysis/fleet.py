@@ -39,7 +39,7 @@ class Sweep:
     metric: str
     goal: str
     labels: list[str]
-    settings_by_label: dict[str, dict[str, Any]]
+    settings_by_label: dict[str, dict[str, object]]
     baseline: str | None = None
     practical: float = 0.0
     seed: int = 0
@@ -50,14 +50,14 @@ class Sweep:
     def describe_setting(self, label: str) -> str:
         return self.describe.get(label, label)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Sweep:
         return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
 
-    def summarise(self, rows: list[ResultRow]) -> dict[str, Any]:
+    def summarise(self, rows: list[ResultRow]) -> dict[str, object]:
         return summarise(
             rows, metric=self.metric, goal=self.goal, setting_labels=self.labels, settings_by_label=self.settings_by_label,
             baseline=self.baseline, practical=self.practical, seed=self.seed, describe_setting=self.describe_setting,
@@ -73,7 +73,7 @@ def rows_by_host(rows: Iterable[ResultRow], hosts: Iterable[str] = ()) -> dict[s
     return out
 
 
-def host_summary(sweep: Sweep, rows: list[ResultRow], planned: int | None = None) -> dict[str, Any]:
+def host_summary(sweep: Sweep, rows: list[ResultRow], planned: int | None = None) -> dict[str, object]:
     """One host's analysis, as summary.json holds a local run's, plus its cell counts."""
     summary = sweep.summarise(rows)
     summary["cells_planned"] = planned
@@ -154,9 +154,9 @@ def fleet_summary(
     name: str,
     seed: int,
     lost: dict[str, str] | None = None,
-    pooled: dict[str, Any] | None = None,
-    host_summaries: dict[str, dict[str, Any]] | None = None,
-) -> dict[str, Any]:
+    pooled: dict[str, object] | None = None,
+    host_summaries: dict[str, dict[str, object]] | None = None,
+) -> dict[str, object]:
     """summary.json of a fleet run. The top level is the analysis of every host's rows
     pooled, shaped as a local run's (so the report's tables, `export` and `compare`
     read it), with the fleet's verdict and headline; `fleet` holds each host's own
@@ -188,7 +188,7 @@ def fleet_summary(
     return summary
 
 
-def _slowdown(entry: dict[str, Any], goal: str) -> tuple[float, float, float]:
+def _slowdown(entry: dict[str, object], goal: str) -> tuple[float, float, float]:
     """How many times worse than that host's best (from summary entries: ratio_to_best)."""
     r = _num(entry.get("ratio_to_best"))
     lo, hi = _num(entry.get("ratio_to_best_ci_low")), _num(entry.get("ratio_to_best_ci_high"))

@@ -41,7 +41,7 @@ def per_setting(rows: Sequence[ResultRow], label: Callable[[dict[str, Any]], str
     return out
 
 
-def add_to_summary(summary: dict[str, Any], rows: Sequence[ResultRow], label: Callable[[dict[str, Any]], str],
+def add_to_summary(summary: dict[str, object], rows: Sequence[ResultRow], label: Callable[[dict[str, object]], str],
                    function: str, arg: int | None, work: tuple[str, str]) -> None:
     settings = per_setting(rows, label, work[0])
     if settings:

@@ -87,7 +87,7 @@ def pair_spread(rows: Iterable[ResultRow], metric: str, a: str, b: str) -> tuple
     return math.sqrt(sum((x - mean) ** 2 for x in diffs) / (len(diffs) - 1)), len(diffs)
 
 
-def undecided(analysis: Mapping[str, Any], rows: list[ResultRow], metric: str, margin: float) -> list[dict[str, Any]]:
+def undecided(analysis: Mapping[str, Any], rows: list[ResultRow], metric: str, margin: float) -> list[dict[str, object]]:
     """The pairs (setting, best) of a summary's analysis that are neither separated
     nor within the margin, each with its interval, the blocks holding both, the
     per-block ratio's spread and the blocks estimated to settle it."""

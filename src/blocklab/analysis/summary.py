@@ -185,7 +185,7 @@ def _mark_partial(summary: dict[str, Any], rows: list[ResultRow], groups: Mappin
     summary["verdict"] = compose(summary["verdict_options"])
 
 
-def _with_series_intervals(analysis: Analysis, rows: list[ResultRow], metric: str) -> tuple[Analysis, dict[str, Any]]:
+def _with_series_intervals(analysis: Analysis, rows: list[ResultRow], metric: str) -> tuple[Analysis, dict[str, object]]:
     """A setting measured by exactly one ok row that carries a per-second series
     of the metric gets its interval from that series (batch means after the
     warm-up) instead of none. Its median stays the row's value."""
@@ -196,7 +196,7 @@ def _with_series_intervals(analysis: Analysis, rows: list[ResultRow], metric: st
         if r.ok and metric in r.metrics:
             by_label.setdefault(label_of(r.settings), []).append(r)
     settings = dict(analysis.settings)
-    found: dict[str, Any] = {}
+    found: dict[str, object] = {}
     for label, own in by_label.items():
         if len(own) != 1 or label not in settings:
             continue

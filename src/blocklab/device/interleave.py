@@ -67,7 +67,7 @@ class BesideCells:
         directory = twin_directory(data_dir)
         return cls(run_dir, fio, fio_version(fio), ioengine, directory, device_of(data_dir).name)
 
-    def after(self, row: ResultRow, say: Callable[[str], None] | None = None) -> tuple[ResultRow, dict[str, Any] | None]:
+    def after(self, row: ResultRow, say: Callable[[str], None] | None = None) -> tuple[ResultRow, dict[str, object] | None]:
         """Replay `row`'s own I/O pattern for as long as its workload ran: the row with
         the replay's seconds in its notes, and the replay's record for `keep` (after
         the row is kept). A row that is not ok or has no pattern is returned as it is,
@@ -87,7 +87,7 @@ class BesideCells:
         notes = {**row.notes, TWIN_SECONDS_NOTE: spent}
         return dataclasses.replace(row, notes=notes), record
 
-    def keep(self, record: dict[str, Any] | None) -> None:
+    def keep(self, record: dict[str, object] | None) -> None:
         """Append a replay to twin.jsonl (after its row is in results.jsonl), fsync'd."""
         if record is None:
             return
@@ -122,7 +122,7 @@ class BesideCells:
         self.files.clear()
 
 
-def load_replays(run_dir: RunDir | Path | str) -> list[dict[str, Any]]:
+def load_replays(run_dir: RunDir | Path | str) -> list[dict[str, object]]:
     """twin.jsonl of a run: the replays beside its cells, in the order run ([] when none)."""
     path = (run_dir.path if isinstance(run_dir, RunDir) else Path(run_dir)) / REPLAY_FILE
     try:
@@ -140,7 +140,7 @@ def load_replays(run_dir: RunDir | Path | str) -> list[dict[str, Any]]:
     return out
 
 
-def replay_run(record: dict[str, Any]) -> FioRun | None:
+def replay_run(record: dict[str, object]) -> FioRun | None:
     """The fio figures of one replay, None when it failed."""
     run = record.get("run")
     if not isinstance(run, dict):

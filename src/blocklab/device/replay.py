@@ -183,7 +183,7 @@ class Twin:
         """The foreground's mean completion latency."""
         return self.read_lat_ms if self.pattern.main == "read" else self.write_lat_ms
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         d = asdict(self)
         d["key"] = self.key
         # JSON has no NaN: a figure fio did not give (a read-only run's write latency) is null
@@ -258,7 +258,7 @@ class TwinCache:
                 continue
         return out
 
-    def save(self, twins: Iterable[Twin], device_info: dict[str, Any]) -> None:
+    def save(self, twins: Iterable[Twin], device_info: dict[str, object]) -> None:
         """Merge these twins into the file (under the lock the caller holds)."""
         merged = self.load()
         merged.update({t.key: t for t in twins})

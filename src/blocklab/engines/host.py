@@ -166,7 +166,7 @@ class ReadAhead:
 _READ_AHEAD_FILE = re.compile(r"^/sys/block/[A-Za-z0-9._-]+/queue/read_ahead_kb$")
 
 
-def restore_host(owed: dict[str, Any]) -> list[str]:
+def restore_host(owed: dict[str, object]) -> list[str]:
     """Put back the machine settings a run still owed (restore.json's "host": sysfs
     path -> original value). Only read-ahead files are accepted: the file comes from
     a results directory, which anyone may have edited."""

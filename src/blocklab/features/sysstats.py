@@ -377,7 +377,7 @@ class AppliedCosts:
     def confirmed(self) -> bool:
         return all(_same_number(self.after.get(k), v) for k, v in self.asked.items())
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"asked": self.asked, "before": self.before, "after": self.after, "confirmed": self.confirmed}
 
 
@@ -519,7 +519,7 @@ def run_sysstats(
         engine.stop()
 
 
-def _document(result: SysstatsRun) -> dict[str, Any]:
+def _document(result: SysstatsRun) -> dict[str, object]:
     s = result.stats
     return {
         "format": FORMAT,
@@ -534,7 +534,7 @@ def _document(result: SysstatsRun) -> dict[str, Any]:
     }
 
 
-def load(path: Path | str) -> dict[str, Any]:
+def load(path: Path | str) -> dict[str, object]:
     """A saved sysstats.json."""
     return RunDir(path).read_json(SYSSTATS_FILE)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 from .common import ImportInputError, Line, Loc, Value, duration_ms, number
 
@@ -37,7 +36,7 @@ class NotRead:
     def text(self, file: str) -> str:
         return f"{file}:{self.line}: {self.field}: {self.reason}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"field": self.field, "line": self.line, "reason": self.reason}
 
 

@@ -55,11 +55,11 @@ class Point:
     metrics: dict[str, float]
     sources: dict[str, str]
     started: str = ""
-    database: dict[str, Any] = field(default_factory=dict)
+    database: dict[str, str] = field(default_factory=dict)
     parameters: dict[str, str] = field(default_factory=dict)
     slob: dict[str, str] = field(default_factory=dict)
     loc: Loc | None = None  # an awr_info line
-    extra: dict[str, Any] = field(default_factory=dict)  # not_read / marks for the run's import-notes.json
+    extra: dict[str, object] = field(default_factory=dict)  # not_read / marks for the run's import-notes.json
 
 
 # ---------------------------------------------------------------------- finding the files
@@ -269,7 +269,7 @@ def info_points(rows: list[AwrInfoRow], path: Path, root: Path, update_pct: floa
 
 
 def import_slob(paths: list[Path], *, update_pct: float | None = None, block_size: int | None = None,
-                environment: dict[str, Any] | None = None, command: str = "blocklab import slob") -> ImportedRun:
+                environment: dict[str, object] | None = None, command: str = "blocklab import slob") -> ImportedRun:
     """Read every report under `paths` into the rows of one slob run."""
     if update_pct is not None and not 0 <= update_pct <= 100:
         raise ImportOptionError(f"--update-pct {update_pct:g}: give a percentage from 0 to 100")

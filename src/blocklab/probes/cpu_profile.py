@@ -191,7 +191,7 @@ class FoldedProfile:
         """One `frame;frame;...;leaf count` line per stack, heaviest first."""
         return "".join(f"{stack} {n}\n" for stack, n in sorted(self.stacks.items(), key=lambda kv: (-kv[1], kv[0])))
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, object]:
         return {"samples": self.samples, "cpu_s": round(self.cpu_s, 6), "unnamed_samples": self.unnamed_leaf,
                 "unnamed_share": round(self.unnamed_share, 4),
                 "unnamed_objects": dict(self.unnamed_objects.most_common(5))}
@@ -322,7 +322,7 @@ class PerfWindow:
             self._command("disable", 10.0)
             self._paused = True
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._proc is None:
             return
         try:
@@ -400,7 +400,7 @@ class _CellWindow:
     def pause(self) -> None:
         self.perf.pause()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.perf.__exit__(*exc)
         self.owner.profile.merge(self.perf.profile)
         self.owner.windows += 1
@@ -417,7 +417,7 @@ class ObserverWindow(Protocol):
 
     def pause(self) -> None: ...
 
-    def __exit__(self, *exc: Any) -> None: ...
+    def __exit__(self, *exc: object) -> None: ...
 
 
 class CellObserver(Protocol):

@@ -222,7 +222,7 @@ def settings_table(summary: dict[str, Any], unit: str, describe: Callable[[str],
     return table
 
 
-def ratio_text(entry: dict[str, Any]) -> str:
+def ratio_text(entry: dict[str, object]) -> str:
     """A setting's ratio to the best: '0.93x [0.85, 1.02]'; the point alone without an interval."""
     r, lo, hi = entry.get("ratio_to_best"), entry.get("ratio_to_best_ci_low"), entry.get("ratio_to_best_ci_high")
     if not _finite(r):

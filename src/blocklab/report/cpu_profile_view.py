@@ -113,7 +113,7 @@ def _pair_member(flame_id: str, diff_id: str) -> bool:
     return flame_id.removeprefix("flame-") in (a, b)
 
 
-def _graph(g: FlameGraph, open_: bool) -> dict[str, Any]:
+def _graph(g: FlameGraph, open_: bool) -> dict[str, object]:
     # inline, not an <img>: the frames' tooltips (<title>) work only in an inline SVG; the
     # SVG is ours, every text in it escaped (flame.py)
     svg = g.svg.decode().replace("<svg ", '<svg style="width:100%;height:auto" ', 1)

@@ -29,9 +29,9 @@ def columns(data: RunData) -> list[str]:
     return [*base, *knobs, *(f"applied.{k}" for k in applied), *metrics]
 
 
-def record(row: ResultRow, cols: list[str]) -> dict[str, Any]:
+def record(row: ResultRow, cols: list[str]) -> dict[str, object]:
     """One row as a flat dict over `cols` (None where a cell has no value)."""
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "cell": row.cell,
         "cell_id": row.cell_id,
         "block": row.block,

@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from ..analysis.fleet import Sweep, fleet_summary
+from ..jsonvalue import as_object
 from ..units import human, metric_title
 from .data import RunData
 
@@ -42,8 +43,8 @@ def fleet_part(data: RunData) -> dict[str, Any]:
         return dict(saved)
     sweep = _sweep(data)
     planned = {h: int(info.get("cells") or 0) for h, info in (data.plan.get("fleet") or {}).get("hosts", {}).items()}
-    return dict(fleet_summary(sweep, data.rows, planned, name=data.name, seed=int(data.seed or 0),
-                              lost=(saved or {}).get("lost"))["fleet"])
+    return dict(as_object(fleet_summary(sweep, data.rows, planned, name=data.name, seed=int(data.seed or 0),
+                                        lost=(saved or {}).get("lost"))["fleet"]))
 
 
 def _sweep(data: RunData) -> Sweep:

@@ -235,7 +235,7 @@ def _finite(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def _other_metrics(data: RunData) -> dict[str, Any]:
+def _other_metrics(data: RunData) -> dict[str, object]:
     """Median of the other headline metrics per setting (MB/s, read size, elapsed ...)."""
     metrics = data.headline_metrics()
     if not metrics:
@@ -271,7 +271,7 @@ def _metric_text(metric: str, value: float | None) -> str:
     return human(value)
 
 
-def _plot_context(p: Plot) -> dict[str, Any]:
+def _plot_context(p: Plot) -> dict[str, object]:
     return {
         "id": p.id,
         "title": p.title,
@@ -281,7 +281,7 @@ def _plot_context(p: Plot) -> dict[str, Any]:
     }
 
 
-def _failed(data: RunData, row: Any) -> dict[str, Any]:
+def _failed(data: RunData, row: Any) -> dict[str, object]:
     return {
         "cell": row.cell,
         "block": row.block + 1,
@@ -357,7 +357,7 @@ def _short(metric: str) -> str:
     return SHORT_NAMES.get(metric, metric)
 
 
-def _raw_rows(data: RunData) -> list[dict[str, Any]]:
+def _raw_rows(data: RunData) -> list[dict[str, object]]:
     metrics = _raw_metrics(data)
     out = []
     for row in sorted(data.rows, key=lambda r: r.cell):

@@ -11,7 +11,7 @@ from .data import RunData
 EXPORT_FORMAT = 1
 
 
-def document(data: RunData) -> dict[str, Any]:
+def document(data: RunData) -> dict[str, object]:
     return {
         "blocklab_export": EXPORT_FORMAT,
         "experiment": data.name,

@@ -29,7 +29,7 @@ GREY = "#4d4d4d"
 LIGHT = "#9a9a9a"
 RED = "#c0392b"
 
-STYLE: dict[str, Any] = {
+STYLE: dict[str, object] = {
     "font.family": "DejaVu Sans",
     "font.size": 11,
     "axes.titlesize": 10,

@@ -30,7 +30,7 @@ class AnalyseError(ValueError):
 @dataclass(frozen=True)
 class Reanalysis:
     path: Path
-    summary: dict[str, Any]
+    summary: dict[str, object]
     previous_verdict: str | None  # None when there was no summary.json
     previous_version: int | None  # statistics_version of the old summary (None: before versions)
     written: bool

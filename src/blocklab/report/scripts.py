@@ -17,7 +17,7 @@ from ..results import WORKLOAD_FILE
 from .data import RunData
 
 
-def scripts_context(data: RunData) -> dict[str, Any] | None:
+def scripts_context(data: RunData) -> dict[str, object] | None:
     path = data.path / WORKLOAD_FILE
     if not path.exists():
         return None

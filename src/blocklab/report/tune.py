@@ -102,7 +102,7 @@ def _e(x: Any) -> str:
     return html.escape(str(x))
 
 
-def _interval(adv: dict[str, Any] | None) -> str:
+def _interval(adv: dict[str, object] | None) -> str:
     if not adv:
         return "–"
     if adv.get("low") is None:

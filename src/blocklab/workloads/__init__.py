@@ -75,7 +75,7 @@ def make_workload(
     dataset: DatasetSpec,
     engine_kind: str,
     source: str = "experiment",
-    axis_values: dict[str, Any] | None = None,
+    axis_values: dict[str, object] | None = None,
 ) -> Workload:
     """The workload object for a spec; its options are validated here, before anything runs.
     `axis_values` are swept options of one cell (knobs named workload.X, without the prefix)."""

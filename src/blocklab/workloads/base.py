@@ -100,7 +100,7 @@ def workload_check(workload: Any, engine: Engine) -> None:
         check(engine)
 
 
-def workload_record(workload: Any) -> dict[str, Any] | None:
+def workload_record(workload: Any) -> dict[str, object] | None:
     """What a workload keeps with its run for the report (its `report_record()`: the user's
     scripts, for workload `sql`), written as workload.json; None for the others."""
     record = getattr(workload, "report_record", None)

@@ -19,6 +19,9 @@ from ...units import fmt_bytes
 from ..vocabulary import ApplyClass, KnobError, KnobInfo, parse_bool, parse_int
 from .dsn import DATABASE
 
+if TYPE_CHECKING:
+    from pymysql.cursors import Cursor
+
 ENGINE_NAME = "mariadb"
 PAGE_SIZES = (4096, 8192, 16384, 32768, 65536)
 DEFAULT_PAGE_SIZE = 16384
@@ -174,7 +177,7 @@ def same_setting(server_value: str | None, conf: str) -> bool:
     return False
 
 
-def wait_buffer_pool_resize(cur: Any, timeout: float = 120.0) -> None:
+def wait_buffer_pool_resize(cur: Cursor, timeout: float = 120.0) -> None:
     """Older 10.11 releases resize the buffer pool in the background; wait for it."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -322,7 +325,7 @@ class KnobsMixin:
             default=var.global_value, description=desc, readings=readings, reading=reading,
         )
 
-    def config_lines(self, settings: dict[str, Any]) -> list[str]:
+    def config_lines(self, settings: dict[str, object]) -> list[str]:
         """my.cnf lines under [mysqld] (the page size only takes at a new data directory)."""
         lines = ["[mysqld]"]
         for name, value in settings.items():
@@ -331,10 +334,10 @@ class KnobsMixin:
             lines.append(f"{native} = {server_value(value)}{note}")
         return lines
 
-    def check_settings(self, settings: dict[str, Any], *, partial: bool = False) -> dict[str, Any]:
+    def check_settings(self, settings: dict[str, object], *, partial: bool = False) -> dict[str, Any]:
         """Canonical values for one setting; KnobError (naming the knob and what is
         accepted) for anything the server would refuse or silently round."""
-        out: dict[str, Any] = {}
+        out: dict[str, object] = {}
         for name, value in settings.items():
             info = self.knob(name)
             canonical = self._normalise(name, info, value)
@@ -411,7 +414,7 @@ class KnobsMixin:
             return info.normalise(value, ENGINE_NAME, name)
         return str(value)
 
-    def _check_session_values(self, settings: dict[str, Any]) -> None:
+    def _check_session_values(self, settings: dict[str, object]) -> None:
         """Session-scope values are tried on a throwaway session: the server's own
         verdict, including the warnings it gives when it would round a value."""
         session = {n: v for n, v in settings.items() if self.knob(n).apply == ApplyClass.SESSION}

@@ -36,7 +36,7 @@ class DsnServerMixin:
         _started: bool
         _catalog: dict[str, ServerVariable]
         _server_settings: dict[str, str]
-        _dsn_originals: dict[str, Any]
+        _dsn_originals: dict[str, object]
 
         @property
         def socket_path(self) -> Path: ...
@@ -96,7 +96,7 @@ class DsnServerMixin:
         self._started = False  # the next start makes the database again
         return done
 
-    def owed_restore(self) -> dict[str, Any]:
+    def owed_restore(self) -> dict[str, object]:
         if not self._dsn_originals or self._dsn is None:
             return {}
         params = self._dsn.params
@@ -106,7 +106,7 @@ class DsnServerMixin:
             dsn = f"mysql://{params['user']}@{params['host']}:{params['port']}/{DATABASE}"
         return {"engine": self.name, "dsn": dsn, "server": self._where(), "settings": dict(self._dsn_originals)}
 
-    def restore_owed(self, settings: dict[str, Any]) -> list[str]:
+    def restore_owed(self, settings: dict[str, object]) -> list[str]:
         self._dsn_originals = dict(settings)
         done = [f"{k} = {v}" for k, v in settings.items()]
         self._restore_dsn_settings()

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..base import ApplyClass, CounterWindow, DialectBase, EngineBase, EngineInfo, KnobError, KnobInfo, SessionBase
+from ..base import ApplyClass, CounterWindow, DialectBase, EngineBase, EngineInfo, KnobError, KnobInfo, Session, SessionBase
 
 KNOBS = {
     "null.level": KnobInfo("level", None, "integer", ApplyClass.SESSION, minimum=0, maximum=1000, default=0),
@@ -44,7 +44,7 @@ class NullDialect(DialectBase):
         self.engine.tables[table] = (rows, fingerprint)
         self.engine.builds += 1
 
-    def count_rows(self, session: Any, table: str) -> int:
+    def count_rows(self, session: NullSession, table: str) -> int:
         return self.engine.tables[table][0]
 
     def level(self) -> int:
@@ -71,7 +71,7 @@ class NullEngine(EngineBase):
         self.restarts = 0
         self.builds = 0
         self.current: dict[str, Any] = {}
-        self.applied_history: list[dict[str, Any]] = []
+        self.applied_history: list[dict[str, object]] = []
         self.tables: dict[str, tuple[int, str]] = {}
 
     def start(self) -> None:
@@ -85,10 +85,10 @@ class NullEngine(EngineBase):
             raise KnobError(f"unknown knob {name!r} on engine null; accepted: {', '.join(KNOBS)}")
         return KNOBS[name]
 
-    def check_settings(self, settings: dict[str, Any], *, partial: bool = False) -> dict[str, Any]:
+    def check_settings(self, settings: dict[str, object], *, partial: bool = False) -> dict[str, object]:
         return {k: self.knob(k).normalise(v, "null", k) for k, v in settings.items()}
 
-    def apply(self, settings: dict[str, Any]) -> dict[str, str]:
+    def apply(self, settings: dict[str, object]) -> dict[str, str]:
         if any(self.current.get(k) != v for k, v in settings.items() if KNOBS[k].apply >= ApplyClass.RESTART):
             self.restarts += 1
         self.current = dict(settings)
@@ -131,7 +131,7 @@ class NullEngine(EngineBase):
     def cached_bytes(self, relations: Iterable[str]) -> float | None:
         return 0.0
 
-    def check_applied(self, settings: dict[str, Any]) -> list[str]:
+    def check_applied(self, settings: dict[str, object]) -> list[str]:
         return [f"{k} asked {v!r}, the null engine has {self.current.get(k)!r}" for k, v in settings.items() if self.current.get(k) != v]
 
     def cold_cache_problem(self) -> str | None:
@@ -146,13 +146,13 @@ class NullEngine(EngineBase):
     def direct_io_active(self) -> bool:
         return False
 
-    def evict(self, relations: Iterable[str]) -> dict[str, Any]:
+    def evict(self, relations: Iterable[str]) -> dict[str, object]:
         return {}
 
-    def io_counters(self, session: Any = None) -> dict[str, float]:
+    def io_counters(self, session: Session | None = None) -> dict[str, float]:
         return {}
 
-    def io_window(self, session: Any = None, *, settle: bool = False, sessions: Sequence[Any] = ()) -> CounterWindow:
+    def io_window(self, session: Session | None = None, *, settle: bool = False, sessions: Sequence[Session] = ()) -> CounterWindow:
         return CounterWindow(self.io_counters)
 
 

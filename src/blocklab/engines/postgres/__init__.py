@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 import psycopg
 from psycopg import sql
 
-from ..base import ApplyClass, Capabilities, EngineBase, EngineError, EngineInfo, KnobError, KnobInfo
+from ..base import ApplyClass, Capabilities, EngineBase, EngineError, EngineInfo, KnobError, KnobInfo, Session
 from ..host import ReadAhead, drop_os_cache_files, stop_at_exit, stopped
 from . import knobs
 from .capabilities import CAPABILITIES
@@ -238,9 +238,9 @@ class PostgresEngine(DsnServerMixin, EngineBase):
             return self.read_ahead.info(name)
         return knobs.resolve(name, self._catalog, self._version)
 
-    def check_settings(self, settings: dict[str, Any], *, partial: bool = False) -> dict[str, Any]:
+    def check_settings(self, settings: dict[str, object], *, partial: bool = False) -> dict[str, object]:
         """Canonical values for one setting; raise KnobError on anything the server would refuse."""
-        out: dict[str, Any] = {}
+        out: dict[str, object] = {}
         for name, value in settings.items():
             info = self.knob(name)
             canonical = info.normalise(value, ENGINE_NAME, name)
@@ -307,7 +307,7 @@ class PostgresEngine(DsnServerMixin, EngineBase):
                 time.sleep(0.1)
         return self.read_back(settings)
 
-    def config_lines(self, settings: dict[str, Any]) -> list[str]:
+    def config_lines(self, settings: dict[str, object]) -> list[str]:
         """ALTER SYSTEM lines (a restart-class parameter says so); what no ALTER
         SYSTEM sets (checksums, the block size, the disk's read-ahead) as a comment."""
         lines: list[str] = []
@@ -525,7 +525,7 @@ class PostgresEngine(DsnServerMixin, EngineBase):
         )
         return float(rows[0][0]) if rows else 0.0
 
-    def check_applied(self, settings: dict[str, Any]) -> list[str]:
+    def check_applied(self, settings: dict[str, object]) -> list[str]:
         """pg_settings in a new measuring session (raw units), the effective
         io_combine_limit being capped by io_max_combine_limit."""
         natives = {name: self.knob(name).native for name in settings if name != "read_ahead"}
@@ -554,15 +554,16 @@ class PostgresEngine(DsnServerMixin, EngineBase):
             return []
         return _segments(Path(base) / row[0])
 
-    def io_counters(self, session: Any = None) -> dict[str, float]:
+    def io_counters(self, session: Session | None = None) -> dict[str, float]:
         """pg_stat_io relation I/O summed over backend types (reads by I/O workers
         included). With the measuring session its own pending statistics count too."""
         if session is not None:
+            assert isinstance(session, PgSession), session  # the measuring session is one of ours
             return relation_totals(read_counters(session.conn, self._major))
         with self.pg_connect(session=False) as own:
             return relation_totals(read_counters(own, self._major))
 
-    def io_window(self, session: Any = None, *, settle: bool = False, sessions: Sequence[Any] = ()) -> StatIoWindow:
+    def io_window(self, session: Session | None = None, *, settle: bool = False, sessions: Sequence[Session] = ()) -> StatIoWindow:
         return StatIoWindow(self, session, settle=settle, sessions=sessions)
 
 

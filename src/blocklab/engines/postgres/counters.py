@@ -168,7 +168,7 @@ class StatIoWindow:
         self._before = read_counters(self._conn(), self.major)
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         try:
             if exc[0] is None:
                 for session in self.sessions:

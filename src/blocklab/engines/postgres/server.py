@@ -150,11 +150,11 @@ class DsnServerMixin:
             done.append(entry)
         return done
 
-    def owed_restore(self) -> dict[str, Any]:
+    def owed_restore(self) -> dict[str, object]:
         host = self.read_ahead.owed()
         if not self._dsn_originals and not host:
             return {}
-        owed: dict[str, Any] = {"engine": self.name, "dsn": None, "server": self.where(), "settings": dict(self._dsn_originals)}
+        owed: dict[str, object] = {"engine": self.name, "dsn": None, "server": self.where(), "settings": dict(self._dsn_originals)}
         if self.mode == "dsn":
             info = {k: v for k, v in psycopg.conninfo.conninfo_to_dict(self.dsn or "").items() if k != "password"}
             owed["dsn"] = psycopg.conninfo.make_conninfo("", **info)

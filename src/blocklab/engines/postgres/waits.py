@@ -265,7 +265,7 @@ class WaitSampler:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:
@@ -407,7 +407,7 @@ class SessionSampler:
         self.sampler.__enter__()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self.sampler is not None:
             self.sampler.__exit__(*exc)
 

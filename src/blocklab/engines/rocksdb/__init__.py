@@ -51,6 +51,7 @@ from ..base import (
     EngineInfo,
     KnobError,
     KnobInfo,
+    Session,
     SessionBase,
 )
 from ..host import DirectoryLock
@@ -105,7 +106,7 @@ class RocksDbEngine(EngineBase):
     # a reinit builds the data set again: ~5 s for 500,000 keys of 400 bytes here
     change_seconds: ClassVar[dict[ApplyClass, float]] = {ApplyClass.REINIT: 5.0}
 
-    def __init__(self, cache_dir: Path | str | None = None, fixed: dict[str, Any] | None = None, **_: Any):
+    def __init__(self, cache_dir: Path | str | None = None, fixed: dict[str, object] | None = None, **_: Any):
         if cache_dir is None:
             from ...paths import cache_root
 
@@ -117,7 +118,7 @@ class RocksDbEngine(EngineBase):
         self._table: FlagTable | None = None
         self._facts: dict[str, Any] = {}
         self._lock: DirectoryLock | None = None
-        self._settings: dict[str, Any] = {}
+        self._settings: dict[str, object] = {}
         self._infos: dict[str, KnobInfo] = {}
         self.flags: dict[str, str] = {}  # the current cell's db_bench flags (name -> text)
         self.build_flags: dict[str, str] = {}
@@ -177,8 +178,8 @@ class RocksDbEngine(EngineBase):
         supported = self._facts.get("compressions", {})
         return tuple(name for name, rocks in knobs.COMPRESSIONS.items() if name == "none" or supported.get(rocks))
 
-    def check_settings(self, settings: dict[str, Any], *, partial: bool = False) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def check_settings(self, settings: dict[str, object], *, partial: bool = False) -> dict[str, object]:
+        out: dict[str, object] = {}
         setter: dict[str, tuple[str, Any]] = {}  # db_bench flag -> (knob, canonical value)
         infos: dict[str, KnobInfo] = {}
         for name, value in settings.items():
@@ -204,7 +205,7 @@ class RocksDbEngine(EngineBase):
         return "+".join(knobs.GENERIC_FLAGS.get(knob, (knob,)))
 
     # ------------------------------------------------------------------ settings
-    def apply(self, settings: dict[str, Any]) -> dict[str, str]:
+    def apply(self, settings: dict[str, object]) -> dict[str, str]:
         """The cell's flags; what db_bench parses them as (gflags' own read-back) for each knob.
         Nothing is opened yet: the build flags pick the data sets' directory."""
         self._notes = {}  # first: a cell whose apply fails must not carry the previous cell's commands
@@ -249,7 +250,7 @@ class RocksDbEngine(EngineBase):
         compression = self.build_flags.get("compression_type", self.defaults().get("compression_type", "snappy"))
         return f"bs{block}-{checksum}-{compression}-{digest.hexdigest()[:10]}"
 
-    def check_applied(self, settings: dict[str, Any]) -> list[str]:
+    def check_applied(self, settings: dict[str, object]) -> list[str]:
         wanted = self.check_settings({**self.fixed, **settings})
         infos = {name: self.knob(name) for name in wanted}
         flags = knobs.to_flags(wanted, infos, self.defaults())
@@ -303,7 +304,7 @@ class RocksDbEngine(EngineBase):
         except (OSError, ValueError):
             return None
 
-    def build(self, table: str, rows: int, fingerprint: str) -> dict[str, Any]:
+    def build(self, table: str, rows: int, fingerprint: str) -> dict[str, object]:
         """The data set `table`: `rows` keys written once in order, then fully compacted,
         checked against the build flags; its record (fingerprint, manifest) written last."""
         db = self.root / "data" / self.build_key / table
@@ -434,12 +435,12 @@ class RocksDbEngine(EngineBase):
             notes["assertions_enabled"] = outcome.result.assertions
         self._notes["latency_source"] = "rocksdb.sst.read.micros"
 
-    def config_lines(self, settings: dict[str, Any]) -> list[str]:
+    def config_lines(self, settings: dict[str, object]) -> list[str]:
         """db_bench flags, one a line (--name=value), as blocklab passes them."""
         infos = {name: self.knob(name) for name in settings}
         return [f"--{flag}={text}" for flag, text in knobs.to_flags(settings, infos, self.defaults()).items()]
 
-    def cell_notes(self) -> dict[str, Any]:
+    def cell_notes(self) -> dict[str, object]:
         return dict(self._notes)
 
     # ------------------------------------------------------------------ cache
@@ -453,7 +454,7 @@ class RocksDbEngine(EngineBase):
         """The block cache lives in the db_bench process: none running, none cached."""
         return 0.0 if not self.server_pids() else None
 
-    def evict(self, relations: Iterable[str]) -> dict[str, Any]:
+    def evict(self, relations: Iterable[str]) -> dict[str, object]:
         dropped, possible = 0, True
         names = list(relations)
         for relation in names:
@@ -464,10 +465,10 @@ class RocksDbEngine(EngineBase):
                 "engine_cache": "none: the block cache belongs to the db_bench process, new in every cell"}
 
     # ------------------------------------------------------------------ I/O
-    def io_counters(self, session: Any = None) -> dict[str, float]:
+    def io_counters(self, session: Session | None = None) -> dict[str, float]:
         return self._counters([session] if session is not None else [])
 
-    def io_window(self, session: Any = None, *, settle: bool = False, sessions: Sequence[Any] = ()) -> BenchWindow:
+    def io_window(self, session: Session | None = None, *, settle: bool = False, sessions: Sequence[Session] = ()) -> BenchWindow:
         watched = list(dict.fromkeys(s for s in [session, *sessions] if s is not None))
         return BenchWindow(lambda: self._counters(watched), watched)
 
