@@ -13,7 +13,7 @@ import errno
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 from rich.console import Console
@@ -36,6 +36,7 @@ from .experiment import Experiment
 from .jsonvalue import as_object, str_or_none
 from .lab import Overrides, load_experiment, load_saved_experiment, plan_text
 from .paths import check_out_dir, results_root
+from .plan import Cell
 from .probes import cpu_profile
 from .report.console_tables import efficiency_table, explain_text, overhead_tables, print_comparison, settings_table
 from .results import ResultsError, ResultsWriteError, RunDir, new_run_dir
@@ -43,8 +44,10 @@ from .runner import Interrupted, run
 from .spec import SpecError
 from .sql_shortcut import ScriptRun, parse_duration
 
+F = TypeVar("F", bound=Callable[..., object])  # a click command, before and after its options
 
-def experiment_options(func: Any) -> Any:
+
+def experiment_options(func: F) -> F:
     """The options `run` and `plan` share."""
     options = [
         click.option("--set", "sets", multiple=True, metavar="KNOB=V1,V2,...", help="sweep these values (replaces the file's list)"),
@@ -66,7 +69,7 @@ def experiment_options(func: Any) -> Any:
     return func
 
 
-def script_options(func: Any) -> Any:
+def script_options(func: F) -> F:
     """`run`'s options for the user's own SQL (workload sql), and the workload sizes any file may override."""
     options = [
         click.option("--script", "scripts", multiple=True, metavar="FILE[@WEIGHT]",
@@ -98,7 +101,7 @@ class Commands(click.Group):
     did not catch itself (a knob, an experiment field, an environment variable)
     still ends as one line on stderr and exit 2, never a traceback."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
         except (SpecError, KnobError) as err:
@@ -356,7 +359,7 @@ def _owed_hint(console: Console, run_dir: RunDir) -> None:
                       style="red", markup=False, highlight=False)
 
 
-def _cell_text(exp: Experiment, cell: Any) -> str:
+def _cell_text(exp: Experiment, cell: Cell) -> str:
     """The setting a cell measures, sizes as people write them ('block_size = 16 kB')."""
     return str(exp.setting_text(cell.setting.label))
 

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from .plan import Cell
 from .results import ResultRow
@@ -28,7 +27,7 @@ class ConsoleReporter:
     def __init__(self, console: Console, knob_describer: Callable[[Cell], str] | None = None):
         self.console = console
         self.progress: Progress | None = None
-        self.task: Any = None
+        self.task: TaskID | None = None
         self.describe = knob_describer or (lambda cell: cell.setting.label)
 
     def phase(self, text: str) -> None:
@@ -56,7 +55,7 @@ class ConsoleReporter:
     def cell_done(self, cell: Cell, row: ResultRow, line: str) -> None:
         text = f"[block {cell.block + 1}] {self.describe(cell)} ... {line}"
         self.console.print(text, markup=False, style=None if row.ok else "red")
-        if self.progress is not None:
+        if self.progress is not None and self.task is not None:
             self.progress.advance(self.task)
 
     def finished(self, summary: dict[str, object]) -> None:

@@ -127,7 +127,7 @@ class Session(Protocol):
 
     backend_id: int
 
-    def execute(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]: ...
+    def execute(self, sql: str, params: Sequence[object] | None = None) -> list[tuple[Any, ...]]: ...
 
     def cancel(self) -> None: ...
 
@@ -254,7 +254,7 @@ class Engine(Protocol):
     def connect(self, *, session: bool = True) -> Session:
         """A new session; with `session`, the session-class knobs applied."""
 
-    def query(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+    def query(self, sql: str, params: Sequence[object] | None = None) -> list[tuple[Any, ...]]:
         """One statement on a short-lived session without session knobs; its rows."""
 
     # data and cache -------------------------------------------------------

@@ -37,7 +37,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Protocol, cast
 
 from ..engines.base import CpuProfileDialect, Engine, ProfileTargets
 
@@ -413,7 +413,7 @@ class ObserverWindow(Protocol):
 
     def start(self) -> None: ...
 
-    def __enter__(self) -> Any: ...
+    def __enter__(self) -> ObserverWindow: ...
 
     def pause(self) -> None: ...
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import io
-from typing import Any
 
 from ..results import ResultRow
 from ..units import label_of
@@ -63,7 +62,7 @@ def export_csv(data: RunData) -> bytes:
     return buf.getvalue().encode("utf-8")
 
 
-def _cell(value: object) -> Any:
+def _cell(value: object) -> object:
     if value is None:
         return ""
     if isinstance(value, bool):

@@ -18,7 +18,7 @@ from ..engines import available as available_engines
 from ..engines import engine_class
 from ..engines.base import DialectBase
 from ..spec import DatasetSpec, SpecError, WorkloadSpec
-from .base import Workload, missing_methods
+from .base import Options, Workload, missing_methods
 
 
 def available() -> list[str]:
@@ -103,7 +103,7 @@ def make_workload(
     return workload
 
 
-def _refuse_unused_options(options: Any, dialect: type[DialectBase], engine_kind: str, source: str) -> None:
+def _refuse_unused_options(options: Options, dialect: type[DialectBase], engine_kind: str, source: str) -> None:
     """Options an engine's dialect has no use for (its `refused_options`: name ->
     why), set to anything but their default, are refused before anything runs;
     so are options a dialect can honour at one value only (its `required_options`:

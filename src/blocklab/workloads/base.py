@@ -11,7 +11,7 @@ its own with `engine.dialect(self.name)`.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Protocol
+from typing import ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -27,7 +27,7 @@ COMMON_METRICS = (
 )
 
 
-def metric_accepted(workload: Any, metric: str) -> bool:
+def metric_accepted(workload: Workload, metric: str) -> bool:
     """Whether `metric` is a figure a run of this workload can report."""
     return metric in workload.metrics or metric in COMMON_METRICS or metric.startswith("pattern.")
 
@@ -84,7 +84,7 @@ def timed_series(workload: object) -> tuple[dict[str, list[float]], str] | None:
     return dict(getattr(workload, "series", None) or {}), str(key)
 
 
-def workload_cold_problem(workload: Any, engine: Engine) -> str | None:
+def workload_cold_problem(workload: object, engine: Engine) -> str | None:
     """Why this workload's relations cannot be evicted on this engine although the engine
     evicts its own data sets (a workload over the user's own tables says so with a
     `own_relations_cold_problem(engine)` method); None for the others."""
@@ -92,7 +92,7 @@ def workload_cold_problem(workload: Any, engine: Engine) -> str | None:
     return ask(engine) if ask is not None else None
 
 
-def workload_check(workload: Any, engine: Engine) -> None:
+def workload_check(workload: object, engine: Engine) -> None:
     """What a workload checks on the started engine before anything runs, changing nothing
     (its `check(engine)`: the sql workload's check run of the user's scripts); SpecError."""
     check = getattr(workload, "check", None)
@@ -100,7 +100,7 @@ def workload_check(workload: Any, engine: Engine) -> None:
         check(engine)
 
 
-def workload_record(workload: Any) -> dict[str, object] | None:
+def workload_record(workload: object) -> dict[str, object] | None:
     """What a workload keeps with its run for the report (its `report_record()`: the user's
     scripts, for workload `sql`), written as workload.json; None for the others."""
     record = getattr(workload, "report_record", None)

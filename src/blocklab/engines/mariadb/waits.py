@@ -60,7 +60,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pymysql
 
@@ -178,7 +178,7 @@ class SessionWaitProfiler:
         self.engine = engine
         self.available = True
         self.synch_timed = False
-        self._pending: list[Any] = []  # sessions registered before the profiler started
+        self._pending: list[MariadbSession] = []  # sessions registered before the profiler started
         self._sessions: dict[int, _Session] = {}  # by id(session)
         self._lock = threading.Lock()
         self._enabled_instruments: list[tuple[str, str, str]] = []  # (name, was enabled, was timed)

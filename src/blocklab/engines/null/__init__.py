@@ -24,7 +24,7 @@ class NullSession(SessionBase):
     def __init__(self, engine: NullEngine):
         self.engine = engine
 
-    def execute(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+    def execute(self, sql: str, params: Sequence[object] | None = None) -> list[tuple[Any, ...]]:
         return []
 
     def cancel(self) -> None:
@@ -104,7 +104,7 @@ class NullEngine(EngineBase):
     def connect(self, *, session: bool = True) -> NullSession:
         return NullSession(self)
 
-    def query(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+    def query(self, sql: str, params: Sequence[object] | None = None) -> list[tuple[Any, ...]]:
         return []
 
     def data_dir(self) -> str | None:

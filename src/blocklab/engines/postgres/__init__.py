@@ -195,7 +195,7 @@ class PostgresEngine(DsnServerMixin, EngineBase):
     def connect(self, *, session: bool = True) -> PgSession:
         return PgSession(self.pg_connect(session=session))
 
-    def query(self, sql_text: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+    def query(self, sql_text: str, params: Sequence[object] | None = None) -> list[tuple[Any, ...]]:
         """One statement on the engine's control connection (no session knobs), kept
         open between calls: a new backend costs ~5-10 ms here, more than the checks
         of a cell that use it. A connection the server dropped (a restart) is

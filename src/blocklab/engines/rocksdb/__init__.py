@@ -83,7 +83,7 @@ class RocksDbSession(SessionBase):
         outcome = self.process.outcome
         return outcome.result if outcome is not None else None
 
-    def execute(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+    def execute(self, sql: str, params: Sequence[object] | None = None) -> list[tuple[Any, ...]]:
         raise EngineError("RocksDB has no SQL: its workloads run db_bench benchmarks (engines/rocksdb/dialects.py)")
 
     def cancel(self) -> None:
@@ -375,7 +375,7 @@ class RocksDbEngine(EngineBase):
     def connect(self, *, session: bool = True) -> RocksDbSession:
         return self.session()
 
-    def query(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+    def query(self, sql: str, params: Sequence[object] | None = None) -> list[tuple[Any, ...]]:
         raise EngineError("RocksDB has no SQL: its workloads run db_bench benchmarks (engines/rocksdb/dialects.py)")
 
     def _forget(self, session: RocksDbSession) -> None:

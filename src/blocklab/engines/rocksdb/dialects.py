@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from ..base import DialectBase, EngineError
 from . import files
@@ -96,7 +96,7 @@ class Slob(_Dialect):
         "update_pct": "the RocksDB point is db_bench readrandom, reads only; write physics: the writers recipe",
         "think_time_ms": "db_bench's readrandom threads do not pause between lookups",
     }
-    required_options: ClassVar[dict[str, tuple[Any, str]]] = {
+    required_options: ClassVar[dict[str, tuple[object, str]]] = {
         "work_unit": (1, "a db_bench lookup reads one key: one random block read when its block is not cached"),
         "shared_table": (True, "one db_bench process runs the sessions as threads on one database"),
     }

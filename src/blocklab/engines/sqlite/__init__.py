@@ -83,7 +83,7 @@ class SqliteSession(SessionBase):
         self.conn = conn  # the apsw connection, for this package's own code
         self.backend_id = os.getpid()
 
-    def execute(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+    def execute(self, sql: str, params: Sequence[object] | None = None) -> list[tuple[Any, ...]]:
         return list(self.conn.execute(sql, tuple(params or ())).fetchall())
 
     def cancel(self) -> None:
@@ -349,7 +349,7 @@ class SqliteEngine(EngineBase):
     def vfs_name(self) -> str:
         return CKSUM_VFS if self._checksum else STAT_VFS
 
-    def query(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+    def query(self, sql: str, params: Sequence[object] | None = None) -> list[tuple[Any, ...]]:
         """Run one statement on a short-lived session connection; all rows."""
         conn = self.sqlite_connect()
         try:
