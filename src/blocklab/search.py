@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from .analysis.paired import unsettled
 from .analysis.settle import margin_of, undecided, undecided_lines
@@ -43,7 +43,11 @@ from .analysis.stats import Analysis, analyse
 from .analysis.summary import analyse_rows, group_samples
 from .plan import Cell, Plan, Setting, make_plan
 from .results import ResultRow
-from .spec import SpecError
+from .spec import MeasureSpec, SpecError
+
+if TYPE_CHECKING:
+    from .budget import Budget
+    from .experiment import Experiment
 
 # Refine spends at most this share of the scans of the full grid over its range.
 REFINE_SCAN_SHARE = 0.25
@@ -182,7 +186,7 @@ def sequential_looks(measure: Any) -> int:
 
 
 # ---------------------------------------------------------------- the plan grows
-def next_cells(exp: Any, plan: Plan, rows: list[ResultRow]) -> tuple[list[Cell], list[Setting], str]:
+def next_cells(exp: Experiment, plan: Plan, rows: list[ResultRow]) -> tuple[list[Cell], list[Setting], str]:
     """More cells to run, the settings they add, and a line saying why ('' when done)."""
     measure = exp.spec.measure
     samples = group_samples(rows, exp.metric, [s.label for s in plan.settings])
@@ -198,7 +202,7 @@ def next_cells(exp: Any, plan: Plan, rows: list[ResultRow]) -> tuple[list[Cell],
     return [], [], ""
 
 
-def _refine_round(exp: Any, plan: Plan, samples: dict[str, list[float]]) -> RefineStep:
+def _refine_round(exp: Experiment, plan: Plan, samples: dict[str, list[float]]) -> RefineStep:
     measure = exp.spec.measure
     knob = next(iter(exp.knobs))
     by_value = {s.as_dict()[knob]: samples.get(s.label, []) for s in plan.settings}
@@ -215,7 +219,7 @@ def _refine_round(exp: Any, plan: Plan, samples: dict[str, list[float]]) -> Refi
     )
 
 
-def _blocks_of(exp: Any, plan: Plan, values: list[int], blocks: int) -> Plan:
+def _blocks_of(exp: Experiment, plan: Plan, values: list[int], blocks: int) -> Plan:
     """`blocks` randomised blocks of these values of the refined knob, numbered after the plan's cells."""
     knob = next(iter(exp.knobs))
     return make_plan({knob: values}, blocks, exp.seed, {knob: exp.knob_infos[knob].apply},
@@ -227,7 +231,7 @@ def _next_block(plan: Plan) -> int:
 
 
 def _adaptive_repeats(
-    exp: Any, plan: Plan, rows: list[ResultRow], samples: dict[str, list[float]]
+    exp: Experiment, plan: Plan, rows: list[ResultRow], samples: dict[str, list[float]]
 ) -> tuple[list[Cell], list[Setting], str]:
     """One more randomised block while a setting is unsettled (see the module's
     docstring), until max_repeats blocks or the budget is spent; what was
@@ -263,13 +267,13 @@ def _adaptive_repeats(
     return [], [], f"{rule}: settled after {blocks_per_setting} blocks ({_settled_how(analysis, measure.target_ci, margin)})"
 
 
-def _rule_name(measure: Any) -> str:
-    if measure.budget is not None:
-        return f"stopping rule (budget {measure.parsed_budget().text()})"
+def _rule_name(measure: MeasureSpec) -> str:
+    if (budget := measure.parsed_budget()) is not None:
+        return f"stopping rule (budget {budget.text()})"
     return f"target_ci {measure.target_ci:.0%}"
 
 
-def _budget_spent(exp: Any, analysis: Analysis, rows: list[ResultRow], budget: Any, margin: float,
+def _budget_spent(exp: Experiment, analysis: Analysis, rows: list[ResultRow], budget: Budget, margin: float,
                   what: str = "") -> str:
     """The lines said when the budget (or max_repeats) ends before the verdict settles."""
     pairs = undecided(analysis.to_dict(), rows, exp.metric, margin)

@@ -167,7 +167,7 @@ def profile_tables(summary_or_rows: Any, describe: Callable[[str], str] | None =
 
 
 # ---------------------------------------------------------------------- SLOB
-def slob_table(rows: Iterable[Any]) -> Any:
+def slob_table(rows: Iterable[Any]) -> Table:
     """A rich Table: every point (series, sessions, IOPS, MB/s, latency, ops/s, CPU) with the saturation point marked."""
     rows = list(rows)
     sat = {(s.update_pct, s.block_size): s for s in saturation_points(rows)}

@@ -120,13 +120,13 @@ def _graph(g: FlameGraph, open_: bool) -> dict[str, object]:
     return {"id": g.id, "title": g.title, "svg": Markup(svg), "file": f"plots/{g.id}.svg", "open": open_}
 
 
-def _text(v: Any) -> str:
+def _text(v: object) -> str:
     if isinstance(v, bool):
         return "on" if v else "off"
     return str(v)
 
 
-def _us(x: Any) -> str:
+def _us(x: float | None) -> str:
     return f"{float(x) * 1e6:,.3f}" if x is not None and math.isfinite(float(x)) else "–"
 
 

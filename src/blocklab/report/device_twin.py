@@ -12,6 +12,7 @@ import math
 from typing import Any
 
 from matplotlib.axes import Axes
+from matplotlib.lines import Line2D
 
 from ..analysis import efficiency
 from ..analysis.efficiency import SettingEfficiency
@@ -39,7 +40,7 @@ def has_device(data: RunData) -> bool:
 
 
 # ====================================================================== plots
-def device_line(ax: Axes, data: RunData, knob: str, metric: str) -> tuple[Any, str]:
+def device_line(ax: Axes, data: RunData, knob: str, metric: str) -> tuple[Line2D | None, str]:
     """The disk's line on a sweep's axes: at each setting, what `metric` would be if
     the engine got all that fio gets for its I/O. Returns (legend handle, the caption's
     sentence), (None, '') when the run has no twin."""

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import math
 import textwrap
-from typing import Any
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from ..results import ResultRow
 from ..units import SERIES_TITLES, label_of
 from .data import RunData
 from .plot_style import ScaledFormatter
@@ -29,7 +29,7 @@ SHADE = "#d9d9d9"
 DEFAULT_KEYS = ("device_read_iops", "device_mb_per_s")
 
 
-def _key_of(row: Any) -> str | None:
+def _key_of(row: ResultRow) -> str | None:
     named = (row.notes.get("steady") or {}).get("series")
     if named and named in row.series:
         return str(named)

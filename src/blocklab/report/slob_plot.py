@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..analysis.slob_view import device_series, points, saturation_points, series_label
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 LIMIT_SPAN = 3.0  # a device limit further than this many times the busiest point is written, not drawn
 _MARKERS = ("o", "s", "^", "D", "v", "P")
@@ -16,7 +19,7 @@ _LABEL_OFFSETS = ((5, 4), (5, -11), (-5, 4), (-5, -11))  # session labels of nei
 
 
 def petal_figures(rows: Iterable[Any], limits: dict[str, Any] | None = None,
-                  device: Mapping[str, Mapping[str, float]] | None = None, latency_source: str = "") -> tuple[Any, Any]:
+                  device: Mapping[str, Mapping[str, float]] | None = None, latency_source: str = "") -> tuple[Figure, Figure]:
     """(latency vs IOPS, latency vs MB/s): matplotlib Figures, one line per
     series joined in session order, each point labelled with its session
     count, the saturation point ringed. `limits` (e.g. from a calibration:

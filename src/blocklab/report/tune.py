@@ -98,7 +98,7 @@ def importance_png(state: dict[str, Any]) -> bytes | None:
 
 
 # ---------------------------------------------------------------- html
-def _e(x: Any) -> str:
+def _e(x: object) -> str:
     return html.escape(str(x))
 
 
