@@ -14,7 +14,7 @@ import abc
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, Self, runtime_checkable
 
 from .capabilities import (  # noqa: F401  (what an engine declares: imported from here too)
     Capabilities,
@@ -147,7 +147,7 @@ class SessionBase(abc.ABC):
     def close(self) -> None:
         """Close the engine's connection (each engine's session closes its own)."""
 
-    def __enter__(self) -> Any:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -164,7 +164,7 @@ class SessionProfiler(Protocol):
         profiler.metrics("profile")  -> profile.slowest.*, profile.total.*
     """
 
-    def __enter__(self) -> Any: ...
+    def __enter__(self) -> SessionProfiler: ...
 
     def __exit__(self, *exc: object) -> None: ...
 
@@ -201,7 +201,7 @@ class Engine(Protocol):
     capabilities: ClassVar[Capabilities]  # what it can measure and how to caption it
     mode: str  # embedded | dsn | file
 
-    def __init__(self, *, cache_dir: Path | None = None, **dsn_options: Any) -> None:
+    def __init__(self, *, cache_dir: Path | None = None, **dsn_options: object) -> None:
         """What the registry passes (engines.make_engine): every engine takes
         cache_dir; one that accepts_dsn also dsn= and allow_server_changes=."""
 

@@ -65,7 +65,7 @@ class NullEngine(EngineBase):
     install_bytes: ClassVar[float] = 0.0  # nothing on disk
     change_seconds: ClassVar[dict[ApplyClass, float]] = {}
 
-    def __init__(self, cache_dir: Path | None = None, **_: Any):
+    def __init__(self, cache_dir: Path | None = None, **_: object):
         self.mode = "null"
         self.started = False
         self.restarts = 0

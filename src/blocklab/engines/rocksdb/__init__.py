@@ -94,6 +94,12 @@ class RocksDbSession(SessionBase):
         self.engine._forget(self)
 
 
+def _own(session: Session) -> RocksDbSession:
+    """A session given to io_window: always one this engine opened."""
+    assert isinstance(session, RocksDbSession), session
+    return session
+
+
 class RocksDbEngine(EngineBase):
     name: ClassVar[str] = ENGINE_NAME
     display: ClassVar[str] = "RocksDB"
@@ -106,7 +112,7 @@ class RocksDbEngine(EngineBase):
     # a reinit builds the data set again: ~5 s for 500,000 keys of 400 bytes here
     change_seconds: ClassVar[dict[ApplyClass, float]] = {ApplyClass.REINIT: 5.0}
 
-    def __init__(self, cache_dir: Path | str | None = None, fixed: dict[str, object] | None = None, **_: Any):
+    def __init__(self, cache_dir: Path | str | None = None, fixed: dict[str, object] | None = None, **_: object):
         if cache_dir is None:
             from ...paths import cache_root
 
@@ -389,7 +395,7 @@ class RocksDbEngine(EngineBase):
         with self._sessions_lock:
             return [s.process.pid for s in self._sessions if s.process.alive]
 
-    def run(self, session: RocksDbSession, table: str, benchmark: str, rows: int, **extra: Any) -> Result:
+    def run(self, session: RocksDbSession, table: str, benchmark: str, rows: int, **extra: object) -> Result:
         """One benchmark on the data set `table` (its directory this cell) in `session`'s
         process, with the cell's flags; the command and its per-second series go to the cell's notes."""
         db = self.table_dir(table)
@@ -466,13 +472,13 @@ class RocksDbEngine(EngineBase):
 
     # ------------------------------------------------------------------ I/O
     def io_counters(self, session: Session | None = None) -> dict[str, float]:
-        return self._counters([session] if session is not None else [])
+        return self._counters([_own(session)] if session is not None else [])
 
     def io_window(self, session: Session | None = None, *, settle: bool = False, sessions: Sequence[Session] = ()) -> BenchWindow:
-        watched = list(dict.fromkeys(s for s in [session, *sessions] if s is not None))
+        watched = list(dict.fromkeys(_own(s) for s in [session, *sessions] if s is not None))
         return BenchWindow(lambda: self._counters(watched), watched)
 
-    def _counters(self, sessions: list[Any]) -> dict[str, float]:
+    def _counters(self, sessions: list[RocksDbSession]) -> dict[str, float]:
         out = dict.fromkeys(IO_KEYS, 0.0)
         for session in dict.fromkeys(sessions):
             for key, value in session_counters(session).items():
