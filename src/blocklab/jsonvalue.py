@@ -27,13 +27,13 @@ def as_list(value: object) -> list[JsonValue]:
 
 
 def as_number(value: object, default: float = 0.0) -> float:
-    """`value` as a float if it is a JSON number (not a bool), else `default`."""
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+    """`value` if it is a JSON number (not a bool; an int stays an int), else `default`."""
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else default
 
 
 def number_or_none(value: object) -> float | None:
-    """`value` as a float if it is a JSON number (not a bool), else None."""
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    """`value` if it is a JSON number (not a bool; an int stays an int), else None."""
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def str_or_none(value: object) -> str | None:

@@ -46,8 +46,8 @@ class EnvDifference:
     """One environment.json field whose value differs between the runs."""
 
     field: str
-    a: Any
-    b: Any
+    a: object
+    b: object
 
     def text(self) -> str:
         return f"{self.field}: A {_show(self.a)} vs B {_show(self.b)}"

@@ -186,7 +186,7 @@ def knob_values(costs: Sequence[CellCosts], knob: str) -> list[Any]:
     return seen
 
 
-def value_text(v: Any) -> str:
+def value_text(v: object) -> str:
     if isinstance(v, bool):
         return "on" if v else "off"
     return str(v)

@@ -46,7 +46,7 @@ from typing import Any
 
 from ..device.interleave import load_replays
 from ..device.io_pattern import Pattern, setting_patterns
-from ..device.replay import Twin
+from ..device.replay import FioRun, Twin
 from ..device.twin import RunTwins
 from ..device.twin import load as load_twins
 from ..probes.os_stats import CPU_TICK_S
@@ -274,7 +274,7 @@ def _paired(label: str, pairs: list[tuple[ResultRow, Mapping[str, Any]]], patter
     return twin, tuple(values), (math.exp(mean), math.exp(mean - half), math.exp(mean + half)), replayed.unit
 
 
-def _run_rate(run: Any, p: Pattern) -> float:
+def _run_rate(run: FioRun, p: Pattern) -> float:
     """A replay's foreground rate in the pattern's unit (as Twin.rate)."""
     if p.main == "read":
         return float(run.read_iops if p.unit == "IOPS" else run.read_mb_per_s)

@@ -28,7 +28,7 @@ many blocks; the estimate is capped at MAX_ESTIMATE and said as "more than".
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..results import ResultRow
@@ -114,7 +114,7 @@ def undecided(analysis: Mapping[str, Any], rows: list[ResultRow], metric: str, m
     return out
 
 
-def undecided_lines(pairs: list[dict[str, Any]], describe: Any = str) -> list[str]:
+def undecided_lines(pairs: list[dict[str, Any]], describe: Callable[[str], str] = str) -> list[str]:
     """One line a pair: '8 (64 kB) against 16 (128 kB): 0.93x [0.86, 1.01], per-block spread 6.1%
     over 12 blocks: about 9 more blocks (21 in all)'."""
     lines = []
@@ -142,7 +142,7 @@ def _x(x: float) -> str:
     return f"{x:.3f}" if 0.001 <= x < 1000 else f"{x:.3g}"
 
 
-def _num(x: Any) -> float:
+def _num(x: object) -> float:
     return float(x) if isinstance(x, (int, float)) else math.nan
 
 

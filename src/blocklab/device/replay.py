@@ -219,7 +219,7 @@ def _nan_to_none(x: object) -> Any:
     return x
 
 
-def median_twin(p: Pattern, runs: list[FioRun], **meta: Any) -> Twin:
+def median_twin(p: Pattern, runs: list[FioRun], **meta: str) -> Twin:
     def med(name: str) -> float:
         values = [getattr(r, name) for r in runs if math.isfinite(getattr(r, name))]
         return statistics.median(values) if values else math.nan
