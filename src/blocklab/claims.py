@@ -24,12 +24,12 @@ that does not add up) are recorded as `notes.flags` and shown, never hidden.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from .engines.base import Engine
+from .jsonvalue import as_number
 from .probes.page_cache import opened_direct, resident_bytes, unreadable
 
 COLD_RESIDENT_MAX = 0.01  # share of the relation's files still cached after an eviction
@@ -70,7 +70,7 @@ def check_settings(engine: Engine, settings: dict[str, object], checks: CellChec
         checks.problems.append("setting not applied: " + "; ".join(mismatches))
 
 
-def check_cold_start(engine: Engine, relations: list[str], evicted: dict[str, Any], checks: CellChecks) -> None:
+def check_cold_start(engine: Engine, relations: list[str], evicted: Mapping[str, object], checks: CellChecks) -> None:
     """After the eviction: the OS page cache and the engine's cache are empty of the relations.
     An engine restarted by its eviction re-reads each file's head as it opens it (evict()
     says how much: `reread_head_bytes`); that much of each file is its header, not its data."""
@@ -80,7 +80,7 @@ def check_cold_start(engine: Engine, relations: list[str], evicted: dict[str, An
                                f"files ({blind[0]}: permissions), so it can neither drop nor measure their page cache")
     elif evicted.get("os_drop_possible") is False:
         checks.problems.append("cold cache not proven: the relation's files could not be dropped from the OS page cache")
-    head = int(evicted.get("reread_head_bytes", 0))
+    head = int(as_number(evicted.get("reread_head_bytes"), 0))
     resident, total = resident_bytes(files, skip_head=head)
     cached = engine.cached_bytes(relations)
     checks.evidence.update(cold_files=len(files), cold_file_bytes=total, cold_os_resident_bytes=resident,

@@ -18,12 +18,11 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from . import recipes
 from .engines import DEFAULT_ENGINE, available, engine_class
 from .engines.base import Engine, EngineError
-from .engines.vocabulary import GENERIC_KNOBS, ApplyClass, KnobError
+from .engines.vocabulary import GENERIC_KNOBS, ApplyClass, KnobError, KnobInfo
 from .spec import SpecError, spec_from_dict
 
 RUNS, ADAPTED, REFUSED = "runs", "runs adapted", "refused"
@@ -161,7 +160,7 @@ def _knobs(engine: Engine) -> list[tuple[str, str, str]]:
     return out
 
 
-def _another_value(info: Any) -> Any:
+def _another_value(info: KnobInfo) -> object:
     """A value other than the knob's current one, when there is one: asking for the
     value a server already has proves nothing about changing it."""
     default = info.default

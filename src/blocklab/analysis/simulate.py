@@ -19,7 +19,6 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -111,7 +110,7 @@ def write_run(
     goal: str,
     knob: str = "setting",
     name: str = "simulated",
-    measure: Mapping[str, Any] | None = None,
+    measure: Mapping[str, object] | None = None,
     seed: int = 0,
 ) -> RunDir:
     """A results directory in the runner's format (plan, spec, environment,

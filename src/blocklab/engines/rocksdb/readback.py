@@ -28,7 +28,7 @@ import functools
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..base import EngineError, KnobInfo
 from . import files, knobs
@@ -76,7 +76,7 @@ class Readback:
     knob behind each flag in a problem; `wanted`: knob -> canonical value."""
 
     def __init__(self, engine: RocksDbEngine, flags: Mapping[str, str], infos: Mapping[str, KnobInfo],
-                 wanted: Mapping[str, Any]):
+                 wanted: Mapping[str, object]):
         self.engine = engine
         self.flags = dict(flags)
         self.names = {flag: knob for knob, info in infos.items() for flag in knobs.flags_of(knob, info)}
