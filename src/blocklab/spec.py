@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import ErrorDetails
 
 from .budget import ACCEPTED as BUDGET_ACCEPTED
 from .budget import Budget, BudgetError, parse_budget
@@ -94,7 +95,7 @@ class MeasureSpec(_Strict):
 
     @field_validator("budget", mode="before")
     @classmethod
-    def _budget(cls, value: Any) -> str | None:
+    def _budget(cls, value: object) -> str | None:
         if value is None or value == "off":  # off: the fixed plan of `repeats` blocks
             return None
         try:
@@ -427,7 +428,7 @@ def format_validation_error(err: ValidationError, source: str, overrides: dict[s
     return "\n".join(from_options + lines)
 
 
-def in_words(problem: Any) -> str:
+def in_words(problem: ErrorDetails) -> str:
     """pydantic's bounds as a person says them ('must be at least 0'); other messages as they are."""
     ctx = problem.get("ctx") or {}
     words = {"greater_than_equal": ("must be at least", "ge"), "less_than_equal": ("must be at most", "le"),
@@ -457,7 +458,7 @@ def _option_of(field: str, overrides: dict[str, object]) -> str | None:
     return None
 
 
-def _file_problem_lines(problems: list[Any]) -> list[str]:
+def _file_problem_lines(problems: list[ErrorDetails]) -> list[str]:
     lines = []
     for problem in problems:
         field = ".".join(str(p) for p in problem["loc"])
@@ -476,7 +477,7 @@ def _file_problem_lines(problems: list[Any]) -> list[str]:
     return lines
 
 
-def parse_set_option(text: str) -> tuple[str, list[Any]]:
+def parse_set_option(text: str) -> tuple[str, list[Scalar]]:
     """--set KNOB=V1,V2,... -> (knob, [values]) with TOML-like scalars."""
     if "=" not in text:
         raise SpecError(f"--set {text!r}: expected KNOB=V1,V2,... (for example --set multiblock_read=8,16,32)")
@@ -490,7 +491,7 @@ def parse_set_option(text: str) -> tuple[str, list[Any]]:
     return name, [_scalar(v) for v in items]
 
 
-def _scalar(text: str) -> Any:
+def _scalar(text: str) -> Scalar:
     if re.fullmatch(r"-?\d+", text):
         return int(text)
     if re.fullmatch(r"-?\d+\.\d*", text):
