@@ -23,7 +23,10 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .spec import Scalar
 
 FORMAT = 1
 
@@ -58,7 +61,7 @@ class ResultRow:
 
     cell: int
     block: int
-    settings: dict[str, Any]  # knob -> value as the spec gave it (numbers, words, booleans)
+    settings: dict[str, Scalar]  # knob -> value (numbers, words, booleans)
     applied: dict[str, str]
     metrics: dict[str, float]
     status: str = "ok"  # "ok", or the error text

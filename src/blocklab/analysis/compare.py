@@ -299,7 +299,7 @@ def read_run(path: Path | str, argument: str) -> ComparedRun:
     return ComparedRun(RunInfo(path, name, started, env), rows, order, default_metric, default_goal, fixed)
 
 
-def _key(settings: dict[str, object]) -> str:
+def _key(settings: Mapping[str, object]) -> str:
     return json.dumps(settings, sort_keys=True, default=str)
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,7 +140,7 @@ def settings_key(d: dict[str, object]) -> tuple:
     return tuple((k, value_text(v)) for k, v in d.items())
 
 
-def _split(settings: dict[str, object]) -> tuple[dict[str, object], dict[str, object]]:
+def _split(settings: Mapping[str, object]) -> tuple[dict[str, object], dict[str, object]]:
     level = {k: settings[k] for k in LEVEL_KNOBS if k in settings}
     context = {k: v for k, v in settings.items() if k not in LEVEL_KNOBS}
     return context, level

@@ -19,12 +19,16 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..results import RESULTS_FILE, ResultRow, RunDir
 from ..units import label_of
 from .paired import BlockCell, fit_blocks
+
+if TYPE_CHECKING:
+    from ..spec import Scalar
 
 
 @dataclass(frozen=True)
@@ -125,7 +129,7 @@ def write_run(
     counter = itertools.count()
     for c in cells:
         index = next(counter)
-        setting = {knob: str(c.key)}
+        setting: dict[str, Scalar] = {knob: str(c.key)}
         cell_id = f"b{c.block}:{label_of(setting)}"
         plan_cells.append({"index": index, "block": c.block, "cell_id": cell_id, "settings": setting})
         rows.append(ResultRow(cell=index, block=c.block, settings=setting, applied={}, metrics={metric: c.value},

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..units import parse_size, short_size
 from .fio import describe
+
+if TYPE_CHECKING:
+    from ..spec import Scalar
 
 KiB, MiB, GiB = 1024, 1024**2, 1024**3
 SECTOR = 512  # direct I/O needs sector-aligned sizes
@@ -49,7 +52,7 @@ class PlannedPoint:
     def description(self) -> str:
         return describe(self.pattern, self.block_size, self.iodepth)
 
-    def settings(self) -> dict[str, object]:
+    def settings(self) -> dict[str, Scalar]:
         return {"pattern": self.pattern, "block_size": self.block_size, "iodepth": self.iodepth}
 
 

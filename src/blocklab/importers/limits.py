@@ -13,12 +13,16 @@ from __future__ import annotations
 import datetime as dt
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..device.calibrate import CALIBRATION_FILE, Calibration, PlannedPoint
 from ..device.fio import Point
 from ..results import ENVIRONMENT_FILE, PLAN_FILE, SUMMARY_FILE, ResultRow, RunDir
 from .common import MIB
 from .rundir import check_new, unranked
+
+if TYPE_CHECKING:
+    from ..spec import Scalar
 
 
 def save_imported_calibration(run_dir: RunDir, cal: Calibration, *, sources: list[dict[str, str]], environment: dict[str, object],
@@ -99,7 +103,7 @@ def _write_summary(run_dir: RunDir, cal: Calibration, ids: list[str]) -> None:
     run_dir.write_json(SUMMARY_FILE, summary)
 
 
-def _settings(p: Point) -> dict[str, object]:
+def _settings(p: Point) -> dict[str, Scalar]:
     return {"pattern": p.pattern, "block_size": p.block_size, "iodepth": p.iodepth}
 
 

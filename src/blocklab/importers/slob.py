@@ -32,7 +32,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..results import ResultRow
 from .awr import cpu_marks, parse_awr
@@ -40,6 +40,9 @@ from .awr_info import AwrInfoRow, parse_awr_info, point_metrics
 from .awr_model import AwrReport
 from .common import ImportInputError, ImportOptionError, Loc, Value, read_lines
 from .rundir import ImportedRun, import_notes
+
+if TYPE_CHECKING:
+    from ..spec import Scalar
 
 LATENCY_SOURCE = "AWR: db file sequential read"
 READ_EVENT = "db file sequential read"
@@ -312,7 +315,7 @@ def _num(x: float) -> float | int:
 
 
 def _row(p: Point) -> ResultRow:
-    settings = {"workload.sessions": p.sessions, "workload.update_pct": _num(p.update_pct), "block_size": p.block_size}
+    settings: dict[str, Scalar] = {"workload.sessions": p.sessions, "workload.update_pct": _num(p.update_pct), "block_size": p.block_size}
     metrics = {"sessions": float(p.sessions), "update_pct": float(p.update_pct), "block_size": float(p.block_size), **p.metrics}
     notes = {"file": p.shown, "kind": p.kind, "sources": p.sources, "latency_source": LATENCY_SOURCE, **p.extra}
     if p.slob:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import textwrap
+from collections.abc import Mapping
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -82,7 +83,7 @@ def series_figure(data: RunData) -> tuple[Figure, str] | None:
     return fig, caption
 
 
-def _title(data: RunData, settings: dict[str, object], varying: list[str]) -> str:
+def _title(data: RunData, settings: Mapping[str, object], varying: list[str]) -> str:
     """The knobs that differ between the panels, shortly: 'sessions=4, update_pct=30'."""
     shown = {k: v for k, v in settings.items() if k in varying} or settings
     if len(shown) == 1 and len(settings) == 1:
