@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -94,7 +94,7 @@ class ServerVariable:
         return self.scope in ("SESSION", "SESSION ONLY")
 
 
-def _number(text: Any) -> int | float | None:
+def _number(text: str | int | float | None) -> int | float | None:
     if text is None or text == "":
         return None
     try:
@@ -114,7 +114,7 @@ def min_buffer_pool_bytes(page_size: int) -> int:
     return (320 * page_size // MIB + 1) * MIB
 
 
-def parse_page_size(value: Any) -> int:
+def parse_page_size(value: object) -> int:
     info = KnobInfo("innodb_page_size", "block_size", "size", ApplyClass.REINIT, unit="bytes", choices=tuple(map(str, PAGE_SIZES)))
     where = "knob 'block_size' (mariadb innodb_page_size)"
     try:
@@ -148,7 +148,7 @@ def _range_text(info: KnobInfo, var: ServerVariable) -> str:
     return text
 
 
-def server_value(value: Any) -> str:
+def server_value(value: object) -> str:
     """A canonical value as the server's command line and SET take it."""
     if isinstance(value, bool):
         return "ON" if value else "OFF"
@@ -157,7 +157,7 @@ def server_value(value: Any) -> str:
     return str(value)
 
 
-def sql_value(conf: str) -> Any:
+def sql_value(conf: str) -> int | float | str:
     """Numbers go to SET unquoted (a quoted number is refused for integer variables)."""
     if re.fullmatch(r"-?\d+", conf):
         return int(conf)
@@ -203,7 +203,7 @@ class KnobsMixin:
         _version: str
 
         def start(self) -> None: ...
-        def query(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]: ...
+        def query(self, sql: str, params: Sequence[object] | None = None) -> list[tuple[Any, ...]]: ...
         def block_size(self) -> int: ...
         def _admin(self, database: str | None = None) -> pymysql.connections.Connection: ...
 
