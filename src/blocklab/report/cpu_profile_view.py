@@ -146,7 +146,7 @@ def _ratio(entry: list[float]) -> str:
     return f"×{v:.2f} [{lo:.2f}, {hi:.2f}]" if math.isfinite(lo) and math.isfinite(hi) else f"×{v:.2f}"
 
 
-def html_context(data: RunData, graphs: list[FlameGraph]) -> dict[str, Any] | None:
+def html_context(data: RunData, graphs: list[FlameGraph]) -> dict[str, object] | None:
     """What the template shows of the run's profiles; None when it has none."""
     profile = data.summary.get("cpu_profile")
     if not profile:

@@ -9,7 +9,6 @@ table, no change.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
@@ -84,7 +83,7 @@ PETAL_SENTENCE = (" Dashed lines with crosses: the device twin, fio replaying ea
 
 
 # ====================================================================== the page
-def html_context(data: RunData) -> dict[str, Any]:
+def html_context(data: RunData) -> dict[str, object]:
     """The report's 'engine against the device' section: empty when there is nothing to show."""
     effs = efficiencies(data)
     twins = load_twins(data.path)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from matplotlib.artist import Artist
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
@@ -58,7 +59,7 @@ def _sweep(data: RunData) -> Sweep:
                  knob_label=", ".join(data.knobs) or "setting", unit=data.unit)
 
 
-def fleet_context(data: RunData) -> dict[str, Any] | None:
+def fleet_context(data: RunData) -> dict[str, object] | None:
     """What the template's hosts section shows; None for a run on one machine."""
     if not is_fleet(data):
         return None
@@ -148,7 +149,7 @@ def fleet_figure(data: RunData, limits: dict[str, float]) -> tuple[str, str, str
     fig, ax = new_figure(data, title)
     ax.set_title(_subtitle(data, part, hosts), loc="left", color="#4d4d4d", pad=10)
     knob = single_numeric_knob(data)
-    handles: list[Any] = []
+    handles: list[Artist] = []
     top = 0.0
     labels = [label for label in data.labels if any(((part.get("hosts") or {}).get(h) or {}).get("settings", {}).get(label, {}).get("n") for h in hosts)]
     for i, host in enumerate(hosts):
@@ -198,7 +199,7 @@ def fleet_figure(data: RunData, limits: dict[str, float]) -> tuple[str, str, str
     ax.yaxis.set_major_formatter(ScaledFormatter())
     better = "higher is better" if sweep.goal == "max" else "lower is better"
     ax.set_ylabel(f"{unit}  ({better})" if unit else f"{sweep.metric}  ({better})")
-    fig.legend(handles, [h.get_label() for h in handles], loc="outside lower center", ncol=min(len(handles), 6), frameon=False)
+    fig.legend(handles, [str(h.get_label()) for h in handles], loc="outside lower center", ncol=min(len(handles), 6), frameon=False)
     caption = (f"{_metric_words(sweep.metric).capitalize()} per setting on each host, on the same axes: "
                + ("each line joins a host's medians, its band is their 95% bootstrap interval and its star the host's best."
                   if knob is not None else "each bar is a host's median with its 95% bootstrap interval; a black edge marks the host's best."))

@@ -7,7 +7,7 @@ import base64
 import datetime as dt
 import math
 import statistics
-from typing import Any, TypeGuard
+from typing import TypeGuard
 
 import jinja2
 
@@ -49,7 +49,7 @@ def render_html(data: RunData, plots: list[Plot], *, generated: str | None = Non
 
 
 def context(data: RunData, plots: list[Plot], *, generated: str | None = None,
-            flames: list[FlameGraph] | None = None) -> dict[str, Any]:
+            flames: list[FlameGraph] | None = None) -> dict[str, object]:
     summary = data.summary
     metric, unit = data.metric, data.unit
     measured = len({r.cell_id for r in data.rows})
@@ -129,7 +129,7 @@ def _verdict_lines(data: RunData) -> list[str]:
     return verdict.splitlines()
 
 
-def _settings_table(data: RunData) -> list[dict[str, Any]]:
+def _settings_table(data: RunData) -> list[dict[str, object]]:
     summary = data.summary
     entries = summary.get("settings") or {}
     best = summary.get("best_label")
