@@ -31,7 +31,7 @@ from ..analysis.overhead import (
     setting_text,
     settings_key,
 )
-from ..analysis.slob_view import points, saturation_points, series_label
+from ..analysis.slob_view import SlobRow, points, saturation_points, series_label
 from ..engines.base import Capabilities
 from ..probes.profile import CPU, TOTAL, UNACCOUNTED
 from ..probes.profile_view import AWR_CAPTION, OTHER, SettingProfile, is_awr, setting_profiles, short_labels
@@ -167,7 +167,7 @@ def profile_tables(summary_or_rows: Any, describe: Callable[[str], str] | None =
 
 
 # ---------------------------------------------------------------------- SLOB
-def slob_table(rows: Iterable[Any]) -> Table:
+def slob_table(rows: Iterable[SlobRow]) -> Table:
     """A rich Table: every point (series, sessions, IOPS, MB/s, latency, ops/s, CPU) with the saturation point marked."""
     rows = list(rows)
     sat = {(s.update_pct, s.block_size): s for s in saturation_points(rows)}
