@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..results import ResultRow
+from ..spec import Scalar
 from ..units import fmt_factor
 from .compare import CompareError, RunComparison, compare_loaded, read_run
 from .summary import summarise
@@ -39,7 +40,7 @@ class Sweep:
     metric: str
     goal: str
     labels: list[str]
-    settings_by_label: dict[str, dict[str, object]]
+    settings_by_label: dict[str, dict[str, Scalar]]
     baseline: str | None = None
     practical: float = 0.0
     seed: int = 0

@@ -13,6 +13,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any
 
 from ..results import ResultRow
+from ..spec import Scalar
 from ..units import label_of
 from .stats import Analysis
 
@@ -69,7 +70,7 @@ def summarise(
     metric: str,
     goal: str,
     setting_labels: list[str],
-    settings_by_label: dict[str, dict[str, Any]],
+    settings_by_label: Mapping[str, Mapping[str, Scalar]],
     baseline: str | None = None,
     practical: float = 0.0,
     seed: int = 0,

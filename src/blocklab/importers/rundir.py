@@ -29,6 +29,7 @@ from ..results import (
     ResultRow,
     RunDir,
 )
+from ..spec import Scalar
 from ..units import human, label_of
 from .common import ImportOptionError
 
@@ -148,10 +149,10 @@ def write_run(run_dir: RunDir, run: ImportedRun) -> dict[str, Any]:
     return summary
 
 
-def _cells(rows: list[ResultRow]) -> tuple[list[ResultRow], list[dict[str, object]], list[dict[str, object]]]:
+def _cells(rows: list[ResultRow]) -> tuple[list[ResultRow], list[dict[str, Scalar]], list[dict[str, object]]]:
     """Number the rows; the n-th row of a setting is its block n (a repeat)."""
     seen: dict[str, int] = {}
-    settings: list[dict[str, object]] = []
+    settings: list[dict[str, Scalar]] = []
     out, cells = [], []
     for index, row in enumerate(rows):
         label = label_of(row.settings)
