@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import errno
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -33,7 +33,7 @@ from .device.twin import MODES as TWIN_MODES
 from .engines import available as available_engines
 from .engines.base import EngineError, KnobError
 from .experiment import Experiment
-from .jsonvalue import as_object, str_or_none
+from .jsonvalue import as_number, as_object, str_or_none
 from .lab import Overrides, load_experiment, load_saved_experiment, plan_text
 from .paths import check_out_dir, results_root
 from .plan import Cell
@@ -340,13 +340,13 @@ def _device_twin_only(console: Console, resume: Path | None, other_options: bool
     console.print(f"report:  {RunDir(resume).file('report.html')}", markup=False, highlight=False)
 
 
-def _print_efficiency(console: Console, run_dir: RunDir, summary: dict[str, Any], describe: Callable[[str], str]) -> None:
+def _print_efficiency(console: Console, run_dir: RunDir, summary: Mapping[str, object], describe: Callable[[str], str]) -> None:
     """The engine against its device twin, when the run has the patterns for it."""
     from .analysis.efficiency import for_run
 
     if not summary.get("efficiency"):
         return
-    effs = for_run(run_dir, order=list(summary.get("settings") or {}), seed=int(summary.get("seed") or 0))
+    effs = for_run(run_dir, order=list(as_object(summary.get("settings"))), seed=int(as_number(summary.get("seed"), 0)))
     if any(e.pattern is not None for e in effs):
         console.print(efficiency_table(effs, describe))
 
@@ -399,7 +399,7 @@ def _print_why(console: Console, summary: dict[str, Any], describe: Callable[[st
         console.print(setting_text(describe(label), entry, trace["function"], trace["unit"]), markup=False, highlight=False)
 
 
-def _print_workload_tables(console: Console, run_dir: RunDir, summary: dict[str, Any]) -> None:
+def _print_workload_tables(console: Console, run_dir: RunDir, summary: Mapping[str, object]) -> None:
     """Tables some workloads add under the verdict (e.g. the wait profile of `update`)."""
     from .analysis.slob_view import points
     from .engines import capabilities_of
@@ -411,9 +411,9 @@ def _print_workload_tables(console: Console, run_dir: RunDir, summary: dict[str,
     except ResultsError:  # a run without its environment: captions without the engine's words
         engine = ""
     capabilities = capabilities_of(engine)
-    for table in profile_tables(rows, order=list(summary.get("settings", {})), capabilities=capabilities):
+    for table in profile_tables(rows, order=list(as_object(summary.get("settings"))), capabilities=capabilities):
         console.print(table)
-    for table in overhead_tables(rows, summary.get("metric", "elapsed_s")):
+    for table in overhead_tables(rows, str(summary.get("metric", "elapsed_s"))):
         console.print(table)
     if points(rows):
         console.print(slob_table(rows))
