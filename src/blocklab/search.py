@@ -43,7 +43,7 @@ from .analysis.stats import Analysis, analyse
 from .analysis.summary import analyse_rows, group_samples
 from .plan import Cell, Plan, Setting, make_plan
 from .results import ResultRow
-from .spec import MeasureSpec, SpecError
+from .spec import MeasureSpec, Scalar, SpecError
 
 if TYPE_CHECKING:
     from .budget import Budget
@@ -67,7 +67,7 @@ def coarse_values(values: list[int]) -> list[int]:
     return sorted(out)
 
 
-def check_refinable(knobs: dict[str, list[Any]], kinds: dict[str, str], source: str) -> str:
+def check_refinable(knobs: Mapping[str, Sequence[object]], kinds: dict[str, str], source: str) -> str:
     if len(knobs) != 1:
         raise SpecError(f"{source}: measure.search = 'refine' sweeps exactly one knob; this experiment sweeps {len(knobs)}")
     name = next(iter(knobs))
@@ -306,9 +306,9 @@ def _settled_how(analysis: Analysis, target: float | None, margin: float = 0.0) 
     return ", ".join(parts)
 
 
-def _knobs_of(settings: list[Setting]) -> dict[str, list[Any]]:
+def _knobs_of(settings: list[Setting]) -> dict[str, list[Scalar]]:
     """The knob lists that produce exactly these settings when they form a grid."""
-    knobs: dict[str, list[Any]] = {}
+    knobs: dict[str, list[Scalar]] = {}
     for setting in settings:
         for k, v in setting.values:
             if v not in knobs.setdefault(k, []):

@@ -41,6 +41,7 @@ from scipy import stats as _scipy_stats
 
 from ..probes.cpu_profile import UNNAMED, read_folded
 from ..results import ResultRow
+from ..spec import Scalar
 from .paired import BlockCell, fit_blocks
 from .stats import CONFIDENCE
 
@@ -174,9 +175,9 @@ def load_costs(rows: Iterable[ResultRow], run_path: Path, work_metric: str) -> l
 
 
 # ---------------------------------------------------------------------- knobs
-def knob_values(costs: Sequence[CellCosts], knob: str) -> list[Any]:
+def knob_values(costs: Sequence[CellCosts], knob: str) -> list[Scalar]:
     """The knob's values in these cells, smallest first (numbers and on/off by value, text as first seen)."""
-    seen: list[Any] = []
+    seen: list[Scalar] = []
     for c in costs:
         v = c.row.settings.get(knob)
         if v is not None and v not in seen:
