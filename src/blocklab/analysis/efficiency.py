@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..device.interleave import load_replays
+from ..device.interleave import ReplayRecord, load_replays
 from ..device.io_pattern import Pattern, setting_patterns
 from ..device.replay import FioRun, Twin
 from ..device.twin import RunTwins
@@ -170,7 +170,7 @@ def _median(values: Iterable[float]) -> float:
 
 # ====================================================================== the analysis
 def analyse(rows: Iterable[ResultRow], twins: RunTwins | None, *, order: Iterable[str] = (), seed: int = 0,
-            replays: Iterable[Mapping[str, Any]] = ()) -> list[SettingEfficiency]:
+            replays: Iterable[ReplayRecord] = ()) -> list[SettingEfficiency]:
     """Every setting with ok rows (in `order` first, then as met), against its twin:
     the replays beside its cells when there are any (paired per block), else the
     twin measured after the run."""
@@ -236,7 +236,7 @@ def _after_the_run(label: str, cells: list[ResultRow], pattern: Pattern | None, 
     return twin, values, median_ci(list(values), seed=seed), unit
 
 
-def _paired(label: str, pairs: list[tuple[ResultRow, Mapping[str, Any]]], pattern: Pattern | None) -> _Estimate:
+def _paired(label: str, pairs: list[tuple[ResultRow, ReplayRecord]], pattern: Pattern | None) -> _Estimate:
     """Each cell against the replay beside it: the efficiency of each block, their
     geometric mean with a paired t interval on the log scale (one block: no interval).
     The setting's twin is the median of its replays (of the pattern most of them replayed)."""
@@ -248,7 +248,7 @@ def _paired(label: str, pairs: list[tuple[ResultRow, Mapping[str, Any]]], patter
     from ..device.replay import median_twin
     from .stats import CONFIDENCE
 
-    good = [(row, rec, run) for row, rec in pairs if (run := replay_run(dict(rec))) is not None]
+    good = [(row, rec, run) for row, rec in pairs if (run := replay_run(rec)) is not None]
     if not good:
         return None, (), (math.nan, math.nan, math.nan), pattern.unit if pattern else "IOPS"
     key = Counter(str(rec["key"]) for _, rec, _ in good).most_common(1)[0][0]

@@ -29,7 +29,7 @@ from ..jsonvalue import as_number
 from ..probes.os_stats import device_of
 from ..results import ENVIRONMENT_FILE, RunDir
 from .fio import FioNotFound
-from .interleave import BesideCells, load_replays, replay_run
+from .interleave import BesideCells, ReplayRecord, load_replays, replay_run
 from .io_pattern import Pattern, setting_patterns
 from .replay import FioRun, Measured, OnPhase, Twin, TwinCache, fio_version_or_empty, measure, twin_directory, utc_now
 
@@ -185,7 +185,7 @@ def write_interleaved(run_dir: RunDir, beside: BesideCells) -> RunTwins:
 
     replays = load_replays(run_dir)
     runs: dict[str, list[FioRun]] = {}
-    first: dict[str, dict[str, Any]] = {}
+    first: dict[str, ReplayRecord] = {}
     failures: dict[str, str] = {}
     for r in replays:
         run = replay_run(r)
