@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -114,7 +114,7 @@ class KnobRanking:
 
     knob: str
     values: list[str]  # smallest first, as text
-    where: dict[str, object]
+    where: Mapping[str, object]
     unit: str
     work_metric: str
     total_per_unit: dict[str, Interval]
@@ -193,13 +193,13 @@ def value_text(v: object) -> str:
     return str(v)
 
 
-def _matches(c: CellCosts, where: dict[str, object]) -> bool:
+def _matches(c: CellCosts, where: Mapping[str, object]) -> bool:
     return all(value_text(c.row.settings.get(k)) == value_text(v) for k, v in where.items())
 
 
 # ---------------------------------------------------------------------- the ranking
 def rank_along(costs: Sequence[CellCosts], knob: str, *, unit: str, work_metric: str,
-               where: dict[str, object] | None = None, top: int = TOP, follow: Sequence[str] = ()) -> KnobRanking | None:
+               where: Mapping[str, object] | None = None, top: int = TOP, follow: Sequence[str] = ()) -> KnobRanking | None:
     """Rank the functions by the CPU per unit of work they add (or save) from the knob's
     smallest value to its largest; None when the cells hold fewer than two values.
     `follow`: functions kept whatever their rank (another knob's answer, followed here)."""
@@ -340,7 +340,7 @@ class ProfileAnalysis:
 
 
 def analyse_run(rows: Sequence[ResultRow], run_path: Path, knobs: Sequence[str], work: tuple[str, str],
-                label: Any, where: dict[str, Any] | None = None) -> ProfileAnalysis | None:
+                label: Callable[[Mapping[str, object]], str], where: Mapping[str, object] | None = None) -> ProfileAnalysis | None:
     """The run's profiles: a ranking along each knob with two values or more, and the
     stacks of each setting (`label(settings)` names it). None: no profiled cell."""
     costs = load_costs(rows, run_path, work[0])
@@ -393,7 +393,7 @@ def _share_text(share: float) -> str:
 
 # ---------------------------------------------------------------------- summary.json
 def rankings_for(costs: Sequence[CellCosts], knobs: Sequence[str], work: tuple[str, str],
-                 where: dict[str, object]) -> list[KnobRanking]:
+                 where: Mapping[str, object]) -> list[KnobRanking]:
     """Along each knob held in `where`: every cell (where its cost goes when it changes);
     along every other knob: the cells at `where` only (how those functions scale)."""
     out: list[KnobRanking] = []
@@ -414,7 +414,7 @@ def spent_in(ranking: KnobRanking, top: int = 3) -> list[FunctionGrowth]:
 
 
 def add_to_summary(summary: dict[str, Any], rows: Sequence[ResultRow], run_path: Path, knobs: Sequence[str],
-                   work: tuple[str, str], where: dict[str, Any]) -> None:
+                   work: tuple[str, str], where: Mapping[str, object]) -> None:
     """summary["cpu_profile"] (the rankings) and summary["profile_verdict"] (their sentences)."""
     costs = load_costs(rows, run_path, work[0])
     if not costs:
@@ -432,7 +432,7 @@ def add_to_summary(summary: dict[str, Any], rows: Sequence[ResultRow], run_path:
 
 
 def profile_verdict(rankings: Sequence[KnobRanking], cells: int, unnamed: float, hz: int,
-                    where: dict[str, object] | None = None) -> str:
+                    where: Mapping[str, object] | None = None) -> str:
     """Where the CPU went. With knobs held (`where`, the checksum recipe's checksum = on):
     which functions the held knob's extra CPU is spent in, then whether their CPU per unit
     grows along each other knob. Without: one sentence per knob, the functions that move it."""
