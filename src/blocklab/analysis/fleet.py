@@ -24,7 +24,7 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from ..results import ResultRow
 from ..spec import Scalar
@@ -83,6 +83,17 @@ def host_summary(sweep: Sweep, rows: list[ResultRow], planned: int | None = None
     return summary
 
 
+
+class HostDiffer(TypedDict):
+    """A host whose best is not the fleet's choice: its best, and what the choice costs there."""
+
+    best: str
+    factor: float
+    ci_low: float
+    ci_high: float
+    n: int
+
+
 def fleet_verdict(sweep: Sweep, hosts: dict[str, dict[str, Any]], lost: dict[str, str] | None = None) -> dict[str, Any]:
     """The fleet's answer from each host's summary: the setting, the hosts that agree,
     those where it is indistinguishable from their best, those that differ (their
@@ -91,7 +102,7 @@ def fleet_verdict(sweep: Sweep, hosts: dict[str, dict[str, Any]], lost: dict[str
     d = sweep.describe_setting
     measured = {h: s for h, s in hosts.items() if s.get("best_label")}
     unmeasured = [h for h in hosts if h not in measured]
-    out: dict[str, Any] = {"choice": None, "agree": [], "close": [], "differ": {}, "unmeasured": unmeasured,
+    out: dict[str, object] = {"choice": None, "agree": [], "close": [], "differ": {}, "unmeasured": unmeasured,
                            "best": {h: s["best_label"] for h, s in measured.items()}, "lost": dict(lost)}
     if not measured:
         out["verdict"] = "No host has a measurement yet."
@@ -112,13 +123,13 @@ def fleet_verdict(sweep: Sweep, hosts: dict[str, dict[str, Any]], lost: dict[str
     choice = max(sorted(candidates, key=lambda k: order.get(k, len(order))), key=score)
     agree = [h for h, s in measured.items() if s["best_label"] == choice]
     close = [h for h, s in measured.items() if s["best_label"] != choice and choice in (s.get("indistinguishable") or [])]
-    differ: dict[str, dict[str, Any]] = {}
+    differ: dict[str, HostDiffer] = {}
     for h, s in measured.items():
         if h in agree or h in close:
             continue
         entry = (s.get("settings") or {}).get(choice) or {}
         factor, lo, hi = _slowdown(entry, sweep.goal)
-        differ[h] = {"best": s["best_label"], "factor": factor, "ci_low": lo, "ci_high": hi, "n": int(entry.get("n") or 0)}
+        differ[h] = {"best": str(s["best_label"]), "factor": factor, "ci_low": lo, "ci_high": hi, "n": int(entry.get("n") or 0)}
     out.update(choice=choice, agree=agree, close=close, differ=differ)
 
     n = len(measured)
