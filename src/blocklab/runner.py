@@ -79,8 +79,8 @@ class SilentReporter:
     def cell_done(self, cell: Cell, row: ResultRow, line: str) -> None:
         self.lines.append(line)
 
-    def finished(self, summary: dict[str, Any]) -> None:
-        self.lines.append(summary.get("verdict", ""))
+    def finished(self, summary: dict[str, object]) -> None:
+        self.lines.append(str(summary.get("verdict", "")))
 
 
 class Interrupted(Exception):
@@ -367,7 +367,7 @@ def run_cell(exp: Experiment, cell: Cell, reporter: Reporter, attempt: int = 1) 
     workload = exp.workload_for(cell.setting.as_dict())
     engine = exp.engine
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    notes: dict[str, Any] = {"attempt": attempt} if attempt > 1 else {}
+    notes: dict[str, object] = {"attempt": attempt} if attempt > 1 else {}
     checks = claims.CellChecks()
     series: dict[str, list[float]] = {}  # a timed workload's, second by second
     cold = exp.spec.measure.cache == "cold"
@@ -385,8 +385,8 @@ def run_cell(exp: Experiment, cell: Cell, reporter: Reporter, attempt: int = 1) 
         workload.prepare(engine)
         relations = workload.relations()
         if cold:
-            notes["evicted"] = engine.evict(relations)
-            claims.check_cold_start(engine, relations, notes["evicted"], checks)
+            notes["evicted"] = evicted = engine.evict(relations)
+            claims.check_cold_start(engine, relations, evicted, checks)
         direct = engine.direct_io_active()
         profiler = _profiler(exp)
         tracer = CellTracer(engine, m.trace_function, m.trace_arg) if (m := exp.spec.measure).trace_function else None
@@ -507,7 +507,7 @@ def write_summary(exp: Experiment, run_dir: RunDir, plan: Plan) -> dict[str, Any
     return summary
 
 
-def settle_section(exp: Experiment, rows: list[ResultRow], summary: dict[str, Any]) -> dict[str, Any] | None:
+def settle_section(exp: Experiment, rows: list[ResultRow], summary: dict[str, Any]) -> dict[str, object] | None:
     """summary.json's "settle": the budgeted stopping rule, what it has spent, and the
     pairs not yet decided with the blocks estimated to settle each (analysis/settle.py).
     None for a run without a budget."""

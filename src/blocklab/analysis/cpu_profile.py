@@ -413,7 +413,7 @@ def spent_in(ranking: KnobRanking, top: int = 3) -> list[FunctionGrowth]:
     return ([f for f in adding if f.direction == "grows"] + [f for f in adding if f.direction != "grows"])[:top]
 
 
-def add_to_summary(summary: dict[str, Any], rows: Sequence[ResultRow], run_path: Path, knobs: Sequence[str],
+def add_to_summary(summary: dict[str, object], rows: Sequence[ResultRow], run_path: Path, knobs: Sequence[str],
                    work: tuple[str, str], where: Mapping[str, object]) -> None:
     """summary["cpu_profile"] (the rankings) and summary["profile_verdict"] (their sentences)."""
     costs = load_costs(rows, run_path, work[0])
