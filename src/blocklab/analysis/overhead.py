@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..results import ResultRow
+from ..spec import Scalar
 from ..units import fmt_bytes, value_text
 from .stats import compare_samples
 
@@ -116,10 +117,10 @@ def is_on(value: object) -> bool:
     return value not in _OFF
 
 
-def setting_text(knob: str, value: Any) -> str:
+def setting_text(knob: str, value: object) -> str:
     """block_size is in bytes on every engine: 16384 -> '16 kB', as people write it."""
     if knob == "block_size" and not isinstance(value, bool) and str(value).isdigit():
-        return fmt_bytes(int(value))
+        return fmt_bytes(int(str(value)))
     return value_text(value)
 
 
@@ -253,7 +254,7 @@ def overheads(rows: Iterable[ResultRow], metric: str = "elapsed_s", *, seed: int
 class Normalised:
     """Seed 001: one block size x level x other settings, divided by the no-checksum reference."""
 
-    block_size: Any  # None when the sweep has no block_size knob
+    block_size: Any  # None when the sweep has no block_size knob; the plot puts it on a numeric axis
     level: dict[str, object]
     context: dict[str, object]  # the other settings (workload.index, ...), without block_size
     n: int
@@ -270,7 +271,7 @@ class Normalised:
 
 
 def normalised(
-    rows: Iterable[ResultRow], metric: str = "elapsed_s", *, reference_block_size: Any = None, seed: int = 0
+    rows: Iterable[ResultRow], metric: str = "elapsed_s", *, reference_block_size: Scalar | None = None, seed: int = 0
 ) -> list[Normalised]:
     """Seed 001: median elapsed of each block size x level x index divided by the
     median of the no-checksum run (every level knob off) of the same block size and

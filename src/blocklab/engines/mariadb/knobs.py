@@ -432,7 +432,7 @@ class KnobsMixin:
                 if warnings:
                     raise KnobError(f"knob {name!r} (mariadb {native}): the server would not take {value!r} as is: {'; '.join(warnings)}")
 
-    def _check_dsn_allowed(self, name: str, info: KnobInfo, value: Any) -> None:
+    def _check_dsn_allowed(self, name: str, info: KnobInfo, value: object) -> None:
         var = self._catalog[info.native]
         if info.native == "innodb_page_size":
             return  # only the server's own size is among the choices
