@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +81,7 @@ def tune_command(target: str | None, budget: str | None, seed: int | None, out: 
     _print_result(say, state, run_dir)
 
 
-def _print_result(say: Any, state: dict[str, Any], run_dir: RunDir) -> None:
+def _print_result(say: Callable[[str], object], state: dict[str, Any], run_dir: RunDir) -> None:
     conf = state.get("confirmation") or {}
     say(conf.get("verdict", ""))
     say(f"spent {state['spent_cells']} cells ({state['measured_cells']} measured, restarts priced as {state['restart_cells']}), "
