@@ -9,6 +9,8 @@ from collections.abc import Mapping
 
 from ..jsonvalue import number_or_none
 
+from .settle import MAX_ESTIMATE
+
 
 def figure_of(entry: Mapping[str, object]) -> tuple[float | None, float | None, float | None]:
     """(value, low, high) of a summary's setting entry, the figure the best is picked
@@ -27,7 +29,7 @@ def standing_note(entry: Mapping[str, object], best: bool) -> str:
         needed = entry.get("blocks_needed")
         if not needed or not isinstance(needed, (int, float)):
             return "open"
-        return "open: >100 blocks" if needed > 100 else f"open: ~{needed} blocks"  # analysis/verdict.py MAX_BLOCKS_SAID
+        return f"open: >{MAX_ESTIMATE} blocks" if needed >= MAX_ESTIMATE else f"open: ~{needed} blocks"
     return {"as_good": "as good", "slower": "slower"}.get(str(standing), "")
 
 

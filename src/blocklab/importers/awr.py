@@ -56,6 +56,10 @@ from .common import (
 
 _TITLE = re.compile(r"WORKLOAD REPOSITORY (PDB )?report", re.IGNORECASE)
 _RAC_GLOBAL = re.compile(r"WORKLOAD REPOSITORY REPORT \(RAC\)|WORKLOAD REPOSITORY RAC report|AWR RAC Report", re.IGNORECASE)
+_STATSPACK = re.compile(r"^\s*STATSPACK (report|Statistics Report) for", re.IGNORECASE)
+STATSPACK_HELP = ("a Statspack report (spreport.sql), not an AWR report: its sections are another report's ('Top 5 Timed "
+                  "Events' with 'CPU time', a Load Profile without units) and blocklab does not read them; export the same "
+                  "interval as an AWR report with @?/rdbms/admin/awrrpt.sql (AWR needs the Diagnostics Pack)")
 
 
 def parse_awr(path: Path, shown: str | None = None) -> AwrReport:
@@ -79,6 +83,8 @@ def _parse_text(lines: list[Line], name: str) -> AwrReport:
     for ln in lines[:60]:
         if _RAC_GLOBAL.search(ln.text):
             raise ImportInputError(name, ln.number, "title", RAC_GLOBAL_HELP)
+        if _STATSPACK.match(ln.text):
+            raise ImportInputError(name, ln.number, "title", STATSPACK_HELP)
     not_read: list[NotRead] = []
     if not any(_TITLE.search(ln.text) for ln in lines[:60]):
         not_read.append(NotRead("title", lines[0].number, "no 'WORKLOAD REPOSITORY report for' in the first lines: read as an "
@@ -170,7 +176,8 @@ def _header(lines: list[Line], name: str) -> tuple[dict[str, str], Loc]:
     header, loc = _table_row(lines, i, name)
     for k in range(i + 3, min(i + 20, len(lines) - 2)):  # 12.2+ splits Instance and Host into tables of their own
         t = lines[k].text
-        if t.startswith(("Instance", "Host Name", "Container Name")) and is_dash_line(lines[k + 1].text):
+        # a 19c PDB report heads its container table "Container DB Id  Container Name  Open Time"
+        if t.startswith(("Instance", "Host Name", "Container Name", "Container DB Id")) and is_dash_line(lines[k + 1].text):
             header.update(_table_row(lines, k, name)[0])
     return header, loc
 

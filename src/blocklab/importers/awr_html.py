@@ -196,6 +196,8 @@ def _header(tables: list[Table], name: str, not_read: list[NotRead]) -> dict[str
     """DB Name / DB Id / Release / RAC, the Instance and Host tables: by their header cells."""
     out: dict[str, str] = {}
     for t in tables:
+        if t.says("load profile"):
+            break  # the header tables come first; later ones (ASH's Top SQL has Container Name) are no header
         cols = t.header()
         if not cols or not ({"DB Name", "Host Name", "Instance", "Container Name"} & set(cols)):
             continue
@@ -223,7 +225,9 @@ _MINS = re.compile(r"([\d,.]+)\s*\(mins\)")
 def _snaps(tables: list[Table], name: str, not_read: list[NotRead]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for t in tables:
-        if not (t.says("snapshot") or "Snap Id" in t.header()):
+        # by its summary or its Snap Id column, not by the text above it: a PDB report's
+        # <h1> ("... PDB report (PDB snapshots)") sits above the DB Name table
+        if not ("snapshot" in t.summary.lower() or "Snap Id" in t.header()):
             continue
         for row in t.body():
             label = row.cells[0].rstrip(":").strip() if row.cells else ""
