@@ -8,7 +8,6 @@ import math
 from collections.abc import Mapping
 
 from ..jsonvalue import number_or_none
-
 from .settle import MAX_ESTIMATE
 
 

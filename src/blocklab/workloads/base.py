@@ -11,11 +11,14 @@ its own with `engine.dialect(self.name)`.
 
 from __future__ import annotations
 
-from typing import ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
 from ..engines.base import Capabilities, DialectBase, Engine, missing_methods, protocol_methods
+
+if TYPE_CHECKING:
+    from ..spec import DatasetSpec
 
 # Figures the probes add to any workload's run where the engine or host reports them
 # (its I/O counters, CPU, the device's): measure.metric may name these too, and any
@@ -70,6 +73,24 @@ class Workload(Protocol):
     def disk_bytes(self) -> float:
         """A generous estimate of the data set's bytes on disk on the chosen engine
         (its dialect's bytes_per_row), checked against the free space before anything runs."""
+
+
+
+_Options = Options  # the base class, under a name WorkloadClass's own `Options` attribute does not shadow
+
+
+class WorkloadClass(Protocol):
+    """A workload's class as the registry hands it out (its module's WORKLOAD): what it
+    declares before it is made, and how it is made from its validated options."""
+
+    name: str
+    needs: str
+    default_metric: str
+    rows_option: str | None
+    Dialect: type
+    Options: type[_Options]
+
+    def __call__(self, options: _Options, dataset: DatasetSpec) -> Workload: ...
 
 
 def timed_series(workload: object) -> tuple[dict[str, list[float]], str] | None:
