@@ -248,6 +248,25 @@ def test_calibrate_io_three_runs_are_all_shown(tmp_path):
     assert code == 2 and "--run 4:" in out and "holds 3 calibration run(s); give 1 to 3" in out
 
 
+def test_calibrate_io_runs_with_the_same_max_iops_are_two_runs(tmp_path):
+    """pasted_equal_iops.txt: two runs both at max_iops = 5000 (lines 2 and 9), told apart by
+    'PL/SQL procedure successfully completed.' (line 6); without that line (SET FEEDBACK OFF) by the
+    latency that differs, the repeated max_iops going with the second run."""
+    path = FIXTURES / "calibrate_io" / "pasted_equal_iops.txt"
+    runs = parse_calibrate_runs(path)
+    assert [(r.max_iops.value, r.latency_ms.value, r.max_mbps.value, r.max_iops.loc.line) for r in runs.runs] == [
+        (5000, 8, 200, 2), (5000, 9, 210, 9)]
+    assert runs.chosen == 1 and "the last of 2 runs in the file (1 (line 2), 2 (line 9))" in runs.why
+    code, out = cli("import", "calibrate-io", str(path), "--out", str(tmp_path / "cal"))
+    assert code == 0, out
+    assert "run 1 (line 2): MAX_IOPS 5,000, MAX_MBPS 200" in out and "run 2 (line 9): MAX_IOPS 5,000, MAX_MBPS 210" in out
+    assert "imported run 2" in out
+    quiet = tmp_path / "quiet.txt"
+    quiet.write_text("max_iops = 5000\nlatency = 8\nmax_mbps = 200\nmax_iops = 5000\nlatency = 9\nmax_mbps = 210\n")
+    assert [(r.max_iops.loc.line, r.latency_ms.loc.line, r.max_mbps.value) for r in parse_calibrate_runs(quiet).runs] == [
+        (1, 2, 200), (4, 5, 210)]
+
+
 def test_device_limits_are_never_ranked_as_settings(tmp_path):
     out = tmp_path / "cal"
     assert cli("import", "calibrate-io", str(FIXTURES / "calibrate_io" / "calibrate_sql.txt"), "--out", str(out))[0] == 0
