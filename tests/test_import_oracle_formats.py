@@ -118,6 +118,33 @@ def test_19c_html_figures_by_hand():
     assert r.elapsed().value == pytest.approx(301.2)
 
 
+_SHARED_SERVERS = (
+    '<h3 class="awr">Shared Server Statistics</h3>\n'
+    '<table border="0" class="tdiff" summary="This table displays shared servers utilization statistics.">'
+    '<tr><th class="awrbg" scope="col">Total Server Time (s)</th><th class="awrbg" scope="col">%Busy</th>'
+    '<th class="awrbg" scope="col">%Idle</th><th class="awrbg" scope="col">Incoming Net %</th></tr>\n'
+    "<tr><td align=\"right\" class='awrc'>12</td><td align=\"right\" class='awrc'>0.4</td>"
+    "<td align=\"right\" class='awrc'>99.6</td><td align=\"right\" class='awrc'>50.0</td></tr>\n</table><p />\n")
+
+
+def test_html_host_idle_is_not_taken_from_another_idle_column(tmp_path):
+    """awr_19c.html.24 without its Host CPU table (lines 74-78) and with a shared servers table
+    (%Busy / %Idle 99.6) before it: the host's %Idle is not read, and DB CPU is not marked against it."""
+    lines = (FIXTURES / "awr" / "html" / "awr_19c.html.24").read_text().split("\n")
+    assert lines[73] == '<h3 class="awr">Host CPU</h3>' and lines[77] == "</table><p />"
+    edited = tmp_path / "awr.016.html"
+    edited.write_text("\n".join(lines[:73] + [_SHARED_SERVERS] + lines[78:]))
+    r = parse_awr(edited)
+    assert r.host_idle_pct is None and r.load["db_cpu"].value == 3.5
+    out = tmp_path / "run"
+    code, output = cli("import", "slob", str(edited), "--out", str(out))
+    assert code == 0, output
+    assert json.loads((out / "import-notes.json").read_text())["files"][str(edited)].get("marks", []) == []
+    # the Host CPU table under its heading, after the shared servers table, is the one read
+    edited.write_text("\n".join(lines[:73] + [_SHARED_SERVERS] + lines[73:]))
+    assert (parse_awr(edited).host_idle_pct.value, parse_awr(edited).host_idle_pct.loc.line) == (44.6, 82)
+
+
 def test_import_slob_reads_html_and_gzipped_html(tmp_path):
     html = FIXTURES / "awr" / "html" / "awr_19c.html.24"
     text_rows = _slob_rows(tmp_path / "t", FIXTURES / "awr" / "layouts" / "awr_19c.txt.24")

@@ -371,8 +371,17 @@ def _parameters(tables: list[Table], name: str) -> dict[str, tuple[str, Loc]]:
     return out
 
 
+def _is_host_cpu(t: Table) -> bool:
+    """The Host CPU table: a %Idle column with %User and %System beside it, or under a 'Host CPU'
+    heading or summary (shared servers and dispatchers print a %Idle of their own)."""
+    cols = t.header()
+    if "%Idle" not in cols or t.says("instance cpu"):
+        return False
+    return {"%User", "%System"} <= set(cols) or t.says("host cpu") or t.says("system load statistics")
+
+
 def _host_idle(tables: list[Table], name: str, not_read: list[NotRead]) -> Value | None:
-    for t in _find(tables, lambda t: "%Idle" in t.header() and not t.says("instance cpu")):
+    for t in _find(tables, _is_host_cpu):
         body = t.body()
         if not body:
             return None
