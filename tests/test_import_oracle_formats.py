@@ -145,6 +145,39 @@ def test_html_host_idle_is_not_taken_from_another_idle_column(tmp_path):
     assert (parse_awr(edited).host_idle_pct.value, parse_awr(edited).host_idle_pct.loc.line) == (44.6, 82)
 
 
+def test_snap_times_with_chinese_month_numbers_are_read(tmp_path):
+    """awr_zh_months_11g.html.24: an 11.2 report exported in a Chinese session prints its snap times
+    '23-8月 -26 10:30:04' (line 28) and '23-8月 -26 10:35:09' (line 29): the month is the number."""
+    r = parse_awr(VARIANTS / "awr_zh_months_11g.html.24")
+    assert (r.begin_snap, r.end_snap, r.not_read) == ("2026-08-23T10:30:04", "2026-08-23T10:35:09", [])
+    # the text report of the same session: its Begin / End Snap lines (14, 15) read the same
+    text = (FIXTURES / "awr" / "layouts" / "awr_11g.txt.24").read_text().replace("23-Nov-26 10:3", "23-8月 -26 10:3")
+    (tmp_path / "awr.txt").write_text(text)
+    t = parse_awr(tmp_path / "awr.txt")
+    assert (t.begin_snap, t.end_snap, t.not_read) == (r.begin_snap, r.end_snap, [])
+
+
+@pytest.mark.parametrize("form, month", [("html", "AOÛT"), ("txt", "Okt")])
+def test_snap_times_with_other_month_names_are_named_not_read(form, month, tmp_path):
+    """A month name in another language (French AOÛT, German Okt) is not guessed: Begin / End Snap
+    time are left out and named in import-notes.json with the text found; the rest imports."""
+    source = VARIANTS / "awr_zh_months_11g.html.24" if form == "html" else FIXTURES / "awr" / "layouts" / "awr_11g.txt.24"
+    path = tmp_path / f"awr.{form}"
+    path.write_text(source.read_text().replace("23-8月 -26 10:3", f"23-{month}-26 10:3").replace(
+        "23-Nov-26 10:3", f"23-{month}-26 10:3"))
+    lines = {"html": (28, 29), "txt": (14, 15)}[form]
+    r = parse_awr(path)
+    assert (r.begin_snap, r.end_snap) == ("", "")
+    assert [(n.field, n.line) for n in r.not_read] == [("Begin Snap time", lines[0]), ("End Snap time", lines[1])]
+    assert r.not_read[0].reason.startswith(f"'23-{month}-26 10:30:04' is not DD-MON-YY HH:MI:SS")
+    out = tmp_path / "run"
+    code, output = cli("import", "awr", str(path), "--out", str(out))
+    assert code == 0, output
+    not_read = json.loads((out / "import-notes.json").read_text())["files"][str(path)]["not_read"]
+    assert f"{path}:{lines[0]}: Begin Snap time: '23-{month}-26 10:30:04' is not DD-MON-YY" in " ".join(not_read)
+    assert r.load["db_cpu"].value > 0 and r.top_events
+
+
 def test_import_slob_reads_html_and_gzipped_html(tmp_path):
     html = FIXTURES / "awr" / "html" / "awr_19c.html.24"
     text_rows = _slob_rows(tmp_path / "t", FIXTURES / "awr" / "layouts" / "awr_19c.txt.24")

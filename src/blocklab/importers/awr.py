@@ -20,7 +20,6 @@ number keeps the file and line it came from (Value.loc).
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +28,7 @@ from typing import Any
 from .awr_model import (
     LOAD_NAMES,
     RAC_GLOBAL_HELP,
+    SNAP_TIME_HELP,
     AwrReport,
     Event,
     LoadProfile,
@@ -37,6 +37,7 @@ from .awr_model import (
     event_from_fields,
     host_idle_value,
     slob_vars,
+    snap_time,
 )
 from .common import (
     ImportInputError,
@@ -98,7 +99,7 @@ def _parse_text(lines: list[Line], name: str) -> AwrReport:
                         "report again with @?/rdbms/admin/awrrpt.sql")
     no_header: tuple[dict[str, str], Loc | None] = ({}, None)
     header, release_loc = _optional(not_read, lambda: _header(lines, name), "DB Name / Release") or no_header
-    snaps = _optional(not_read, lambda: _snaps(lines, name), "Elapsed") or {}
+    snaps = _optional(not_read, lambda: _snaps(lines, name, not_read), "Elapsed") or {}
     top_title, top_events = top or ("", [])
     return AwrReport(
         path=name,
@@ -195,18 +196,18 @@ def _release(header: dict[str, str], loc: Loc | None, not_read: list[NotRead]) -
     return release
 
 
-_SNAP = re.compile(r"^\s*(Begin|End) Snap:\s+\d+\s+(\d\d-\w{3}-\d\d \d\d:\d\d:\d\d)")
+_SNAP = re.compile(r"^\s*(Begin|End) Snap:\s+\d+\s+(\S.*?\d:\d\d:\d\d)(?:\s|$)")
 _MINS = re.compile(r"^\s*(Elapsed|DB Time):\s+(\S+)\s+\(mins\)")
 
 
-def _snaps(lines: list[Line], name: str) -> dict[str, Any]:
+def _snaps(lines: list[Line], name: str, not_read: list[NotRead]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for ln in lines[:80]:
         if m := _SNAP.match(ln.text):
-            try:  # ISO, as blocklab's own rows record when they started
-                out[m.group(1).lower()] = dt.datetime.strptime(m.group(2), "%d-%b-%y %H:%M:%S").isoformat()
-            except ValueError:  # a month name in another language: kept as printed
-                out[m.group(1).lower()] = m.group(2)
+            iso = snap_time(m.group(2))
+            if iso is None:
+                not_read.append(NotRead(f"{m.group(1)} Snap time", ln.number, f"{m.group(2)!r} {SNAP_TIME_HELP}"))
+            out[m.group(1).lower()] = iso or ""
         elif m := _MINS.match(ln.text):
             loc = Loc(name, ln.number)
             minutes = number(m.group(2), loc, m.group(1))

@@ -17,7 +17,6 @@ a new dependency would buy nothing here.
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from .awr_model import (
     CPU_EVENT,
     LOAD_NAMES,
     RAC_GLOBAL_HELP,
+    SNAP_TIME_HELP,
     AwrReport,
     Event,
     LoadProfile,
@@ -36,6 +36,7 @@ from .awr_model import (
     event_from_fields,
     host_idle_value,
     slob_vars,
+    snap_time,
 )
 from .common import ImportInputError, Line, Loc, Value, number
 
@@ -229,15 +230,17 @@ def _snaps(tables: list[Table], name: str, not_read: list[NotRead]) -> dict[str,
         # <h1> ("... PDB report (PDB snapshots)") sits above the DB Name table
         if not ("snapshot" in t.summary.lower() or "Snap Id" in t.header()):
             continue
+        cols = t.header()
         for row in t.body():
             label = row.cells[0].rstrip(":").strip() if row.cells else ""
             loc = Loc(name, row.line)
             if label in ("Begin Snap", "End Snap"):
-                when = next((c for c in row.cells if re.fullmatch(r"\d\d-\w{3}-\d\d \d\d:\d\d:\d\d", c)), "")
-                try:
-                    out[label.split()[0].lower()] = dt.datetime.strptime(when, "%d-%b-%y %H:%M:%S").isoformat()
-                except ValueError:
-                    out[label.split()[0].lower()] = when
+                cells = row.cells[cols.index("Snap Time"):][:1] if "Snap Time" in cols else row.cells[1:]
+                when = next((c for c in cells if re.search(r"\d:\d\d:\d\d$", c)), cells[0] if cells else "")
+                iso = snap_time(when)
+                if iso is None:
+                    not_read.append(NotRead(f"{label} time", row.line, f"{when!r} {SNAP_TIME_HELP}"))
+                out[label.split()[0].lower()] = iso or ""
             elif label in ("Elapsed", "DB Time"):
                 m = next((m for c in row.cells if (m := _MINS.search(c))), None)
                 if m is None:
