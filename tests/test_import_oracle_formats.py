@@ -277,6 +277,32 @@ def test_waits_over_db_time_are_a_mark_not_a_refusal(tmp_path):
     assert "marked: " in (out / "report.html").read_text()
 
 
+@pytest.mark.parametrize("form, old, line", [
+    ("txt", "72,000      195.8    2.72ms", 54), ("html", "195.8</td><td align=\"right\" class='awrc'>2.72ms", 69)])
+def test_an_overflowed_avg_wait_is_left_out_and_named(form, old, line, tmp_path):
+    """awr_19c's Top 10 row 'resmgr:cpu quantum' (72,000 waits, 195.8 s, Avg 2.72ms) with its Avg wait
+    printed '######' (SQL*Plus's column overflow): the Avg is left out and named, the mean wait is
+    Time / Waits = 2.719 ms, and the rest of the report (6 Top rows) imports."""
+    source = FIXTURES / "awr" / ("layouts" if form == "txt" else "html") / f"awr_19c.{form}.24"
+    text = source.read_text()
+    assert old in text
+    path = tmp_path / f"awr.{form}"
+    path.write_text(text.replace(old, old.replace("2.72ms", "######"), 1))
+    r = parse_awr(path)
+    event = r.event("resmgr:cpu quantum")
+    assert event is not None and event.avg_ms is None and event.loc.line == line
+    assert event.latency_ms() == (pytest.approx(195.8 * 1000 / 72_000), "Time / Waits")
+    assert [(n.field, n.line) for n in r.not_read] == [
+        ("Top 10 Foreground Events by Total Wait Time: Avg Wait of 'resmgr:cpu quantum'", line)]
+    assert "'######'" in r.not_read[0].reason and "overflowed" in r.not_read[0].reason
+    assert len(r.top_events) == 6 and r.event("db file sequential read").avg_ms == pytest.approx(0.12899)
+    out = tmp_path / "run"
+    code, output = cli("import", "awr", str(path), "--out", str(out))
+    assert code == 0, output
+    not_read = json.loads((out / "import-notes.json").read_text())["files"][str(path)]["not_read"]
+    assert any(n.startswith(f"{path}:{line}: Top 10 Foreground Events by Total Wait Time: Avg Wait of") for n in not_read)
+
+
 # ---------------------------------------------------------------------- CALIBRATE_IO
 def test_calibrate_io_with_cdb_prompts():
     runs = parse_calibrate_runs(FIXTURES / "calibrate_io" / "pasted_cdb_prompt.txt")

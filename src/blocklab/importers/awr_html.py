@@ -153,7 +153,7 @@ def parse_awr_html(text: str, name: str) -> AwrReport:
         raise ImportInputError(name, line, "title", RAC_GLOBAL_HELP)
     not_read: list[NotRead] = []
     load = _load(tables, name, not_read)
-    top_title, top = _top(tables, name)
+    top_title, top = _top(tables, name, not_read)
     if load is None and top is None:
         raise ImportInputError(name, last, "Load Profile / Top events",
                                "an HTML page with no 'load profile' table and no top events table: not an AWR report, or "
@@ -293,7 +293,7 @@ def _is_top(t: Table) -> bool:
     return bool(re.search(r"top \d+ .*(wait )?events", s) or _TOP.search(t.heading))
 
 
-def _events(t: Table, name: str, title: str, lazy: bool) -> list[Event | ImportInputError]:
+def _events(t: Table, name: str, title: str, lazy: bool, not_read: list[NotRead] | None = None) -> list[Event | ImportInputError]:
     names = t.header()
     kinds = [classify(n) for n in names]
     for need, label in (("name", "Event"), ("time", "Time")):
@@ -309,7 +309,8 @@ def _events(t: Table, name: str, title: str, lazy: bool) -> list[Event | ImportI
         loc = Loc(name, row.line)
         fields = {k: v for k, v in zip(kinds, row.cells) if k != "skip"}
         try:
-            out.append(event_from_fields(fields.get("name", ""), fields, loc, title, time_label, avg_label, avg_unit))
+            out.append(event_from_fields(fields.get("name", ""), fields, loc, title, time_label, avg_label, avg_unit,
+                                         not_read=not_read))
         except ImportInputError as err:
             if not lazy:
                 raise
@@ -317,7 +318,7 @@ def _events(t: Table, name: str, title: str, lazy: bool) -> list[Event | ImportI
     return out
 
 
-def _top(tables: list[Table], name: str) -> tuple[str, list[Event] | None]:
+def _top(tables: list[Table], name: str, not_read: list[NotRead]) -> tuple[str, list[Event] | None]:
     found = _find(tables, _is_top)
     if not found:
         return "", None
@@ -325,7 +326,7 @@ def _top(tables: list[Table], name: str) -> tuple[str, list[Event] | None]:
     title = t.heading if _TOP.search(t.heading) else (t.summary or "Top events")
     m = _TOP.search(title)
     title = title[m.start():] if m else title
-    events = [e for e in _events(t, name, title, lazy=False) if isinstance(e, Event)]
+    events = [e for e in _events(t, name, title, lazy=False, not_read=not_read) if isinstance(e, Event)]
     if not events:
         raise ImportInputError(name, t.line, title, "the table has no rows")
     return title, events

@@ -225,9 +225,11 @@ def snap_time(text: str) -> str | None:
 
 
 def event_from_fields(event: str, fields: dict[str, str], loc: Loc, title: str, time_label: str, avg_label: str,
-                      avg_unit: str | None, truncated: bool = False) -> Event:
+                      avg_unit: str | None, truncated: bool = False, not_read: list[NotRead] | None = None) -> Event:
     """One events-table row from its cells by kind (name, waits, time, avg, pct,
-    class), as the text and the HTML report both print them."""
+    class), as the text and the HTML report both print them. Given not_read, an
+    Avg that overflowed its column ('######') is left out and named there (the
+    mean wait is then Time / Waits); without it, it is an error."""
     if not event:
         raise loc.error(f"{title}: Event", "the row has no event name")
     what = f"{title}: {{}} of {event!r}"
@@ -237,6 +239,10 @@ def event_from_fields(event: str, fields: dict[str, str], loc: Loc, title: str, 
     waits = number(waits_text, loc, what.format("Waits"), suffix=True) if waits_text else None
     time_s = number(fields.get("time", ""), loc, what.format(time_label), suffix=True)
     avg_text = fields.get("avg", "")
+    if not_read is not None and re.fullmatch(r"#+", avg_text.strip()):
+        not_read.append(NotRead(what.format(avg_label or "Avg"), loc.line, f"shows {avg_text.strip()!r}: the value overflowed "
+                                "its column in the report; left out (the mean wait is Time / Waits)"))
+        avg_text = ""
     avg = duration_ms(avg_text, loc, what.format(avg_label or "Avg"), avg_unit) if avg_text else None
     pct_text = fields.get("pct", "")
     pct = number(pct_text, loc, what.format("% DB time")) if pct_text else None
