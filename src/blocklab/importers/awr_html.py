@@ -235,7 +235,8 @@ def _snaps(tables: list[Table], name: str, not_read: list[NotRead]) -> dict[str,
             label = row.cells[0].rstrip(":").strip() if row.cells else ""
             loc = Loc(name, row.line)
             if label in ("Begin Snap", "End Snap"):
-                cells = row.cells[cols.index("Snap Time"):][:1] if "Snap Time" in cols else row.cells[1:]
+                # the Snap Time column's cell, else the row's cell ending in a time of day
+                cells = (row.cells[cols.index("Snap Time"):][:1] if "Snap Time" in cols else []) + row.cells[1:]
                 when = next((c for c in cells if re.search(r"\d:\d\d:\d\d$", c)), cells[0] if cells else "")
                 iso = snap_time(when)
                 if iso is None:
