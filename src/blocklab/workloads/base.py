@@ -11,11 +11,15 @@ its own with `engine.dialect(self.name)`.
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
 from ..engines.base import Capabilities, DialectBase, Engine, missing_methods, protocol_methods
+from ..jsonvalue import as_list, as_object
 
 if TYPE_CHECKING:
     from ..spec import DatasetSpec
@@ -126,6 +130,22 @@ def workload_record(workload: object) -> dict[str, object] | None:
     scripts, for workload `sql`), written as workload.json; None for the others."""
     record = getattr(workload, "report_record", None)
     return record() if record is not None else None
+
+
+def changed_files(record: Mapping[str, object], base: Path) -> str | None:
+    """The first file of a workload.json (`report_record()`: scripts, setup, load, each with its sha256)
+    whose content is no longer what the run started with, and how; None: all as they were. A
+    relative name (a run recorded before paths were kept absolute) is found from `base`."""
+    entries = [as_object(e) for e in (*as_list(record.get("scripts")), record.get("setup"), record.get("load"))]
+    for entry in (e for e in entries if e.get("sha256")):
+        path = base / str(entry["file"])
+        try:
+            digest = hashlib.sha256(path.read_text(encoding="utf-8").encode()).hexdigest()
+        except (OSError, UnicodeDecodeError) as err:
+            return f"{path} can no longer be read ({getattr(err, 'strerror', None) or err})"
+        if digest != entry["sha256"]:
+            return f"{path} was edited after the run started"
+    return None
 
 
 def dialect_bytes_per_row(dialect_class: type[DialectBase], default: float) -> float:

@@ -419,7 +419,7 @@ class PostgresEngine(DsnServerMixin, EngineBase):
         return False  # checksums and the page size are the whole cluster's: a table never lags behind
 
     # ------------------------------------------------------------------ cache control
-    def evict(self, relations: Iterable[str]) -> dict[str, Any]:
+    def evict(self, relations: Iterable[str]) -> dict[str, object]:
         """Evict from shared buffers, then drop the files from the OS page cache.
 
         PostgreSQL 18 evicts a whole relation (pg_buffercache_evict_relation), 17
@@ -429,9 +429,8 @@ class PostgresEngine(DsnServerMixin, EngineBase):
         blocklab rewrites its own table (VACUUM FULL writes a new file past shared
         buffers, and the old file's buffers go with it). The cold-start check
         (claims.py, pg_buffercache) proves the result either way."""
-        done: dict[str, Any] = {"engine_evicted_buffers": 0, "os_dropped_files": 0, "os_drop_possible": True}
+        buffers, files, possible_all = 0, 0, True
         how = self._eviction()
-        done["engine_eviction"] = how
         with self.pg_connect(session=False) as conn:
             conn.execute("CHECKPOINT")  # so no dirty buffer or page survives eviction
             for rel in relations:
@@ -446,11 +445,11 @@ class PostgresEngine(DsnServerMixin, EngineBase):
                     ).fetchone()
                 else:
                     evicted = (self._rewrite(conn, rel),)
-                done["engine_evicted_buffers"] += int(evicted[0]) if evicted else 0
+                buffers += int(evicted[0]) if evicted else 0
                 dropped, possible = drop_os_cache_files(self._relation_files(conn, rel))
-                done["os_dropped_files"] += dropped
-                done["os_drop_possible"] = done["os_drop_possible"] and possible
-        return done
+                files += dropped
+                possible_all = possible_all and possible
+        return {"engine_evicted_buffers": buffers, "os_dropped_files": files, "os_drop_possible": possible_all, "engine_eviction": how}
 
     def _rewrite(self, conn: psycopg.Connection, relation: str) -> int:
         """Empty shared buffers of one of blocklab's relations before PostgreSQL 17:
