@@ -48,8 +48,16 @@ def test_bad_budget_on_the_command_line_is_refused_before_anything_runs(cli_env,
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stdout == ""
     assert result.stderr.strip() == ("error: --budget '5 parsecs' is not accepted; accepted: a duration like 90s, 5m or 1h, "
-                            "or a cell count like 200cells or 200")
+                            "or a cell count like 200cells or 200; or off")
     assert not out.exists()
+
+
+@pytest.mark.parametrize("off", ["OFF", "Off"])
+def test_budget_off_in_any_case_is_the_fixed_plan(cli_env, off):
+    result = _cli(["plan", "mbrc", "--quick", "--budget", off], cli_env, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stderr == ""
+    assert "stops after the 2 block(s) above (no budget" in result.stdout
 
 
 def test_a_bad_budget_in_the_environment_names_the_variable(cli_env):

@@ -275,10 +275,13 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, budget, a
 
 
 def _budget_from(budget: str | None) -> str | None:
-    """--budget as given; one from BLOCKLAB_BUDGET that is no budget is refused naming the variable."""
-    from .budget import BudgetError, parse_budget
+    """--budget as given ("off" in any case as "off"); one from BLOCKLAB_BUDGET that is no
+    budget is refused naming the variable."""
+    from .budget import OFF, BudgetError, is_off, parse_budget
 
-    if budget is not None and budget != "off" and _from_environment("budget"):
+    if is_off(budget):
+        return OFF
+    if budget is not None and _from_environment("budget"):
         try:
             parse_budget(budget, f"{BUDGET_ENV_VAR} (the default of --budget)")
         except BudgetError as err:

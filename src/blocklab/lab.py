@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import recipes
-from .budget import BudgetError, parse_budget
+from .budget import BudgetError, is_off, parse_budget
 from .experiment import Experiment, prepare
 from .results import PLAN_FILE, SPEC_FILE, RunDir, text_digest
 from .spec import Spec, SpecError, load_spec, parse_set_option, spec_from_dict
@@ -88,11 +88,11 @@ class Overrides:
             raise SpecError(f"--repeats {self.repeats}: must be at least 1")
         if self.rows is not None and self.rows < 1:
             raise SpecError(f"--rows {self.rows}: must be at least 1")
-        if self.budget is not None and self.budget != "off":
+        if self.budget is not None and not is_off(self.budget):
             try:
                 parse_budget(self.budget, "--budget")
             except BudgetError as err:
-                raise SpecError(str(err)) from None
+                raise SpecError(f"{err}; or off") from None
 
 
 def load_experiment(
