@@ -253,13 +253,13 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, budget, a
     device_twin = _device_twin_mode(console, exp, device_twin)
     for warning in exp.warnings():  # said before any cell, so the run can be stopped and given more rows
         console.print(f"warning: {warning}", style="yellow", markup=False, highlight=False)
-    console.print(f"results: {run_dir.path}")
+    console.print(f"results: {run_dir.path}", markup=False, highlight=False)  # a path may hold [brackets]
     reporter = ConsoleReporter(console, lambda cell: _cell_text(exp, cell))
     try:
         summary = run(exp, run_dir, reporter, resume=resume is not None, retry=not no_retry, device_twin=device_twin)
     except Interrupted as err:
         reporter.close()
-        console.print(f"{err}; continue with: blocklab run --resume {run_dir.path}")
+        console.print(f"{err}; continue with: blocklab run --resume {run_dir.path}", markup=False, highlight=False)
         _owed_hint(console, run_dir)
         sys.exit(EXIT_INTERRUPTED)
     except (SpecError, ResultsError) as err:
@@ -371,7 +371,8 @@ def _print_summary(console: Console, exp: Experiment, summary: dict[str, Any], r
     _print_workload_tables(console, run_dir, summary)
     _print_efficiency(console, run_dir, summary, exp.describe_setting)
     if summary.get("cells_failed"):
-        console.print(f"{summary['cells_failed']} cell(s) failed: see {run_dir.file('results.jsonl')}", style="red")
+        console.print(f"{summary['cells_failed']} cell(s) failed: see {run_dir.file('results.jsonl')}", style="red",
+                      markup=False, highlight=False)
     invalid = summary.get("invalid_cells") or []
     style = "red" if invalid else None
     again = f"; {summary['invalid_remeasured']} of those cells measured again with every claim holding" if invalid and "invalid_remeasured" in summary else ""
@@ -380,11 +381,11 @@ def _print_summary(console: Console, exp: Experiment, summary: dict[str, Any], r
         console.print(f"  {entry['cell_id']}: {entry['why']}", style="red", markup=False, highlight=False)
     if summary.get("cells_flagged"):
         console.print(f"{summary['cells_flagged']} cell(s) flagged by a cross-check (counted): see the report", markup=False)
-    console.print(f"results: {run_dir.path}")
+    console.print(f"results: {run_dir.path}", markup=False, highlight=False)
     if run_dir.file("report.html").exists():
-        console.print(f"report:  {run_dir.file('report.html')}")
+        console.print(f"report:  {run_dir.file('report.html')}", markup=False, highlight=False)
     for png in sorted((run_dir.path / "plots").glob("*.png")):
-        console.print(f"plot:    {png}")
+        console.print(f"plot:    {png}", markup=False, highlight=False)
 
 
 def _print_why(console: Console, summary: dict[str, Any], describe: Callable[[str], str]) -> None:
