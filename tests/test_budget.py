@@ -93,6 +93,30 @@ def test_settle_states_and_the_estimate_from_the_noise():
     assert blocks_to_settle(0.9, math.nan, 3, 0.03, 0.05, 1) is None
 
 
+def test_the_cap_is_reached_by_noise_and_exactly_the_cap_is_a_number():
+    from scipy import stats
+
+    from blocklab.analysis.entry import standing_note
+    from blocklab.analysis.settle import MAX_ESTIMATE, undecided_lines
+
+    # equal settings: the distance to clear is the margin, log(1.03); a spread that needs exactly 1000 blocks
+    target = math.log(1.03)
+    spread = target * math.sqrt(MAX_ESTIMATE) / float(stats.t.ppf(1 - 0.05 / 2, MAX_ESTIMATE - 1)) * (1 - 1e-9)
+    assert blocks_to_settle(1.0, spread, 3, 0.03, 0.05, 1) == MAX_ESTIMATE
+    assert blocks_to_settle(1.0, 1.01 * spread, 3, 0.03, 0.05, 1) == MAX_ESTIMATE + 1  # beyond the cap: "more than"
+
+    def pair(needed):
+        return {"setting": "a", "best": "b", "ratio": 1.0, "low": 0.5, "high": 2.0, "blocks": 3, "spread": spread,
+                "blocks_to_settle": needed, "more_blocks": needed - 3}
+
+    (exact,) = undecided_lines([pair(MAX_ESTIMATE)])
+    assert exact.endswith(f"about {MAX_ESTIMATE - 3} more block(s) ({MAX_ESTIMATE} in all)")
+    (beyond,) = undecided_lines([pair(MAX_ESTIMATE + 1)])
+    assert beyond.endswith(f"more than {MAX_ESTIMATE} blocks (the noise is too large to settle it this way)")
+    assert standing_note({"standing": "undecided", "blocks_needed": MAX_ESTIMATE}, False) == f"open: ~{MAX_ESTIMATE} blocks"
+    assert standing_note({"standing": "undecided", "blocks_needed": MAX_ESTIMATE + 1}, False) == f"open: >{MAX_ESTIMATE} blocks"
+
+
 # ---------------------------------------------------------------------- real runs
 def _scan_run(cli_env, out: Path, budget: str, *extra: str) -> subprocess.CompletedProcess:
     return _cli(["run", "mbrc", "--quick", "--rows", "20000", "--set", "multiblock_read=1,16", "--seed", "3",
@@ -112,12 +136,12 @@ def test_cell_budget_stops_at_its_count_and_names_the_undecided_pairs(cli_env, t
     (pair,) = settle["undecided"]
     assert pair["blocks"] >= 2 and pair["spread"] is not None and pair["blocks_to_settle"] > pair["blocks"]
     assert f"about {pair['more_blocks']} more block(s) ({pair['blocks_to_settle']} in all)" in result.stdout or \
-        pair["blocks_to_settle"] >= 1000
+        pair["blocks_to_settle"] > 1000
     # one estimate in the run: the table's note and the verdict say the blocks the budget's note says
     summary = json.loads((out / "summary.json").read_text())
     entry = summary["settings"][pair["setting"]]
     assert entry["standing"] == "undecided" and entry["blocks_needed"] == pair["blocks_to_settle"], (entry, pair)
-    if pair["blocks_to_settle"] < 1000:
+    if pair["blocks_to_settle"] <= 1000:
         assert f"about {pair['blocks_to_settle']} would: --repeats {pair['blocks_to_settle']}" in summary["verdict"]
 
     assert 'id="settle-undecided"' in (out / "report.html").read_text()  # the report's own section says the same

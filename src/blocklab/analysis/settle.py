@@ -21,8 +21,10 @@ noise measured so far:
     The estimate is the smallest n with h(n) <= h*.
 
 This assumes the ratio stays where it is and the noise stays as measured: an
-estimate, said as one. A ratio that sits right on the margin's edge needs very
-many blocks; the estimate is capped at MAX_ESTIMATE and said as "more than".
+estimate, said as one. The distance to clear is never below about half the
+margin (a ratio on the margin's edge is as far from 1.0), so only large noise
+needs very many blocks; an estimate beyond MAX_ESTIMATE is MAX_ESTIMATE + 1,
+said as "more than" it (MAX_ESTIMATE itself is a number).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from ..results import ResultRow
 from ..units import label_of
 
 MARGIN = 0.03  # the budgeted rule's equivalence margin: within 3% of the best is as good as it
-MAX_ESTIMATE = 1000  # blocks; beyond this an estimate means "it will not settle this way"
+MAX_ESTIMATE = 1000  # blocks; more than this (an estimate > MAX_ESTIMATE) means "it will not settle this way"
 
 
 def margin_of(practical: float) -> float:
@@ -56,7 +58,8 @@ def state(low: float, high: float, margin: float) -> str:
 
 def blocks_to_settle(ratio: float, spread: float, blocks: int, margin: float, alpha: float, comparisons: int) -> int | None:
     """Blocks in all that would settle this pair (the module's formula), None
-    when the noise is not known yet (no spread)."""
+    when the noise is not known yet (no spread); MAX_ESTIMATE + 1 when more than
+    MAX_ESTIMATE blocks would be needed."""
     from scipy import stats as _scipy_stats
 
     if not (ratio > 0 and math.isfinite(spread) and spread >= 0 and math.isfinite(ratio)):
@@ -67,7 +70,7 @@ def blocks_to_settle(ratio: float, spread: float, blocks: int, margin: float, al
     for n in range(max(2, blocks + 1), MAX_ESTIMATE + 1):
         if float(_scipy_stats.t.ppf(level, n - 1)) * spread / math.sqrt(n) <= target:
             return n
-    return MAX_ESTIMATE
+    return MAX_ESTIMATE + 1
 
 
 def pair_spread(rows: Iterable[ResultRow], metric: str, a: str, b: str) -> tuple[float, int]:
@@ -129,8 +132,8 @@ def undecided_lines(pairs: list[dict[str, Any]], describe: Any = str) -> list[st
         needed = p["blocks_to_settle"]
         if needed is None:
             tail = "no noise measured yet to estimate from"
-        elif needed >= MAX_ESTIMATE:
-            tail = f"more than {MAX_ESTIMATE} blocks (the ratio sits on the edge of the margin)"
+        elif needed > MAX_ESTIMATE:
+            tail = f"more than {MAX_ESTIMATE} blocks (the noise is too large to settle it this way)"
         else:
             tail = f"about {p['more_blocks']} more block(s) ({needed} in all)"
         lines.append(f"  {head}: {tail}")
