@@ -86,10 +86,8 @@ def standings(analysis: Analysis, spreads: Mapping[Hashable, float] | None = Non
             lo = hi = math.nan  # one sample against one: the bootstrap interval is the point itself
         if math.isfinite(lo) and math.isfinite(hi) and key not in analysis.indistinguishable:
             kind, needed = "slower", None
-        elif key in analysis.indistinguishable and (
-            (math.isfinite(hi) and hi <= 1.0 + tol and lo >= 1.0 / (1.0 + tol)) or (analysis.practical > 0 and abs(f - 1.0) <= tol)
-        ):
-            kind, needed = "as_good", None
+        elif key in analysis.indistinguishable and math.isfinite(hi) and hi <= 1.0 + tol and lo >= 1.0 / (1.0 + tol):
+            kind, needed = "as_good", None  # the whole interval within the margin, never the point estimate alone
         else:
             own = (spreads or {}).get(key, math.nan)
             kind, needed = "undecided", blocks_to_settle(
