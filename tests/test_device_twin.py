@@ -846,3 +846,24 @@ def test_a_replay_line_torn_by_a_crash_does_not_swallow_the_next_one(tmp_path):
     beside = BesideCells(rd, "fio", "fio-3.33", "psync", tmp_path, "sda")
     beside.keep({"cell_id": "b0:x=3", "key": "k"})
     assert [r["cell_id"] for r in load_replays(rd)] == ["b0:x=1", "b0:x=3"]
+
+
+def test_ctrl_c_during_a_cells_replay_keeps_the_cell(tmp_path, monkeypatch):
+    """The replay beside a cell runs before its row is written: Ctrl-C in it lost the cell just measured."""
+    from test_runner import null_experiment
+
+    from blocklab import runner
+    from blocklab.device.interleave import BesideCells
+    from blocklab.runner import Interrupted, SilentReporter, run
+
+    def interrupted(self, row, say=None):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(BesideCells, "after", interrupted)
+    monkeypatch.setattr(runner, "_twin_beside_cells",
+                        lambda exp, rd, mode, reporter: BesideCells(rd, "fio", "fio-3.33", "psync", tmp_path, "sda"))
+    rd = RunDir(tmp_path / "run")
+    with pytest.raises(Interrupted, match="1 of 9 cells are saved"):
+        run(null_experiment(), rd, SilentReporter(), device_twin="on")
+    (row,) = rd.rows()
+    assert row.ok and row.cell_id == null_experiment().plan().cells[0].cell_id

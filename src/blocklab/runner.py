@@ -301,7 +301,11 @@ def _record(exp: Experiment, cell: Cell, row: ResultRow, run_dir: RunDir, plan: 
             beside: BesideCells | None = None) -> None:
     replay = None
     if beside is not None:  # the replay first: its time goes into the row's (a time budget counts it)
-        row, replay = beside.after(row, reporter.phase)
+        try:
+            row, replay = beside.after(row, reporter.phase)
+        except BaseException:  # Ctrl-C (or an error) during the replay: the cell measured before it is kept
+            run_dir.append(dataclasses.replace(row, notes={**row.notes, CELL_SECONDS_NOTE: _clock.lap()}))
+            raise
     row = dataclasses.replace(row, notes={**row.notes, CELL_SECONDS_NOTE: _clock.lap()})
     run_dir.append(row)
     if beside is not None:
