@@ -23,7 +23,7 @@ from .analysis.cpu_profile import add_to_summary as add_cpu_profile
 from .analysis.efficiency import add_to_summary as add_efficiency
 from .analysis.function_trace import add_to_summary as add_trace
 from .analysis.settle import margin_of, undecided
-from .analysis.summary import summarise
+from .analysis.summary import summarise, validity_counts
 from .budget import CELL_SECONDS_NOTE
 from .device.fio import FioNotFound
 from .device.interleave import BesideCells
@@ -547,21 +547,4 @@ def settle_section(exp: Experiment, rows: list[ResultRow], summary: dict[str, An
     }
 
 
-def validity_counts(rows: list[ResultRow]) -> dict[str, Any]:
-    """How many cells failed, were invalid (and why) or flagged: in summary.json for the console and the report."""
-    invalid = [r for r in rows if r.invalid]
-    measured = {r.cell_id for r in rows if r.ok}
-    return {
-        "cells_failed": sum(1 for r in rows if r.failed),
-        "failed_cells": [r.cell_id for r in rows if r.failed],
-        # measurements whose claims did not hold (each kept, never counted) ...
-        "cells_invalid": len(invalid),
-        "invalid_cells": [{"cell_id": r.cell_id, "why": r.status.removeprefix("invalid: ")} for r in invalid],
-        # ... of which the cells measured again with every claim holding, and those left without a number
-        "invalid_remeasured": len({r.cell_id for r in invalid} & measured),
-        "cells_without_valid": len({r.cell_id for r in rows if not r.ok} - measured),
-        "cells_flagged": sum(1 for r in rows if r.ok and r.notes.get("flags")),
-    }
-
-
-__all__ = ["Interrupted", "run", "run_cell", "SilentReporter"]
+__all__ = ["Interrupted", "run", "run_cell", "SilentReporter", "validity_counts"]
