@@ -195,3 +195,15 @@ def test_plan_shows_the_budget_and_the_rule(cli_env):
     assert "stopping rule: after block 2" in result.stdout and "within 3% of it" in result.stdout
     fixed = _cli(["plan", "mbrc", "--quick", "--budget", "off"], cli_env, timeout=120)
     assert "stops after the 2 block(s) above" in fixed.stdout, fixed.stdout
+
+
+def test_a_budget_from_the_environment_is_not_a_fleet_runs_error(cli_env):
+    """BLOCKLAB_BUDGET is the default of runs on one host; a fleet run failed blaming --budget, which
+    nobody gave. It runs the fixed plan, as with a recipe's budget (here it goes on to the scheduler)."""
+    env = {**cli_env, "BLOCKLAB_BUDGET": "5m"}
+    result = _cli(["run", "mbrc", "--quick", "--fleet", "tcp://127.0.0.1:9", "--insecure", "--fleet-timeout", "0.5"], env,
+                  timeout=120)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "--budget" not in result.stderr and "cannot reach the scheduler at tcp://127.0.0.1:9" in result.stderr
+    given = _cli(["run", "mbrc", "--quick", "--budget", "5m", "--fleet", "tcp://127.0.0.1:9", "--insecure"], env, timeout=120)
+    assert given.returncode == 2 and given.stderr.startswith("error: --budget"), given.stdout + given.stderr  # given: refused

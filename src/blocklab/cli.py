@@ -209,6 +209,8 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, budget, a
     except SpecError as err:
         fail(make_console(), str(err), EXIT_BAD_INPUT)
     if wants_fleet(resume, fleet):  # the same run on many hosts: cli_fleet.py
+        if _from_environment("budget"):
+            budget = None  # BLOCKLAB_BUDGET is a default for a run on one host: a fleet runs the fixed plan, as with a recipe's budget
         if device_twin in ("on", "only"):
             fail(make_console(), f"--device-twin {device_twin}: not on a fleet run (each host's disk would need its own "
                   "twin); run it on one host, or leave --device-twin out", EXIT_BAD_INPUT)
