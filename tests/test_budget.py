@@ -207,3 +207,47 @@ def test_a_budget_from_the_environment_is_not_a_fleet_runs_error(cli_env):
     assert "--budget" not in result.stderr and "cannot reach the scheduler at tcp://127.0.0.1:9" in result.stderr
     given = _cli(["run", "mbrc", "--quick", "--budget", "5m", "--fleet", "tcp://127.0.0.1:9", "--insecure"], env, timeout=120)
     assert given.returncode == 2 and given.stderr.startswith("error: --budget"), given.stdout + given.stderr  # given: refused
+
+
+def _null_budget_run(tmp_path: Path, budget: str):
+    from blocklab.experiment import prepare
+    from blocklab.results import RunDir
+    from blocklab.runner import SilentReporter, run
+    from blocklab.spec import spec_from_dict
+
+    raw = {"name": "nulltest", "engine": {"kind": "null", "settings": {"null.mode": "a"}}, "workload": {"kind": "null"},
+           "knobs": {"null.level": [1, 2, 3]}, "measure": {"repeats": 3, "seed": 5, "cache": "warm", "budget": budget}}
+    reporter = SilentReporter()
+    summary = run(prepare(spec_from_dict(raw, "test", {}), "# test", "test"), RunDir(tmp_path / budget), reporter)
+    return summary, reporter
+
+
+@pytest.mark.parametrize("budget, measured", [("1cells", 1), ("2cells", 2)])
+def test_a_budget_spent_before_every_setting_is_measured_is_not_settled(tmp_path, budget, measured):
+    """--budget 1cells said 'settled' (1 of 9 cells); the unmeasured settings were nobody's undecided pair."""
+    summary, reporter = _null_budget_run(tmp_path, budget)
+    settle = summary["settle"]
+    assert settle["status"] == "budget spent", settle
+    named = {p["setting"]: p for p in settle["undecided"]}
+    unmeasured = [k for k, p in named.items() if p.get("measured") is False]
+    assert sorted(unmeasured) == sorted(k for k, e in summary["settings"].items() if e["n"] == 0) and len(unmeasured) == 3 - measured
+    said = "\n".join(reporter.lines)
+    assert f"{3 - measured} setting(s) not measured yet" in said
+    assert all(f"\n  {k.split('=')[1]}: not measured yet" in said for k in unmeasured), said
+    if measured == 1:  # the one measured has nothing to compare with: named too, the three in all
+        assert len(named) == 3 and "the only setting measured has nothing to compare it with yet" in said
+    else:  # the one measured beside the best has no interval yet
+        assert len(named) == 2 and "1 pair(s) neither separated from the best" in said
+
+
+def test_the_undecided_list_is_the_stopping_rules_own():
+    """One setting measured of three: the rule (paired.unsettled) cannot stop, and the list says why for each."""
+    from blocklab.analysis.paired import BlockCell, analyse_blocks, unsettled
+    from blocklab.analysis.settle import undecided, unsettled_settings
+
+    an = analyse_blocks([BlockCell(0, "x=1", 100.0)], order=["x=1", "x=2", "x=3"], goal="max", looks=18)
+    assert unsettled(an, None, 0.03) == ["x=1"]
+    assert unsettled_settings(an, [], ["x=1", "x=2", "x=3"], None, 0.03) == ["x=1", "x=2", "x=3"]
+    pairs = undecided(an.to_dict(), [], "m", 0.03, ["x=1", "x=2", "x=3"])
+    assert [(p["setting"], p.get("alone"), p.get("measured")) for p in pairs] == [
+        ("x=1", True, None), ("x=2", None, False), ("x=3", None, False)]

@@ -499,7 +499,7 @@ def write_summary(exp: Experiment, run_dir: RunDir, plan: Plan) -> dict[str, Any
     summary.update(validity_counts(run_dir.rows()))
     summary["seed"] = exp.seed
     add_efficiency(summary, run_dir, exp.describe_setting)  # the engine against its device twin, when the rows allow
-    if (settle := settle_section(exp, run_dir.rows(), summary)) is not None:
+    if (settle := settle_section(exp, run_dir.rows(), summary, labels)) is not None:
         summary["settle"] = settle
     if exp.spec.measure.cpu_profile:  # where the CPU went: the functions that grow with each knob
         add_cpu_profile(summary, run_dir.rows(), run_dir.path, list(exp.knobs), exp.workload.work,
@@ -511,16 +511,17 @@ def write_summary(exp: Experiment, run_dir: RunDir, plan: Plan) -> dict[str, Any
     return summary
 
 
-def settle_section(exp: Experiment, rows: list[ResultRow], summary: dict[str, Any]) -> dict[str, Any] | None:
+def settle_section(exp: Experiment, rows: list[ResultRow], summary: dict[str, Any], planned: list[str]) -> dict[str, Any] | None:
     """summary.json's "settle": the budgeted stopping rule, what it has spent, and the
-    pairs not yet decided with the blocks estimated to settle each (analysis/settle.py).
-    None for a run without a budget."""
+    settings not yet decided with the blocks estimated to settle each, from the function
+    the rule stops by (settle.unsettled_settings: the `planned` settings never measured
+    are not settled either). None for a run without a budget."""
     measure = exp.spec.measure
     budget = measure.parsed_budget()
     if budget is None:
         return None
     margin = margin_of(measure.practical)
-    pairs = undecided(summary["analysis"], rows, exp.metric, margin) if summary.get("analysis") else []
+    pairs = undecided(summary.get("analysis"), rows, exp.metric, margin, planned, measure.target_ci)
     blocks = int((summary.get("analysis") or {}).get("blocks") or 0)
     if summary.get("analysis") and not pairs:
         status = "settled"
