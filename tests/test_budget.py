@@ -156,9 +156,12 @@ def test_cell_budget_stops_at_its_count_and_names_the_undecided_pairs(cli_env, t
     assert again.returncode == 0, again.stdout + again.stderr
     assert len({r["cell_id"] for r in _rows(out)}) == 5 and len(_rows(out)) == 5
     assert "budget spent (5 of 5 cells)" in again.stdout
-    # and a run whose budget is spent measures nothing more when resumed
+    # and a run whose budget is spent, its verdict not settled, measures nothing more when resumed: it says how to
+    # give it more and exits 2 (the rule would add a block of the 2 settings)
     third = _cli(["run", "--resume", str(out)], cli_env)
-    assert third.returncode == 0 and len(_rows(out)) == 5, third.stdout + third.stderr
+    assert third.returncode == 2 and len(_rows(out)) == 5, third.stdout + third.stderr
+    assert third.stdout == "" and "its budget is spent (5 of 5 cells)" in third.stderr
+    assert third.stderr.strip().endswith(f"blocklab run --resume {out} --budget 7cells")
 
 
 def test_clearly_separated_settings_stop_by_the_rule_before_the_budget(cli_env, tmp_path):
@@ -251,3 +254,34 @@ def test_the_undecided_list_is_the_stopping_rules_own():
     pairs = undecided(an.to_dict(), [], "m", 0.03, ["x=1", "x=2", "x=3"])
     assert [(p["setting"], p.get("alone"), p.get("measured")) for p in pairs] == [
         ("x=1", True, None), ("x=2", None, False), ("x=3", None, False)]
+
+
+def test_a_budget_spent_inside_the_first_blocks_is_extended_by_resume(cli_env, tmp_path):
+    """--budget 3cells of a 4-cell plan stops partial; --resume alone ran nothing and said it ran 1 of 4 cells;
+    --resume --budget was refused. Now the resume says the budget is spent and how to give more; that works."""
+    out = tmp_path / "run"
+    first = _scan_run(cli_env, out, "3cells")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert len(_rows(out)) == 3 and "Partial run: 3 of 4 cells measured" in first.stdout
+    assert f"to measure more: blocklab run --resume {out} --budget MORE" in first.stdout
+    again = _cli(["run", "--resume", str(out)], cli_env)
+    assert again.returncode == 2 and again.stdout == "", again.stdout + again.stderr
+    assert again.stderr.startswith(f"error: {out}: its budget is spent (3 of 3 cells) and 1 of its 4 planned cells are "
+                                   "not measured: resuming would measure nothing")
+    assert again.stderr.strip().endswith(f"blocklab run --resume {out} --budget 4cells") and len(_rows(out)) == 3
+    more = _cli(["run", "--resume", str(out), "--budget", "4cells"], cli_env)
+    assert more.returncode == 0, more.stdout + more.stderr
+    assert "running 1 of 4 cells (3 already done)" in more.stdout and len(_rows(out)) == 4
+    assert json.loads((out / "spec.json").read_text())["spec"]["measure"]["budget"] == "4cells"  # kept for the next resume
+    assert json.loads((out / "summary.json").read_text())["settle"]["budget"] == "4cells"
+    off = _cli(["run", "--resume", str(out), "--budget", "off"], cli_env, timeout=60)
+    assert off.returncode == 2 and off.stdout == "" and "--budget off with --resume" in off.stderr
+
+
+def test_plan_warns_when_the_budget_ends_inside_the_first_blocks(cli_env):
+    result = _cli(["plan", "mbrc", "--quick", "--budget", "10cells"], cli_env, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert ("warning: the budget (10 cells) ends inside the first 2 block(s) the rule needs before its first look "
+            "(16 cells; give --budget 16cells or more, or fewer --repeats)") in result.stdout
+    fits = _cli(["plan", "mbrc", "--quick", "--budget", "16cells"], cli_env, timeout=60)
+    assert fits.returncode == 0 and "warning: the budget" not in fits.stdout, fits.stdout + fits.stderr

@@ -33,12 +33,12 @@ from .device.twin import MODES as TWIN_MODES
 from .engines import available as available_engines
 from .engines.base import EngineError, KnobError
 from .experiment import Experiment
-from .lab import Overrides, load_experiment, load_saved_experiment, plan_text
+from .lab import Overrides, give_budget, load_experiment, load_saved_experiment, plan_text
 from .paths import check_out_dir, results_root
 from .probes import cpu_profile
 from .report.console_tables import efficiency_table, explain_text, overhead_tables, print_comparison, settings_table
 from .results import ResultsError, ResultsWriteError, RunDir, new_run_dir
-from .runner import Interrupted, run
+from .runner import Interrupted, check_budget_left, run
 from .spec import SpecError
 from .sql_shortcut import ScriptRun, parse_duration
 
@@ -57,7 +57,9 @@ def experiment_options(func: Any) -> Any:
         click.option("--budget", metavar="DURATION|CELLS|off", envvar=BUDGET_ENV_VAR, show_envvar=True,
                      help="stop by the rule (every setting separated from the best or within 3%% of it) or when this is "
                           "spent: a duration (90s, 5m, 1h) or a cell count (200cells or 200); off: exactly the --repeats "
-                          "blocks. Default: the recipe's budget. E.g. --budget 5m"),
+                          "blocks. A budget is a hard limit: it may end a run inside its first --repeats blocks (a partial "
+                          "run, no verdict yet; `blocklab plan` warns); with --resume DIR a new budget replaces the run's "
+                          "own (it counts what was measured) to go on. Default: the recipe's budget. E.g. --budget 5m"),
         click.option("--allow-server-changes", is_flag=True, help="let blocklab change server-wide settings on a --dsn server (restored at the end)"),
     ]
     for option in reversed(options):
@@ -234,10 +236,18 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, budget, a
         if out is not None:
             check_out_dir(out)
         if resume is not None:
-            if target or sets or repeats or rows or engine or dsn or seed is not None or quick or sessions or duration or allow_writes or budget:
-                raise SpecError("--resume continues a run exactly as it started: give no FILE/RECIPE or other experiment options")
+            if target or sets or repeats or rows or engine or dsn or seed is not None or quick or sessions or duration or allow_writes:
+                raise SpecError("--resume continues a run exactly as it started: give no FILE/RECIPE or other experiment options "
+                                "(--budget gives it a new budget)")
             exp = load_saved_experiment(resume, allow_server_changes=allow_server_changes)
             run_dir = RunDir(resume)
+            if budget is not None:  # the run's budget replaced: a way to extend it
+                give_budget(exp, resume, budget)
+            try:
+                check_budget_left(exp, run_dir, retry=not no_retry)  # spent with cells owed: say so, run nothing
+            except SpecError:
+                exp.engine.stop()
+                raise
         else:
             if not target:
                 raise SpecError("give an experiment FILE or RECIPE (see `blocklab recipes`), or --resume DIR")
@@ -388,6 +398,9 @@ def _print_summary(console: Console, exp: Experiment, summary: dict[str, Any], r
         console.print(f"report:  {run_dir.file('report.html')}", markup=False, highlight=False)
     for png in sorted((run_dir.path / "plots").glob("*.png")):
         console.print(f"plot:    {png}", markup=False, highlight=False)
+    if (summary.get("settle") or {}).get("status") == "budget spent":
+        console.print(f"to measure more: blocklab run --resume {run_dir.path} --budget MORE (a larger budget: it replaces "
+                      "this one and counts what is measured)", markup=False, highlight=False)
 
 
 def _print_why(console: Console, summary: dict[str, Any], describe: Callable[[str], str]) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import math
 import re
 import signal
 import time
@@ -49,7 +50,7 @@ from .results import (
     text_digest,
     write_atomic,
 )
-from .search import next_cells, sequential_looks
+from .search import next_cells, rule_wants_more, sequential_looks
 from .spec import SpecError
 from .units import label_of, unit_of
 from .workloads.base import timed_series, workload_record
@@ -87,6 +88,11 @@ class Interrupted(Exception):
     """Ctrl-C or SIGTERM: the cell in flight is dropped, everything before it is kept."""
 
 
+class BudgetSpent(SpecError):
+    """--resume of a run whose budget is spent with cells or blocks still owed: nothing
+    would be measured; the message says how to give it more."""
+
+
 class EngineDied(EngineError):
     """The engine died and could not be brought back, or died again on the cell re-run after a crash."""
 
@@ -102,6 +108,8 @@ def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = 
     each cell's I/O with fio right after the cell (device/interleave.py), "off"
     records that it did not; None leaves it out."""
     plan = _load_or_write_plan(exp, run_dir, resume, reporter)
+    if resume:
+        check_budget_left(exp, run_dir, plan, retry=retry)
     beside: BesideCells | None = None
     exp.profile_dir = run_dir.path / PROFILES_DIR
     previous_sigterm = signal.signal(signal.SIGTERM, raise_interrupt)
@@ -173,6 +181,40 @@ def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = 
     refresh_report(run_dir, force=True)
     reporter.finished(summary)
     return summary
+
+
+def check_budget_left(exp: Experiment, run_dir: RunDir, plan: Plan | None = None, *, retry: bool = True) -> None:
+    """Before a resumed run starts anything: BudgetSpent when its budget is spent while
+    planned cells are not measured, or the stopping rule would add a block (a resume
+    would measure nothing); the message names the command that gives it more."""
+    budget = exp.spec.measure.parsed_budget()
+    rows = run_dir.rows()
+    if budget is None or not budget.used_up(rows):
+        return
+    if plan is None:
+        saved = run_dir.read_json(PLAN_FILE)
+        plan = Plan.from_dict(saved, exp.plan().apply_class)
+    have = {r.cell_id for r in rows}
+    retry_ids = retryable_cells(rows) if retry else set()
+    owed = [c for c in plan.cells if c.cell_id not in have or c.cell_id in retry_ids]
+    if owed:
+        what = f"{len(owed)} of its {len(plan.cells)} planned cells are not measured"
+        more: float = sum(exp.workload_for(c.setting.as_dict()).estimate_seconds() for c in owed)
+        cells = len(owed)
+    elif left := rule_wants_more(exp, plan, rows):
+        what = f"the verdict is not settled ({len(left)} setting(s)), so the stopping rule would add a block"
+        more = sum(exp.workload_for(s.as_dict()).estimate_seconds() for s in plan.settings)
+        cells = len(plan.settings)
+    else:
+        return
+    if budget.cells is not None:
+        bigger = f"{budget.cells + cells}cells"
+    else:
+        seconds = max(budget.seconds or 0.0, budget.spent(rows)) + max(more, 10.0)
+        bigger = f"{math.ceil(seconds / 60)}m" if seconds >= 60 else f"{math.ceil(seconds)}s"
+    raise BudgetSpent(f"{run_dir.path}: its budget is spent ({budget.spent_text(rows)}) and {what}: resuming would measure "
+                      f"nothing. Give it a larger budget (it replaces the old one and counts what is measured): "
+                      f"blocklab run --resume {run_dir.path} --budget {bigger}")
 
 
 def _end_plan_at_budget(exp: Experiment, plan: Plan, run_dir: RunDir) -> None:
@@ -548,4 +590,4 @@ def settle_section(exp: Experiment, rows: list[ResultRow], summary: dict[str, An
     }
 
 
-__all__ = ["Interrupted", "run", "run_cell", "SilentReporter", "validity_counts"]
+__all__ = ["BudgetSpent", "Interrupted", "check_budget_left", "run", "run_cell", "SilentReporter", "validity_counts"]

@@ -262,6 +262,25 @@ def _adaptive_repeats(
     return [], [], f"{rule}: settled after {blocks_per_setting} blocks ({_settled_how(analysis, measure.target_ci, margin)})"
 
 
+def rule_wants_more(exp: Any, plan: Plan, rows: list[ResultRow]) -> list[str]:
+    """The settings a run that stops by the rule would add a block for, were its budget not
+    spent: unsettled (settle.unsettled_settings, as _adaptive_repeats judges) with fewer
+    than max_repeats blocks; [] for a run with a fixed plan."""
+    measure = exp.spec.measure
+    if not measure.stops_by_rule:
+        return []
+    labels = [s.label for s in plan.settings]
+    analysis = analyse_rows(rows, exp.metric, labels, goal=exp.goal, practical=measure.practical,
+                            looks=sequential_looks(measure), seed=exp.seed)
+    if analysis is None:
+        return []
+    margin = margin_of(measure.practical) if measure.budget is not None else 0.0
+    measured = [v for v in group_samples(rows, exp.metric, labels).values() if v]
+    if min((len(v) for v in measured), default=0) >= measure.max_repeats:
+        return []
+    return unsettled_settings(analysis, rows, labels, measure.target_ci, margin)
+
+
 def _rule_name(measure: Any) -> str:
     if measure.budget is not None:
         return f"stopping rule (budget {measure.parsed_budget().text()})"
