@@ -270,9 +270,9 @@ def test_not_a_results_directory(tmp_path):
         writer.write_report(tmp_path)
     result = CliRunner().invoke(main, ["report", str(tmp_path)])
     assert result.exit_code == 2
-    assert "RUN_DIR" in result.output and "not a blocklab results directory" in result.output
+    assert result.stdout == "" and "RUN_DIR" in result.stderr and "not a blocklab results directory" in result.stderr
     result = CliRunner().invoke(main, ["export", str(tmp_path / "nope")])
-    assert result.exit_code == 2 and "RUN_DIR" in result.output
+    assert result.exit_code == 2 and result.stdout == "" and "RUN_DIR" in result.stderr
 
 
 # ---------------------------------------------------------------------- the generic plot
@@ -302,7 +302,7 @@ def test_export_bad_format_names_the_option_and_the_choices(tmp_path):
     path = hand_made_run(tmp_path / "run", {"checksum": ["off", "crc32"]})
     result = CliRunner().invoke(main, ["export", str(path), "--format", "xml"])
     assert result.exit_code == 2
-    assert "--format" in result.output and "'csv', 'json', 'parquet'" in result.output
+    assert result.stdout == "" and "--format" in result.stderr and "'csv', 'json', 'parquet'" in result.stderr
 
 
 def test_export_to_stdout_and_to_a_file(tmp_path):
@@ -316,7 +316,7 @@ def test_export_to_stdout_and_to_a_file(tmp_path):
     assert result.exit_code == 0 and str(out) in result.output
     assert len(json.loads(out.read_text())["rows"]) == 6
     result = CliRunner().invoke(main, ["export", str(path), "--output", str(tmp_path / "no" / "x.csv")])
-    assert result.exit_code == 2 and "--output" in result.output
+    assert result.exit_code == 2 and result.stdout == "" and "--output" in result.stderr
 
 
 def test_export_parquet_without_pyarrow_says_how_to_get_it(tmp_path):
@@ -328,7 +328,7 @@ def test_export_parquet_without_pyarrow_says_how_to_get_it(tmp_path):
         pass
     path = hand_made_run(tmp_path / "run", {"checksum": ["off", "crc32"]})
     result = CliRunner().invoke(main, ["export", str(path), "--format", "parquet", "--output", str(tmp_path / "x.parquet")])
-    assert result.exit_code == 1 and "pip install 'blocklab[parquet]'" in result.output
+    assert result.exit_code == 1 and result.stdout == "" and "pip install 'blocklab[parquet]'" in result.stderr
 
 
 # ---------------------------------------------------------------------- during a run
