@@ -91,6 +91,7 @@ class WorkloadClass(Protocol):
     needs: str
     default_metric: str
     rows_option: str | None
+    work: tuple[str, str]
     Dialect: type
     Options: type[_Options]
 
