@@ -87,7 +87,10 @@ def _print_result(say: Any, state: dict[str, Any], run_dir: RunDir) -> None:
         f"{state['rounds']} rounds")
     if state.get("importance"):
         say("importance: " + ", ".join(f"{k} {v:.2f}" for k, v in state["importance"].items()))
-    say("the winner, to paste:")
+    if state.get("recommended") == state.get("default") and state.get("winner") != state.get("default"):
+        say("keep the default; the search's winner (not shown better than the default on fresh blocks) was:")
+    else:
+        say("the winner, to paste:")
     for line in state.get("config_lines") or []:
         say(f"  {line}")
     say(f"report:  {run_dir.file('report.html')}")

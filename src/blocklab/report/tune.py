@@ -123,20 +123,25 @@ def render(state: dict[str, Any], images: dict[str, str]) -> str:
     parts.append(f"<p>Winner: <b>{_e(state.get('winner'))}</b> (default: {_e(state.get('default'))})</p>")
     parts.append("<pre>" + _e("\n".join(state.get("config_lines") or [])) + "</pre>")
     adv = conf.get("winner_vs_default") if conf else None
-    if adv and (adv.get("low") is None or adv["low"] <= 1.0):
-        parts.append("<p><b>The confirmation did not show the winner better than the default:</b> these lines are what the "
-                     "search chose; the evidence says to keep the default until a longer tune (a larger budget) tells them apart.</p>")
+    if conf and state.get("winner") != state.get("default") and (not adv or adv.get("low") is None or adv["low"] <= 1.0):
+        parts.append("<p><b>Keep the default: the confirmation did not show the winner better than it.</b> These lines are what "
+                     "the search chose; the evidence says to keep the default until a longer tune (a larger budget) tells them apart.</p>")
     if state.get("fixed_lines"):
         parts.append("<p>Held fixed while tuning (part of what was measured):</p><pre>" + _e("\n".join(state["fixed_lines"])) + "</pre>")
     parts.append("<h2>Confirmation on fresh blocks</h2>")
     if conf:
         parts.append(f"<p>{conf.get('blocks')} blocks on {_e(conf.get('instance'))}; each block holds "
                      f"{_e(', '.join(conf.get('entrants') or []))} once, in a random order. Paired intervals from the per-block "
-                     "ratios; the claims share 95% (Bonferroni). A ratio above 1 is better.</p>")
-        parts.append("<table><tr><th>claim</th><th>ratio [interval]</th></tr>")
+                     "ratios; the claims share 95% (Bonferroni). A ratio above 1 is better. The confidence interval holds the "
+                     "true ratio; the prediction interval is where the estimate of a re-measurement of as many fresh blocks "
+                     "falls (wider: that estimate is noisy too).</p>")
+        parts.append("<table><tr><th>claim</th><th>ratio [confidence interval]</th><th>a re-measurement's estimate</th></tr>")
         for name, key in (("winner / default", "winner_vs_default"), ("runner-up / winner", "runner_up_vs_winner"),
                           ("runner-up / default", "runner_up_vs_default")):
-            parts.append(f"<tr><td>{name}</td><td>{_e(_interval(conf.get(key)))}</td></tr>")
+            claim = conf.get(key)
+            predicted = (f"[{claim['predict_low']:.3f}, {claim['predict_high']:.3f}]" if claim and claim.get("predict_low") is not None
+                         else "–")
+            parts.append(f"<tr><td>{name}</td><td>{_e(_interval(claim))}</td><td>{_e(predicted)}</td></tr>")
         parts.append("</table>")
     else:
         parts.append("<p>Not measured yet.</p>")

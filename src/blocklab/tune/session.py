@@ -264,6 +264,8 @@ def _write_state(setup: TuneSetup, run_dir: RunDir, search: Search, found: Searc
         "winner": winner,
         "winner_config": config,
         "runner_up": found.runner_up if found else None,
+        # what the verdict recommends: the winner only when the confirmation showed it better than the default
+        "recommended": confirmation["recommended"] if confirmation else None,
         "done": confirmation is not None,
         "rounds": found.rounds if found else None,
         "stop_reason": found.stop_reason if found else "",
