@@ -330,7 +330,8 @@ def test_bad_input_is_refused_before_anything_runs(tmp_path):
         [write(tmp_path, NULL_TOML.replace("{min = 0, max = 100}", "{min = 50, max = 10}")), "--out", str(out)])
     assert "5000 is out of range; accepted: an integer from 0 to 1,000" in refused(
         [write(tmp_path, NULL_TOML.replace("{min = 0, max = 100}", "{min = 0, max = 5000}")), "--out", str(out)])
-    assert "a tune on a fleet (each host its own best) is not built yet" in refused([path, "--fleet", "tls://sched:8786"])
+    assert "--resume: a fleet tune is not resumed yet" in refused(["--resume", str(tmp_path), "--fleet", "tls://sched:8786"])
+    assert "--hosts, --certs, --insecure and --share-disk go with --fleet ADDRESS" in refused([path, "--hosts", "a,b"])
     assert "--resume continues a tune exactly as it started" in refused(["--resume", str(tmp_path), "--budget", "9"])
     assert not out.exists(), "nothing was written"
 
@@ -361,3 +362,32 @@ def test_engines_render_their_own_configuration_lines(tmp_path):
     finally:
         rocksdb.stop()
     assert "--block_size=8192" in flags and "--readahead_size=32768" in flags and "--use_direct_reads=true" in flags
+
+
+# ------------------------------------------------------------------ a fleet's hosts: do they agree?
+def test_hosts_whose_winners_are_worse_on_each_other_differ_and_those_within_noise_agree():
+    """tune/agree.py on cells whose truth is known: on host-a its own winner A is 20% better
+    than host-b's winner B, on host-b the other way round; then a fleet where B is as good as
+    A on host-a (within noise). (The whole fleet tune: tests/test_tune_fleet.py.)"""
+    from blocklab.tune.agree import cross_plan, judge
+
+    rng = random.Random(3)
+
+    def cells(ratios: dict[str, float]) -> list[BlockCell]:
+        out = []
+        for block in range(4):
+            drift = rng.uniform(0.8, 1.2)
+            out += [BlockCell(block, k, 100 * r * drift * math.exp(rng.gauss(0, 0.02))) for k, r in ratios.items()]
+        return out
+
+    winners = {"host-a": "A", "host-b": "B"}
+    differ = judge(winners, {"host-a": cells({"A": 1.2, "B": 1.0}), "host-b": cells({"A": 1.0, "B": 1.2})}, "max")
+    assert not differ["agree"] and differ["verdict"].startswith("The hosts differ: on host-a, B is -1")
+    assert "against A; on host-b, A is -1" in differ["verdict"] and "Give each host its own configuration" in differ["verdict"]
+    alike = judge(winners, {"host-a": cells({"A": 1.0, "B": 1.0}), "host-b": cells({"A": 1.0, "B": 1.01})}, "max")
+    assert alike["agree"] and alike["verdict"].startswith("The hosts agree as far as the evidence goes")
+    assert alike["hosts"]["host-a"]["others"]["B"]["blocks"] == 4
+    same = judge({"host-a": "A", "host-b": "A"}, {}, "max")
+    assert same["agree"] and "found the same winner, A" in same["verdict"]
+    plan = cross_plan([Setting((("k", 1),)), Setting((("k", 2),))], [], 7, 30, 3)
+    assert [c.block for c in plan] == [30, 30, 31, 31, 32, 32] and len({c.cell_id for c in plan}) == 6
