@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..results import ResultRow
-from .summary import label_of
+from ..units import label_of
 
 MARGIN = 0.03  # the budgeted rule's equivalence margin: within 3% of the best is as good as it
 MAX_ESTIMATE = 1000  # blocks; beyond this an estimate means "it will not settle this way"
