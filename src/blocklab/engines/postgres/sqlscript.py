@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg import pq, sql
 
-from ...workloads.sql import CheckStatement, ScriptFacts, SessionAccess
+from ...workloads.pgscript import Statement
+from ...workloads.sql import Bound, CheckStatement, ScriptFacts, SessionAccess
 from ..base import DialectBase, EngineError
 from .session import PgSession
 from .waits import SessionSampler
@@ -62,20 +63,16 @@ class SqlScripts(DialectBase):
         return "".join(out)
 
     def execute(self, session: Any, text: str, params: Sequence[Any]) -> int:
-        pgconn = session.conn.pgconn
-        name = session.prepared.get(text)
-        if name is None:
-            name = f"blocklab_sql_{len(session.prepared)}".encode()
-            _checked(pgconn.prepare(name, text.encode()))
-            session.prepared[text] = name
-        result = pgconn.exec_prepared(name, [str(p).encode() for p in params])  # str(float) is its repr
-        status = result.status
-        if status == TUPLES_OK:
-            return int(result.ntuples)
-        if status != COMMAND_OK:
-            raise psycopg.errors.error_from_result(result)
-        changed = result.command_tuples
-        return int(changed) if changed else 0
+        names = tuple(f"p{i}" for i in range(len(params)))
+        return _prepared(session, text, names)(dict(zip(names, params)))
+
+    def protocols(self) -> tuple[str, ...]:
+        return ("prepared", "simple")
+
+    def bind(self, session: Any, statements: Sequence[Statement], protocol: str) -> list[Bound]:
+        if protocol == "simple":
+            return [_simple(session, st.chunks, st.names) for st in statements]
+        return [_prepared(session, self.driver_sql(st.chunks), st.names) for st in statements]
 
     def statement_error(self, err: BaseException) -> tuple[str, int | None] | None:
         if not isinstance(err, psycopg.Error) or isinstance(err, psycopg.OperationalError) and err.sqlstate is None:
@@ -199,6 +196,84 @@ class SqlScripts(DialectBase):
                     "comes with 17), and blocklab evicts by rewriting only its own tables, never yours: your tables are "
                     "measured warm here, by design; set measure.cache = 'warm' or 'auto' (the --script shortcut's)")
         return None
+
+
+def _prepared(session: Any, text: str, names: tuple[str, ...]) -> Bound:
+    """The statement prepared on the session at its first run (as pgbench -M prepared), then only
+    executed: its values sent as text (str() of an int or a float: its repr), which the server
+    casts to what the statement needs."""
+    pgconn = session.conn.pgconn
+    exec_prepared = pgconn.exec_prepared
+    name: bytes | None = session.prepared.get(text)
+
+    def run(env: dict[str, Any]) -> int:
+        nonlocal name
+        if name is None:
+            name = _prepare(session, text)
+        result = exec_prepared(name, [str(env[n]).encode() for n in names])
+        return int(result.ntuples) if result.status == TUPLES_OK else _count(result)
+
+    return run
+
+
+def _prepare(session: Any, text: str) -> bytes:
+    name: bytes | None = session.prepared.get(text)
+    if name is None:
+        name = f"blocklab_sql_{len(session.prepared)}".encode()
+        _checked(session.conn.pgconn.prepare(name, text.encode()))
+        session.prepared[text] = name
+    return name
+
+
+def _simple(session: Any, chunks: Sequence[str], names: tuple[str, ...]) -> Bound:
+    """The statement sent whole (as pgbench -M simple, its default): the server parses and plans it
+    every time. Its values are written into its text as psycopg's client-side cursor quotes them
+    (literal()): never pasted as they come."""
+    pgconn = session.conn.pgconn
+    exec_ = pgconn.exec_
+    if not names:
+        whole = chunks[0].encode()
+        return lambda env: _count(exec_(whole))
+    first, rest = chunks[0].encode(), [(n, c.encode()) for n, c in zip(names, chunks[1:])]
+
+    def run(env: dict[str, Any]) -> int:
+        parts = [first]
+        for n, chunk in rest:
+            parts += (literal(env[n]), chunk)
+        result = exec_(b"".join(parts))
+        return int(result.ntuples) if result.status == TUPLES_OK else _count(result)
+
+    return run
+
+
+def literal(value: Any) -> bytes:
+    """A script's value (an int or a float) as a SQL literal, exactly as psycopg's ClientCursor
+    quotes it (tests/test_sql_workload.py compares the two): a negative number with a space
+    before it, so that `-:x` never reads as a `--` comment; infinities and NaN as typed strings."""
+    if type(value) is int:
+        return b"%d" % value if value >= 0 else b" %d" % value
+    if isinstance(value, float):
+        if value != value:
+            return b"'NaN'::float8"
+        if value in (_INF, -_INF):
+            return b"'Infinity'::float8" if value > 0 else b"'-Infinity'::float8"
+        text = repr(value).encode()
+        return text if value >= 0 else b" " + text
+    raise TypeError(f"a script's value is an int or a float, not {type(value).__name__} ({value!r})")
+
+
+_INF = float("inf")
+
+
+def _count(result: Any) -> int:
+    """The rows a statement returned or changed; the server's error raised as psycopg raises it."""
+    status = result.status
+    if status == TUPLES_OK:
+        return int(result.ntuples)
+    if status != COMMAND_OK:
+        raise psycopg.errors.error_from_result(result)
+    changed = result.command_tuples
+    return int(changed) if changed else 0
 
 
 def _param(value: Any) -> bytes:
