@@ -234,13 +234,10 @@ def _simple(session: Any, chunks: Sequence[str], names: tuple[str, ...]) -> Boun
     if not names:
         whole = chunks[0].encode()
         return lambda env: _count(exec_(whole))
-    first, rest = chunks[0].encode(), [(n, c.encode()) for n, c in zip(names, chunks[1:])]
+    template = b"%s".join(c.encode().replace(b"%", b"%%") for c in chunks)  # bytes % (the literals,)
 
     def run(env: dict[str, Any]) -> int:
-        parts = [first]
-        for n, chunk in rest:
-            parts += (literal(env[n]), chunk)
-        result = exec_(b"".join(parts))
+        result = exec_(template % tuple([literal(env[n]) for n in names]))
         return int(result.ntuples) if result.status == TUPLES_OK else _count(result)
 
     return run
