@@ -8,11 +8,14 @@
     sessions = 4                       # threads, each its own connection
     duration_s = 10                    # or transactions = N per session (pgbench -t)
     variables = { scale = 1 }          # pgbench's -D NAME=VALUE
+    protocol = "simple"                # or "prepared": pgbench's -M (default: the engine's own)
 
 Each session runs transactions until the time is up: a script chosen by weight,
 its `\\set` evaluated in Python, its statements sent to the engine with the
-`:name`s as bound parameters (workloads/pgscript.py parses the files). A
-transaction is one run of a script, as pgbench counts it.
+`:name`s as bound parameters, or on PostgreSQL with `protocol = "simple"` written
+into the statement as SQL literals (workloads/pgscript.py parses the files). A
+transaction is one run of a script, as pgbench counts it; the timed loop is
+workloads/sql_run.py.
 
 What differs between engines is the `sql` dialect (engines/<name>/sqlscript.py):
 the engine's placeholders, its sessions (read only, the schema looked in first),
@@ -29,7 +32,8 @@ On someone else's server (a DSN): no setup, the user's tables as they are; every
 transaction is READ ONLY; a script that writes is refused before anything runs
 unless `allow_writes` (--allow-writes), and then it writes copies of the tables
 it names, made in a schema of blocklab's own that the sessions look in first
-(`blocklab clean --dsn` removes it); the check run is repeated on the copies and
+(`blocklab clean --dsn` removes it) and refilled from the originals before every
+cell, so that every cell starts from the same rows; the check run is repeated on the copies and
 every write must land there.
 """
 
@@ -143,7 +147,8 @@ class SqlDialect(Protocol):
         """Run the statements once in a READ ONLY transaction, rolled back: see the module's doc."""
 
     def copy_tables(self, tables: list[str]) -> str:
-        """Copies of these tables (rows, indexes) in blocklab's own schema, made once; that schema."""
+        """Copies of these tables (rows, indexes) in blocklab's own schema, with the originals' rows (made at
+        the first cell, emptied and refilled at each later one: every cell starts from the same contents); that schema."""
 
     def cold_problem(self) -> str | None:
         """Why the user's relations cannot be evicted here (None: they can, as the built-in data sets)."""

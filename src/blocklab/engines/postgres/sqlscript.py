@@ -1,8 +1,13 @@
 """The `sql` workload on PostgreSQL (workloads/sql.py SqlDialect): the user's scripts.
 
-* Parameters are bound by the server ($1, $2 ... in the text it is sent, as text values it
-  casts to what the statement needs). A session prepares each statement once, at its
-  first run, and then only executes it, as pgbench -M prepared: straight through libpq
+* protocol "prepared" (the default): parameters are bound by the server ($1, $2 ... in
+  the text it is sent, as text values it casts to what the statement needs). A session
+  prepares each statement once, at its first run, and then only executes it, as pgbench
+  -M prepared. protocol "simple", as pgbench -M simple (its default): each statement is
+  sent whole, parsed and planned every time, its values written into its text as
+  psycopg's client-side cursor (ClientCursor) quotes them: a script's values are only
+  ints and floats, so literal() writes them itself, equal byte for byte to psycopg's
+  (tests/test_sql_protocol.py), at a tenth of its cost. Both go straight through libpq
   (psycopg's pq layer), because psycopg's cursor costs ~50 us of Python per statement,
   which at thousands of statements a second on two cores would measure the client.
 * The data set of a setup/load lives in a schema of its own, `blocklab_sql_<hash>`
@@ -16,7 +21,8 @@
 * On a DSN: sessions are `default_transaction_read_only`; a script allowed to write
   works on copies in the schema `blocklab_sql` (CREATE TABLE (LIKE ... INCLUDING
   INDEXES, CONSTRAINTS, DEFAULTS, IDENTITY) + INSERT ... SELECT), looked in first
-  (search_path). server.py lists that schema among what blocklab made; `blocklab
+  (search_path). Every cell starts from the originals' rows: a copy an earlier cell
+  (or run) wrote is emptied (TRUNCATE ... RESTART IDENTITY) and refilled first. server.py lists that schema among what blocklab made; `blocklab
   clean` drops it.
 * Cold cache: PostgreSQL 17 evicts a relation's buffers (pg_buffercache_evict);
   before 17 blocklab evicts by rewriting its own tables (VACUUM FULL), never a
@@ -177,14 +183,14 @@ class SqlScripts(DialectBase):
                 sql.Identifier(COPY_SCHEMA), sql.Literal("blocklab's copies of tables a script writes; blocklab clean removes it")))
             for qualified in tables:
                 schema, name = qualified.split(".", 1)
-                copy = sql.Identifier(COPY_SCHEMA, name)
+                copy, original = sql.Identifier(COPY_SCHEMA, name), sql.Identifier(schema, name)
                 exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f'"{COPY_SCHEMA}"."{name}"',)).fetchone()
-                if exists and exists[0]:
-                    continue  # made by an earlier cell of this run, or an earlier run (clean removes it)
-                original = sql.Identifier(schema, name)
                 with conn.transaction():
-                    conn.execute(sql.SQL("CREATE TABLE {} (LIKE {} INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES "
-                                         "INCLUDING IDENTITY)").format(copy, original))
+                    if exists and exists[0]:  # an earlier cell wrote it: emptied and refilled from the original
+                        conn.execute(sql.SQL("TRUNCATE {} RESTART IDENTITY").format(copy))
+                    else:
+                        conn.execute(sql.SQL("CREATE TABLE {} (LIKE {} INCLUDING DEFAULTS INCLUDING CONSTRAINTS "
+                                             "INCLUDING INDEXES INCLUDING IDENTITY)").format(copy, original))
                     conn.execute(sql.SQL("INSERT INTO {} SELECT * FROM {}").format(copy, original))
                 conn.execute(sql.SQL("ANALYZE {}").format(copy))
         return COPY_SCHEMA
@@ -255,7 +261,7 @@ def literal(value: Any) -> bytes:
         if value in (_INF, -_INF):
             return b"'Infinity'::float8" if value > 0 else b"'-Infinity'::float8"
         text = repr(value).encode()
-        return text if value >= 0 else b" " + text
+        return b" " + text if text[:1] == b"-" else text  # -0.0 too
     raise TypeError(f"a script's value is an int or a float, not {type(value).__name__} ({value!r})")
 
 
