@@ -37,7 +37,7 @@ def _workload(tmp_path: Path, protocol: str | None, transactions: int = 25) -> S
     (tmp_path / "schema.sql").write_text("CREATE TABLE t (i int, f float8, s text);\n")
     # -:x with x negative: pasted as it comes this would be `--3`, a comment; a '$1' and a ':x' in a string stay text
     (tmp_path / "ins.sql").write_text("\\set x random(-9, -1)\n\\set f :x * 0.5\n"
-                                      "INSERT INTO t VALUES (10 -:x, -:f, '$1 :x 50%');\n")
+                                      "INSERT INTO t VALUES (10 -:x, 0.0 -:f, '$1 :x 50%');\n")
     spec = WorkloadSpec(kind="sql", script=[str(tmp_path / "ins.sql")], setup=str(tmp_path / "schema.sql"), sessions=2,
                         transactions=transactions, sample=False, protocol=protocol)
     workload = make_workload(spec, DatasetSpec(rows=1), "postgres")
