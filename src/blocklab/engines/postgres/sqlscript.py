@@ -251,7 +251,7 @@ def _simple(session: Any, chunks: Sequence[str], names: tuple[str, ...]) -> Boun
 
 def literal(value: Any) -> bytes:
     """A script's value (an int or a float) as a SQL literal, exactly as psycopg's ClientCursor
-    quotes it (tests/test_sql_workload.py compares the two): a negative number with a space
+    quotes it (tests/test_sql_protocol.py compares the two): a negative number with a space
     before it, so that `-:x` never reads as a `--` comment; infinities and NaN as typed strings."""
     if type(value) is int:
         return b"%d" % value if value >= 0 else b" %d" % value
