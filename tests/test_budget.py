@@ -104,6 +104,12 @@ def test_cell_budget_stops_at_its_count_and_names_the_undecided_pairs(cli_env, t
     assert pair["blocks"] >= 2 and pair["spread"] is not None and pair["blocks_to_settle"] > pair["blocks"]
     assert f"about {pair['more_blocks']} more block(s) ({pair['blocks_to_settle']} in all)" in result.stdout or \
         pair["blocks_to_settle"] >= 1000
+    # one estimate in the run: the table's note and the verdict say the blocks the budget's note says
+    summary = json.loads((out / "summary.json").read_text())
+    entry = summary["settings"][pair["setting"]]
+    assert entry["standing"] == "undecided" and entry["blocks_needed"] == pair["blocks_to_settle"], (entry, pair)
+    if pair["blocks_to_settle"] < 1000:
+        assert f"about {pair['blocks_to_settle']} would: --repeats {pair['blocks_to_settle']}" in summary["verdict"]
 
     assert 'id="settle-undecided"' in (out / "report.html").read_text()  # the report's own section says the same
     # the budget ended the plan inside the block the rule added: not a partial run, nothing owed

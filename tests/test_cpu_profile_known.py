@@ -176,3 +176,49 @@ def test_the_function_that_grows_with_the_knob_is_ranked_first_growing(native_en
     diff = (tmp_path / "run" / "plots" / plots[0]).read_text()
     assert diff.startswith("<svg") and "grows_with_level:" in diff and "rgb(255," in diff  # grew: drawn red
     assert "0x" not in diff  # never an address
+
+
+class _Recorder:
+    """An observer window that records what was done to it; `fail_on` raises there."""
+
+    def __init__(self, log: list[str], name: str, fail_on: str = ""):
+        self.log, self.name, self.fail_on = log, name, fail_on
+
+    def _do(self, what: str) -> None:
+        self.log.append(f"{self.name}.{what}")
+        if what == self.fail_on:
+            raise RuntimeError(f"{self.name} failed to {what}")
+
+    def start(self) -> None:
+        self._do("start")
+
+    def __enter__(self) -> _Recorder:
+        self._do("enter")
+        return self
+
+    def pause(self) -> None:
+        self._do("pause")
+
+    def __exit__(self, *exc: Any) -> None:
+        self._do("exit")
+
+
+def test_an_observer_that_fails_to_switch_on_stops_the_ones_already_recording():
+    """Reviewer's find: perf started, then bpftrace failed to attach; perf kept recording
+    until the server stopped. Every window spawned is now paused and exited."""
+    from blocklab.probes.cpu_profile import observing
+    from blocklab.probes.io import RunProbe
+
+    log: list[str] = []
+
+    class Observer:
+        def __init__(self, name: str, fail_on: str = ""):
+            self.name, self.fail_on = name, fail_on
+
+        def window(self) -> _Recorder:
+            return _Recorder(log, self.name, self.fail_on)
+
+    with observing(Observer("perf"), Observer("bpftrace", fail_on="start")), pytest.raises(RuntimeError, match="bpftrace failed to start"):
+        RunProbe(MemoryEngine()).__enter__()  # the windows are taken when the probe is made
+    assert "perf.pause" in log and "perf.exit" in log, log
+    assert log.index("perf.exit") > log.index("bpftrace.start") and "bpftrace.exit" not in log, log

@@ -151,3 +151,24 @@ def test_a_real_knob_is_ranked_within_each_load_level():
     assert "1.30x" in verdict and "sessions=16" not in verdict  # the 32 kB cost, within each level; no load point ranked
     entry = summary["settings"]["workload.sessions=16, workload.update_pct=0, block_size=32768"]
     assert entry["ratio_to_best"] == pytest.approx(1 / 1.3) and entry["standing"] == "slower"
+
+
+def test_the_verdict_and_the_budgets_note_say_one_blocks_estimate_for_a_noisy_pair():
+    """Before: the verdict estimated from the block model's pooled noise ("about 26 would")
+    and the budget's note from the pair's own spread ("55 in all") in the same run."""
+    from blocklab.analysis.settle import undecided
+
+    rng = np.random.default_rng(5)
+    drift = [1.0, 0.93, 1.05, 0.97, 1.02]
+    steady = {1: 10.0e6, 2: 16.0e6, 4: 19.0e6, 8: 20.0e6}
+    values = {k: [m * d * math.exp(rng.normal(0, 0.01)) for d in drift] for k, m in steady.items()}
+    values[16] = [19.4e6 * d * f for d, f in zip(drift, (1.12, 0.88, 1.10, 0.90, 1.0))]  # this pair alone is noisy
+    rows = _rows(values)
+    summary = _summary(rows)
+    pairs = {p["setting"]: p for p in undecided(summary["analysis"], rows, "rows_per_s", 0.03)}
+    assert "multiblock_read=16" in pairs, (summary["verdict"], pairs)
+    noisy = pairs["multiblock_read=16"]
+    entry = summary["settings"]["multiblock_read=16"]
+    assert entry["standing"] == "undecided" and entry["blocks_needed"] == noisy["blocks_to_settle"], (entry, noisy)
+    needed = max(p["blocks_to_settle"] for p in pairs.values())
+    assert f"would: --repeats {needed}" in summary["verdict"], summary["verdict"]

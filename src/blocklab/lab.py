@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING, Any
 from . import recipes
 from .budget import BudgetError, parse_budget
 from .experiment import Experiment, prepare
-from .results import PLAN_FILE, SPEC_FILE, RunDir, text_digest
-from .spec import Spec, SpecError, load_spec, parse_set_option, spec_from_dict
+from .results import PLAN_FILE, SPEC_FILE, WORKLOAD_FILE, RunDir, text_digest
+from .spec import Spec, SpecError, WorkloadSpec, load_spec, parse_set_option, spec_from_dict
 from .units import value_text
 from .workloads import workload_class
+from .workloads.base import changed_files
 
 if TYPE_CHECKING:
     from .device.twin import RunTwins
@@ -138,6 +139,16 @@ def load_saved_experiment(run_path: Path, *, allow_server_changes: bool = False,
             "experiment it started with, so the edits would not be used: put the file back as it was, or start "
             "a new run with the edited file"
         )
+    if run_dir.file(WORKLOAD_FILE).exists():  # the user's scripts (workload sql): as they were, and the seed drawn then
+        record = run_dir.read_json(WORKLOAD_FILE)
+        source = Path(saved["source"])
+        changed = changed_files(record, source.parent if source.is_file() else Path.cwd())
+        if changed:
+            raise SpecError(f"--resume {run_path}: {changed}; a resumed run measures the scripts it started with, so "
+                            "put the file back as it was, or start a new run with the edited file")
+        if spec.workload.options().get("seed") is None and record.get("seed") is not None:
+            workload = WorkloadSpec.model_validate({**spec.workload.model_dump(), "seed": record["seed"]})
+            spec = spec.model_copy(update={"workload": workload})
     exp = prepare(spec, text, saved["source"], allow_server_changes=allow_server_changes, cache_dir=cache_dir)
     exp.options = saved.get("options", {})
     return exp

@@ -131,8 +131,8 @@ def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = 
                 run_dir.write_json(ENVIRONMENT_FILE, env)
             beside = _twin_beside_cells(exp, run_dir, device_twin, reporter)
             _clock.restart()  # a time budget counts from here: the cells and what the run does between them
-            if (record := workload_record(exp.workload)) is not None:  # the user's scripts, for the report
-                run_dir.write_json(WORKLOAD_FILE, record)
+            if (record := workload_record(exp.workload)) is not None and not (resume and run_dir.file(WORKLOAD_FILE).exists()):
+                run_dir.write_json(WORKLOAD_FILE, record)  # the user's scripts, for the report (a resume checked it: lab.py)
             retry_ids = retryable_cells(run_dir.rows()) if resume and retry else set()
             budget = exp.spec.measure.parsed_budget()
             attempted: set[str] = set()  # each cell at most once per invocation (its re-measures aside)

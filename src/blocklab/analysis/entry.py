@@ -8,6 +8,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from .settle import MAX_ESTIMATE
+
 
 def figure_of(entry: Mapping[str, Any]) -> tuple[Any, Any, Any]:
     """(value, low, high) of a summary's setting entry, the figure the best is picked
@@ -26,7 +28,7 @@ def standing_note(entry: Mapping[str, Any], best: bool) -> str:
         needed = entry.get("blocks_needed")
         if not needed:
             return "open"
-        return "open: >100 blocks" if needed > 100 else f"open: ~{needed} blocks"  # analysis/verdict.py MAX_BLOCKS_SAID
+        return f"open: >{MAX_ESTIMATE} blocks" if needed >= MAX_ESTIMATE else f"open: ~{needed} blocks"
     return {"as_good": "as good", "slower": "slower"}.get(str(standing), "")
 
 

@@ -63,6 +63,18 @@ def analyse_rows(
     return analyse(groups, goal=goal, baseline=base, practical=practical, seed=seed, metric=metric)
 
 
+def _pair_spreads(analysis: Analysis, rows: list[ResultRow], metric: str) -> dict[Hashable, float]:
+    """Each setting's per-block log-ratio spread against the best (paired runs): what
+    the blocks-to-settle estimate rests on, the same for the verdict and the budget's note."""
+    from .settle import pair_spread
+
+    if analysis.method != "paired" or analysis.best is None:
+        return {}
+    best = str(analysis.best)
+    return {key: pair_spread(rows, metric, str(key), best)[0]
+            for key, s in analysis.settings.items() if s.n and key != analysis.best}
+
+
 def summarise(
     rows: list[ResultRow],
     *,
@@ -122,7 +134,8 @@ def summarise(
     summary["best_label"] = best
     summary["baseline"] = analysis.baseline
     summary["indistinguishable"] = list(analysis.indistinguishable)
-    for st in standings(analysis):  # slower / as good / undecided, what the table's note and the plot's rings say
+    spreads = _pair_spreads(analysis, rows, metric)
+    for st in standings(analysis, spreads):  # slower / as good / undecided, what the table's note and the plot's rings say
         entry = summary["settings"].get(str(st.key))
         if entry is not None:
             entry["standing"] = st.kind
@@ -130,7 +143,7 @@ def summarise(
     summary["as_good"] = [label for label, e in summary["settings"].items() if e.get("standing") == "as_good"]
     summary["undecided"] = [label for label, e in summary["settings"].items() if e.get("standing") == "undecided"]
     describe = lambda k: describe_setting(str(k))  # noqa: E731
-    options = verdict_options(analysis, knob_label=knob_label, describe=describe, unit=unit)
+    options = verdict_options(analysis, knob_label=knob_label, describe=describe, unit=unit, spreads=spreads)
     summary["verdict_options"] = options  # the disk's line is added after them (efficiency.add_to_summary)
     summary["verdict"] = compose(options)
     summary["explain"] = explain_lines(analysis, describe=describe, metric=metric)

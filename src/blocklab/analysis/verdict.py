@@ -1,6 +1,6 @@
 """The analysis of a sweep, told in at most three lines a DBA reads in ten seconds:
 
-    Best multiblock_read is 16 (128 kB): 25.9 M rows/s [25.1, 26.4]; as good (within 5%): 32 (256 kB) 1.01x.
+    Best multiblock_read is 16 (128 kB): 25.9 M rows/s [25.1, 26.4]; as good (within 3%): 32 (256 kB) 1.01x.
     Slower: 1 (8 kB) 3.6x [3.4, 3.8], 2 (16 kB) 1.9x [1.8, 2.0]; 3 blocks cannot separate 8 (64 kB) 1.04x (about 9 would).
     Disk: ...                        (the device twin's line, analysis/efficiency.py)
 
@@ -16,18 +16,19 @@ is "max", a larger elapsed time when it is "min".
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Sized
+from collections.abc import Callable, Hashable, Mapping, Sized
 from dataclasses import dataclass
 
 from ..units import fmt_factor, human, with_interval
+from . import settle
 from .stats import Analysis, SettingStats
 
 # --------------------------------------------------------------------------
 # where each setting stands against the best
 
-AS_GOOD = 0.05  # "as good as the best": the whole interval of the slowdown within 5% (or measure.practical)
+AS_GOOD = settle.MARGIN  # "as good as the best": the slowdown's whole interval within the budgeted rule's margin (or measure.practical)
 VERDICT_CHARS = 400  # the verdict, all its lines: shorter than this
-MAX_BLOCKS_SAID = 100  # an estimate of blocks needed above this is said as "more than 100"
+MAX_BLOCKS_SAID = settle.MAX_ESTIMATE  # an estimate of blocks at this cap is said as "more than" it (settle.py's cap)
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ def slowdown(stats: SettingStats, goal: str) -> tuple[float, float, float]:
 
 
 def tolerance(analysis: Analysis) -> float:
-    """How close to the best counts as "as good": measure.practical when set, else 5%."""
+    """How close to the best counts as "as good": measure.practical when set, else the budgeted rule's 3%."""
     return analysis.practical if analysis.practical > 0 else AS_GOOD
 
 
@@ -68,9 +69,13 @@ def blocks_of(analysis: Analysis, key: Hashable) -> int:
     return min(analysis.settings[key].n, best.n if best else analysis.settings[key].n)
 
 
-def standings(analysis: Analysis) -> list[Standing]:
-    """Every measured setting other than the best, the worst first."""
+def standings(analysis: Analysis, spreads: Mapping[Hashable, float] | None = None) -> list[Standing]:
+    """Every measured setting other than the best, the worst first. `spreads`: each
+    setting's per-block log-ratio spread against the best, measured from the rows
+    (settle.pair_spread); the blocks an undecided one needs come from the same
+    estimate the budgeted rule prints (analysis/settle.py), so the run says one number."""
     tol = tolerance(analysis)
+    measured = len([k for k, v in analysis.settings.items() if v.n])
     out = []
     for key, s in analysis.settings.items():
         if s.n == 0 or key == analysis.best:
@@ -86,49 +91,46 @@ def standings(analysis: Analysis) -> list[Standing]:
         ):
             kind, needed = "as_good", None
         else:
+            own = (spreads or {}).get(key, math.nan)
             kind, needed = "undecided", blocks_to_settle(
-                f, lo, hi, blocks_of(analysis, key), tol, settings=len([k for k, v in analysis.settings.items() if v.n]),
+                f, lo, hi, blocks_of(analysis, key), tol, settings=measured,
                 noise_sd=analysis.residual_sd if analysis.method == "paired" else math.nan,
-                alpha=(1.0 - analysis.confidence_per_look),
+                pair_spread=own, alpha=(1.0 - analysis.confidence_per_look), ratio=s.ratio_to_best,
             )
         out.append(Standing(key, f, lo, hi, kind, needed))
     return sorted(out, key=lambda st: -_sort_factor(st.factor))
 
 
 def blocks_to_settle(factor: float, low: float, high: float, blocks: int, tol: float, *, noise_sd: float = math.nan,
-                     settings: int = 2, alpha: float = 0.05) -> int | None:
-    """About how many blocks would settle a comparison whose interval holds 1 now:
-    either separate it from the best (the interval's half-width on the log scale
-    below the gap) or show it within `tol` of it.
+                     pair_spread: float = math.nan, settings: int = 2, alpha: float = 0.05,
+                     ratio: float | None = None) -> int | None:
+    """About how many blocks in all would settle a comparison whose interval holds 1
+    now: separate it from the best, or show it within `tol` of it.
 
-    With the block model's pooled noise (`noise_sd`, log scale; a per-block
-    ratio carries two cells' worth): the fewest blocks m whose interval, a
-    Bonferroni t over the `settings` - 1 comparisons with the best at the pooled
-    (m - 1)(settings - 1) degrees of freedom, is narrow enough. Without it (an
-    unpaired analysis): the observed half-width scaled by one over the square
-    root of the blocks, its critical value kept (an estimate that errs high).
-    None without an interval (one block: no noise measured yet)."""
+    Paired: settle.blocks_to_settle, the one estimate of the run (the budgeted
+    rule's undecided pairs say the same number), with the per-block ratio's spread
+    the larger of the pair's own (`pair_spread`) and the block model's pooled one
+    (sqrt(2) x `noise_sd`: a per-block ratio carries two cells' noise). Without
+    either (an unpaired analysis): the observed half-width scaled by one over the
+    square root of the blocks, its critical value kept (an estimate that errs
+    high). None without an interval (one block: no noise measured yet).
+    `ratio`: the setting's ratio to the best, when the caller has it."""
     if not (math.isfinite(low) and math.isfinite(high) and low > 0 and factor > 0 and blocks >= 1):
         return None
+    pooled = math.sqrt(2.0) * noise_sd if math.isfinite(noise_sd) and noise_sd > 0 else math.nan
+    spread = max((x for x in (pair_spread, pooled) if math.isfinite(x) and x > 0), default=math.nan)
+    if math.isfinite(spread):
+        # the ratio to the best as the budget's note reads it (not the slowdown), so both say one number
+        return settle.blocks_to_settle(factor if ratio is None else ratio, spread, blocks, tol, alpha, max(settings - 1, 1))
     gap = abs(math.log(factor))
     room = math.log(1.0 + tol) - gap
     wanted = max((w for w in (gap, room) if w > 0), default=0.0)
     if wanted <= 0:
         return None
-    if math.isfinite(noise_sd) and noise_sd > 0:
-        from scipy import stats as _scipy_stats
-
-        per_block = noise_sd * math.sqrt(2.0)
-        others = max(settings - 1, 1)
-        for m in range(blocks + 1, MAX_BLOCKS_SAID + 2):
-            t = float(_scipy_stats.t.ppf(1.0 - alpha / (2.0 * others), (m - 1) * others))
-            if t * per_block / math.sqrt(m) < wanted:
-                return m
-        return MAX_BLOCKS_SAID + 1
     half = (math.log(high) - math.log(low)) / 2.0
     if half <= 0:
         return None
-    return max(blocks + 1, math.ceil(blocks * (half / wanted) ** 2))
+    return min(settle.MAX_ESTIMATE, max(blocks + 1, math.ceil(blocks * (half / wanted) ** 2)))
 
 
 # --------------------------------------------------------------------------
@@ -167,6 +169,7 @@ def verdict_options(
     knob_label: str = "setting",
     describe: Callable[[Hashable], str] | None = None,
     unit: str = "",
+    spreads: Mapping[Hashable, float] | None = None,
 ) -> list[list[str]]:
     """The verdict's lines, from the most detailed to the most compact: the
     caller keeps the first that fits (compose), with the disk's line after them."""
@@ -176,7 +179,7 @@ def verdict_options(
         return [["No measurement yet."]]
     named = f"setting {d(analysis.best)}" if ", " in knob_label else f"{knob_label} is {d(analysis.best)}"
     figure = best_figure(analysis, unit)
-    ranked = standings(analysis)
+    ranked = standings(analysis, spreads)
     if not ranked:
         return [[f"Only {named.replace(' is ', ' = ', 1)} was measured: {figure}; nothing to compare it with."]]
     options = []
@@ -228,9 +231,9 @@ def _cost_part(analysis: Analysis, ranked: list[Standing], d: Callable[[Hashable
         needed = sorted(st.blocks_needed for st in open_ if st.blocks_needed is not None)
         if needed:
             few, many = needed[0], needed[-1]
-            most_ = f"more than {MAX_BLOCKS_SAID}" if many > MAX_BLOCKS_SAID else str(many)
+            most_ = f"more than {MAX_BLOCKS_SAID}" if many >= MAX_BLOCKS_SAID else str(many)
             span = most_ if few == many else f"{few} to {most_}"
-            more = f"about {span} would" + (f": --repeats {min(many, MAX_BLOCKS_SAID)}" if few <= MAX_BLOCKS_SAID else "")
+            more = f"about {span} would" + (f": --repeats {many}" if many < MAX_BLOCKS_SAID else "")
         else:
             more = "repeat to measure its noise"
         parts.append(f"{runs} cannot separate {factors} from it ({more})")

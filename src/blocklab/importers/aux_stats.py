@@ -57,6 +57,11 @@ def parse_aux_stats(path: Path) -> list[AuxStat]:
         records = _csv_records(lines, shown)
     else:
         start = next((i for i, ln in enumerate(lines[:-1]) if "SNAME" in ln.text.upper() and is_dash_line(lines[i + 1].text)), -1)
+        partial = next((i for i, ln in enumerate(lines[:-1]) if "PNAME" in ln.text.upper() and is_dash_line(lines[i + 1].text)), -1)
+        if start < 0 and partial >= 0:
+            raise ImportInputError(shown, lines[partial].number, "SNAME", f"the heading {' '.join(lines[partial].text.split())!r} has no "
+                                   "SNAME column (a SELECT of some columns only): paste the output of "
+                                   "SELECT sname, pname, pval1, pval2 FROM sys.aux_stats$")
         if start < 0:
             raise end_error(lines, shown, "SNAME", "no 'SNAME  PNAME  PVAL1  PVAL2' heading over a dash line: "
                             "paste the output of SELECT sname, pname, pval1, pval2 FROM sys.aux_stats$")

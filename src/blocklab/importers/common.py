@@ -82,10 +82,12 @@ def read_text(path: Path, shown: str) -> str:
 
 
 def text_lines(text: str) -> list[Line]:
-    """Lines of a text (CRLF or LF); a form feed at a line's start is dropped and remembered."""
+    """Lines of a text (CRLF or LF); a form feed at a line's start is dropped and remembered.
+    Tabs are expanded to 8-column stops: SQL*Plus (SET TAB ON, its default) prints runs of
+    blanks as tabs on the terminal, so a pasted table keeps its columns only so."""
     out = []
     for number, line in enumerate(text.split("\n"), 1):
-        line = line.rstrip("\r")
+        line = line.rstrip("\r").expandtabs(8)
         page = line.startswith("\f")
         out.append(Line(number, line.lstrip("\f").replace("\f", ""), page))
     if out and out[-1].text == "" and len(out) > 1:

@@ -290,6 +290,9 @@ class PerfWindow:
                 [self.perf, "record", "-q", "-e", self.event, "-F", str(self.hz), *CALL_GRAPH, "-o", str(self._data),
                  "-D", "-1", "--control", f"fd:{ctl_r},{ack_w}", "-p", ",".join(map(str, pids))],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, pass_fds=(ctl_r, ack_w))
+        except BaseException:
+            self._cleanup()  # our ends of the pipes and the temporary directory: nothing else holds them
+            raise
         finally:
             os.close(ctl_r)
             os.close(ack_w)

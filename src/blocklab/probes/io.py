@@ -17,6 +17,7 @@ says. Both are only read on this host: for a server elsewhere `data_dir()` and
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Sequence
@@ -183,27 +184,40 @@ class RunProbe:
         self.observers = active_windows()
 
     def __enter__(self) -> RunProbe:
-        for observer in self.observers:  # spawned first: their start-up is outside what the probes count
-            observer.start()
+        spawned, opened = 0, []  # what must be stopped if a later part fails to start
         try:
+            for observer in self.observers:  # spawned first: their start-up is outside what the probes count
+                observer.start()
+                spawned += 1
             self.io.__enter__()
+            opened.append(self.io.__exit__)
             self.host.__enter__()
+            opened.append(self.host.__exit__)
             for observer in self.observers:  # and switched on last
                 observer.__enter__()
         except BaseException as err:
-            for observer in self.observers:
-                observer.pause()
-                observer.__exit__(type(err), err, None)
+            # a perf already recording must not outlive the cell when bpftrace then fails to attach
+            for observer in self.observers[:spawned]:
+                with contextlib.suppress(Exception):
+                    observer.pause()
+                    observer.__exit__(type(err), err, None)
+            for close in reversed(opened):
+                with contextlib.suppress(Exception):
+                    close(type(err), err, None)
             raise
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for observer in self.observers:  # stopped first: the settle below is not the run's ...
-            observer.pause()
-        self.host.__exit__(*exc)
-        self.io.__exit__(*exc)
-        for observer in reversed(self.observers):  # ... and read after: folding the stacks is not the engine's CPU
-            observer.__exit__(*exc)
+        try:
+            for observer in self.observers:  # stopped first: the settle below is not the run's ...
+                observer.pause()
+            try:
+                self.host.__exit__(*exc)
+            finally:
+                self.io.__exit__(*exc)
+        finally:
+            for observer in reversed(self.observers):  # ... and read after: folding the stacks is not the engine's CPU
+                observer.__exit__(*exc)
         if exc[0] is None:
             self.deltas = {**self.io.deltas, **self.host.deltas()}
 

@@ -17,7 +17,7 @@ from ..analysis import efficiency
 from ..analysis.efficiency import SettingEfficiency
 from ..device.interleave import load_replays
 from ..device.twin import load as load_twins
-from ..units import human, unit_of
+from ..units import first_upper, human, unit_of
 from .data import RunData
 
 GREEN = "#2e8b57"
@@ -111,7 +111,7 @@ def html_context(data: RunData) -> dict[str, Any]:
     elif twins.status != "measured":
         status = f"Device twin {twins.status}: {twins.reason}."
     else:
-        status = twins.summary_line().removeprefix("device twin: ").capitalize() + "."
+        status = first_upper(twins.summary_line().removeprefix("device twin: ")) + "."
     commands = []
     if twins is not None:
         for twin in twins.twins.values():

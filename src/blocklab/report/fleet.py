@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from ..analysis.fleet import Sweep, fleet_summary
-from ..units import human, metric_title
+from ..units import first_upper, human, metric_title
 from .data import RunData
 
 PLOT_ID = "fleet-hosts"
@@ -143,7 +143,7 @@ def fleet_figure(data: RunData, limits: dict[str, float]) -> tuple[str, str, str
     sweep = _sweep(data)
     hosts = hosts_of(data)
     unit = sweep.unit
-    title = f"{_metric_words(sweep.metric).capitalize()} per host"
+    title = f"{first_upper(_metric_words(sweep.metric))} per host"
     fig, ax = new_figure(data, title)
     ax.set_title(_subtitle(data, part, hosts), loc="left", color="#4d4d4d", pad=10)
     knob = single_numeric_knob(data)
@@ -198,7 +198,7 @@ def fleet_figure(data: RunData, limits: dict[str, float]) -> tuple[str, str, str
     better = "higher is better" if sweep.goal == "max" else "lower is better"
     ax.set_ylabel(f"{unit}  ({better})" if unit else f"{sweep.metric}  ({better})")
     fig.legend(handles, [h.get_label() for h in handles], loc="outside lower center", ncol=min(len(handles), 6), frameon=False)
-    caption = (f"{_metric_words(sweep.metric).capitalize()} per setting on each host, on the same axes: "
+    caption = (f"{first_upper(_metric_words(sweep.metric))} per setting on each host, on the same axes: "
                + ("each line joins a host's medians, its band is their 95% bootstrap interval and its star the host's best."
                   if knob is not None else "each bar is a host's median with its 95% bootstrap interval; a black edge marks the host's best."))
     return PLOT_ID, f"{title}: the hosts side by side", caption, fig

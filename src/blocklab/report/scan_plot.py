@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from ..units import fmt_bytes, label_of, metric_title, unit_of
+from ..units import first_upper, fmt_bytes, label_of, metric_title, unit_of
 from .data import RunData
 from .device_twin import device_line
 from .plot_style import (
@@ -43,7 +43,7 @@ def scan_sweep(data: RunData, knob: str, metric: str, limits: dict[str, float]) 
     unit = unit_of(metric)
     what = "Full-scan throughput" if metric == "rows_per_s" else "Full-scan read bandwidth"
     if (data.spec.get("workload") or {}).get("kind") not in (None, "full_scan"):
-        what = metric_title(metric).capitalize()
+        what = first_upper(metric_title(metric))
     knob_words = KNOB_WORDS.get(knob, knob)
     title = f"{what} vs {knob_words}"
 

@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from ..units import human, metric_title, unit_of
+from ..units import first_upper, human, metric_title, unit_of
 from .data import RunData, SettingFigures
 from .plot_style import (
     BAND,
@@ -43,7 +43,7 @@ def generic_sweep(data: RunData, metric: str, limits: dict[str, float]) -> tuple
     unit = unit_of(metric)
     knob = single_numeric_knob(data)
     knob_text = ", ".join(data.knobs) or "setting"
-    title = f"{metric_title(metric).capitalize()} per {KNOB_WORDS.get(knob_text, knob_text)}"
+    title = f"{first_upper(metric_title(metric))} per {KNOB_WORDS.get(knob_text, knob_text)}"
     fig, ax = new_figure(data, title)
     better = "higher is better" if data.goal == "max" else "lower is better"
     best, close = best_and_close(data, metric, figs)
@@ -79,7 +79,7 @@ def generic_sweep(data: RunData, metric: str, limits: dict[str, float]) -> tuple
     fig.legend(legend, labels, loc="outside lower center", ncol=3 if longest_label <= 40 else 1, frameon=False)
     plot_id = f"{data.name}-{metric}".replace("_", "-")
     caption = (
-        f"{metric_title(metric).capitalize()} ({metric}) per setting: every dot is one run; "
+        f"{first_upper(metric_title(metric))} ({metric}) per setting: every dot is one run; "
         + (f"the line joins the {figure_words(data, metric)}." if knob else
            f"the bar is the {figure_words(data, metric, bars=True)}.")
     )

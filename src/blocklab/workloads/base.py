@@ -11,6 +11,8 @@ its own with `engine.dialect(self.name)`.
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict
@@ -105,6 +107,22 @@ def workload_record(workload: Any) -> dict[str, Any] | None:
     scripts, for workload `sql`), written as workload.json; None for the others."""
     record = getattr(workload, "report_record", None)
     return record() if record is not None else None
+
+
+def changed_files(record: dict[str, Any], base: Path) -> str | None:
+    """The first file of a workload.json (`report_record()`: scripts, setup, load, each with its sha256)
+    whose content is no longer what the run started with, and how; None: all as they were. A
+    relative name (a run recorded before paths were kept absolute) is found from `base`."""
+    entries = [*(record.get("scripts") or []), record.get("setup"), record.get("load")]
+    for entry in (e for e in entries if e and e.get("sha256")):
+        path = base / str(entry["file"])
+        try:
+            digest = hashlib.sha256(path.read_text(encoding="utf-8").encode()).hexdigest()
+        except (OSError, UnicodeDecodeError) as err:
+            return f"{path} can no longer be read ({getattr(err, 'strerror', None) or err})"
+        if digest != entry["sha256"]:
+            return f"{path} was edited after the run started"
+    return None
 
 
 def dialect_bytes_per_row(dialect_class: type[DialectBase], default: float) -> float:

@@ -272,11 +272,38 @@ def _statement(scan: _Scan) -> None:
     body = text[start:scan.pos]
     if scan.pos < len(text):
         scan.advance()  # the ';'
-    first = NAME.match(body.lstrip())
+    head = after_comments(body)
+    if not head:
+        return  # only blanks and comments (`;;`, a comment after the last `;`): pgbench sends nothing either
+    first = NAME.match(head)
     word = TRANSACTION_WORDS.get(first.group(0).lower()) if first else None
-    if word == "begin" and first and first.group(0).lower() == "start" and not re.match(r"start\s+transaction", body.strip(), re.I):
+    if word == "begin" and first and first.group(0).lower() == "start" and not re.match(r"start\s+transaction", head, re.I):
         word = None
     scan.commands.append(Statement(body, tuple(chunks), tuple(names), tuple(starts), where, tuple(name_wheres), word))
+
+
+def after_comments(body: str) -> str:
+    """The statement from its first word on: leading blanks, `-- ...` and `/* ... */` (nested) skipped."""
+    pos = 0
+    while True:
+        while pos < len(body) and body[pos] in " \t\r\n":
+            pos += 1
+        if body.startswith("--", pos):
+            end = body.find("\n", pos)
+            pos = len(body) if end < 0 else end + 1
+        elif body.startswith("/*", pos):
+            depth = 0
+            while pos < len(body):
+                if body.startswith("/*", pos):
+                    depth, pos = depth + 1, pos + 2
+                elif body.startswith("*/", pos):
+                    depth, pos = depth - 1, pos + 2
+                    if depth == 0:
+                        break
+                else:
+                    pos += 1
+        else:
+            return body[pos:].rstrip()
 
 
 def _in_word(text: str, pos: int) -> bool:

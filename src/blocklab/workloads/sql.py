@@ -29,7 +29,9 @@ statistics views' per-transaction counters and its catalog (their indexes). A
 cold cell evicts those relations.
 
 On someone else's server (a DSN): no setup, the user's tables as they are; every
-transaction is READ ONLY; a script that writes is refused before anything runs
+transaction is READ ONLY (the engine keeps it so: see its sqlscript.py; statements
+that would undo it, or the search path, are refused here before anything runs,
+SESSION_ESCAPE); a script that writes is refused before anything runs
 unless `allow_writes` (--allow-writes), and then it writes copies of the tables
 it names, made in a schema of blocklab's own that the sessions look in first
 (`blocklab clean --dsn` removes it) and refilled from the originals before every
@@ -42,6 +44,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 import time
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
@@ -55,9 +58,10 @@ from ..engines.base import Engine, Session, SessionProfiler
 from ..probes.io import RunProbe
 from ..spec import DatasetSpec, SpecError
 from .base import Options
-from .pgscript import PREDEFINED, Runner, Script, SetCommand, Statement, load_script
+from .pgscript import PREDEFINED, Runner, Script, SetCommand, Statement, after_comments, load_script
 from .pgscript_expr import ScriptError, Value
 from .sql_run import Tally, compile_steps, run_session, tally_metrics
+from .sql_run import percentiles as percentiles
 from .together import run_together
 
 
@@ -182,13 +186,15 @@ class SqlOptions(Options):
     @field_validator("script", "setup", "load")
     @classmethod
     def _relative_to_experiment(cls, value: Any, info: ValidationInfo) -> Any:
-        base = (info.context or {}).get("base_dir")
-        if base is None or value is None:
+        # relative to the experiment file's directory only (never the current one, whatever it holds);
+        # with no file (--script, a recipe) relative to the current directory; kept absolute, so that
+        # a run resumed from elsewhere reads the same files
+        base = Path((info.context or {}).get("base_dir") or ".")
+        if value is None:
             return value
         def resolve(text: str) -> str:
             name, sep, weight = text.rpartition("@") if "@" in text and "/" not in text.rpartition("@")[2] else (text, "", "")
-            path = Path(name)
-            return (str(path if path.is_absolute() or path.exists() else Path(base) / path)) + (sep + weight)
+            return str((base / name).absolute()) + (sep + weight)
         return [resolve(v) for v in value] if isinstance(value, list) else resolve(value)
 
     @field_validator("script")
@@ -209,6 +215,13 @@ class SqlOptions(Options):
 
 
 DEFAULT_DURATION_S = 10.0
+SESSION_ESCAPE = re.compile(  # what would undo a DSN session's READ ONLY or its search path (refused there)
+    r"^(?:begin|start)\b.*\bread\s+write\b"  # BEGIN READ WRITE, START TRANSACTION READ WRITE
+    r"|^set\b.*\btransaction\b.*\bread\s+write\b"  # SET [SESSION] TRANSACTION READ WRITE, SET SESSION CHARACTERISTICS ...
+    r"|^(?:reset|discard)\s+all\b"  # back to the server's defaults
+    r"|^(?:set|reset)\s+(?:session\s+|local\s+)?(?:role|session\s+authorization)\b"
+    r"|\b(?:default_transaction_read_only|transaction_read_only|tx_read_only|search_path)\b",  # SET, RESET, set_config(...)
+    re.IGNORECASE | re.DOTALL)
 
 
 # ---------------------------------------------------------------------- the workload
@@ -272,6 +285,8 @@ class Sql:
     def prepare(self, engine: Engine, build: bool = True) -> None:
         dialect = cast(SqlDialect, engine.dialect(self.name))
         remote = dialect.can_copy_tables()
+        if remote:
+            self._refuse_session_changes()
         schemas: tuple[str, ...] = ()
         if self.setup or self.load:
             fp = self.fingerprint()
@@ -325,6 +340,17 @@ class Sql:
                                       "without its schema")
         return facts
 
+    def _refuse_session_changes(self) -> None:
+        """On someone's server the session's READ ONLY and where it looks for tables (the copies
+        first) are blocklab's promise; a statement that could undo them is refused before anything runs."""
+        for statement in self.statements:
+            head = after_comments(statement.text)
+            if SESSION_ESCAPE.search(head):
+                raise ScriptError(f"{statement.where}: on a server given by --dsn a script may not change the session's "
+                                  "READ ONLY, its transactions' read/write mode, its search_path or its role (SET/RESET/"
+                                  "DISCARD, BEGIN/SET TRANSACTION READ WRITE, set_config of those): blocklab's promise "
+                                  f"that your tables are not written rests on them (in: {statement.first_line})")
+
     def _refuse_writes(self, facts: ScriptFacts) -> None:
         """A script that writes on someone's server: refused unless allowed, and unless each of its
         writes can be sent to a copy of its table."""
@@ -356,9 +382,9 @@ class Sql:
         """The scripts, their parameters and their statements' keys: kept with the run for its report."""
         return {
             "workload": self.name,
-            "scripts": [{"file": s.path, "weight": s.weight, "text": s.text} for s in self.scripts],
-            "setup": {"file": self.setup.path, "text": self.setup.text} if self.setup else None,
-            "load": {"file": self.load.path, "text": self.load.text} if self.load else None,
+            "scripts": [{"file": s.path, "weight": s.weight, "text": s.text, "sha256": _digest(s)} for s in self.scripts],
+            "setup": {"file": self.setup.path, "text": self.setup.text, "sha256": _digest(self.setup)} if self.setup else None,
+            "load": {"file": self.load.path, "text": self.load.text, "sha256": _digest(self.load)} if self.load else None,
             "variables": self.variables,
             "sessions": self.options.sessions,
             "duration_s": self.duration_s if self.options.transactions is None else None,
@@ -476,6 +502,10 @@ WORKLOAD = Sql
 
 
 # ---------------------------------------------------------------------- statements' names
+def _digest(script: Script) -> str:
+    return hashlib.sha256(script.text.encode()).hexdigest()
+
+
 def statement_key(script_index: int, script: Script, statement: Statement) -> str:
     """A statement's name in the metrics: s<script>_l<line> (s1_l6: the first script's line 6)."""
     return f"s{script_index + 1}_l{statement.where.line}" + (f"_c{statement.where.column}" if _shares_line(script, statement) else "")

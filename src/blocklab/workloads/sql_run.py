@@ -13,6 +13,7 @@ and an append to an array of doubles.
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from array import array
@@ -110,13 +111,15 @@ def tally_metrics(tallies: list[Tally], keys: list[str], seed: int) -> dict[str,
 
 
 def percentiles(prefix: str, seconds: Sequence[float]) -> dict[str, float]:
-    """mean, p50, p95, p99 and max in milliseconds."""
+    """mean, p50, p95, p99 and max in milliseconds; a percentile is the nearest rank's value
+    (the smallest value at or above which q of the values lie: the ceil(q*n)-th of n)."""
     if not seconds:
         return {}
     ordered = sorted(seconds)
 
     def at(q: float) -> float:
-        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+        rank = math.ceil(q * len(ordered) - 1e-9)  # 1-based; the epsilon: 0.95 * 20 is not always 19.0 in floats
+        return ordered[min(len(ordered), max(1, rank)) - 1] * 1000
 
     return {f"{prefix}.mean_ms": statistics.fmean(ordered) * 1000, f"{prefix}.p50_ms": at(0.50),
             f"{prefix}.p95_ms": at(0.95), f"{prefix}.p99_ms": at(0.99), f"{prefix}.max_ms": ordered[-1] * 1000}

@@ -8,8 +8,11 @@
   the one blocklab makes on a server by DSN); a script names other databases'
   tables with their database (`shop.orders`).
 * The data set of a setup/load: its fingerprint and the tables it made are kept in
-  the table `blocklab_sql_meta`; a data set of another content first drops those.
-* The check run: START TRANSACTION READ ONLY; each statement under a SAVEPOINT. One
+  the table `blocklab_sql_meta` (the tables also when the build fails or is cut off,
+  without the fingerprint); a data set of another content first drops those.
+* The check run: a READ ONLY session without autocommit, START TRANSACTION READ
+  ONLY; each statement under a SAVEPOINT, and one that ended the transaction
+  (an implicit commit: DDL, ANALYZE TABLE, FLUSH) refuses the script. One
   MariaDB refuses as a write (error 1792) is explained instead (EXPLAIN
   FORMAT=JSON names its tables); then ROLLBACK. The relations a cold cell evicts
   (the private instance restarts, which empties the buffer pool, and drops their
@@ -21,6 +24,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -107,26 +111,37 @@ class SqlScripts(DialectBase):
     def build_dataset(self, fingerprint: str, statements: list[CheckStatement]) -> None:
         previous = self._recorded()
         with self.engine.sql_connect(session=False) as conn, conn.cursor() as cur:
-            for table in (previous or {}).get("tables", []):
-                cur.execute(f"DROP TABLE IF EXISTS `{table}`")
-            cur.execute(f"DELETE FROM `{META}`" if previous is not None else "SELECT 1")
-            before = _tables(cur)
-            for i, statement in enumerate(statements):
-                try:
-                    cur.execute(statement.sql, tuple(statement.params) if statement.params else None)
-                except pymysql.err.MySQLError as err:
-                    raise EngineError(f"the data set's setup/load failed at its statement {i + 1} "
-                                      f"({' '.join(statement.sql.split())[:80]}): {err}") from None
-            made = sorted(_tables(cur) - before)
-            for table in made:
-                self.engine.analyze(table)
             cur.execute(f"CREATE TABLE IF NOT EXISTS `{META}` (name VARCHAR(64) PRIMARY KEY, fingerprint TEXT)")
-            cur.execute(f"REPLACE INTO `{META}` VALUES ('dataset', %s)", (json.dumps({"fingerprint": fingerprint, "tables": made}),))
+            for table in sorted(set((previous or {}).get("tables", [])) & _tables(cur)):  # the catalog's names only
+                cur.execute(f"DROP TABLE IF EXISTS {_ident(table)}")
+            cur.execute(f"DELETE FROM `{META}`")
+            before = _tables(cur)
+            built = False
+            try:
+                for i, statement in enumerate(statements):
+                    try:
+                        cur.execute(statement.sql, tuple(statement.params) if statement.params else None)
+                    except pymysql.err.MySQLError as err:
+                        raise EngineError(f"the data set's setup/load failed at its statement {i + 1} "
+                                          f"({' '.join(statement.sql.split())[:80]}): {err}") from None
+                made = sorted(_tables(cur) - before)
+                for table in made:
+                    self.engine.analyze(table)
+                built = True
+            finally:  # the tables made are recorded even when the build fails or is cut off: the next build drops them
+                with contextlib.suppress(pymysql.err.MySQLError), self.engine.sql_connect(session=False) as fresh, \
+                        fresh.cursor() as c:  # a connection of its own: the build's may be cut off mid-statement
+                    record = {"fingerprint": fingerprint if built else None, "tables": sorted(_tables(c) - before)}
+                    c.execute(f"REPLACE INTO `{META}` VALUES ('dataset', %s)", (json.dumps(record),))
 
     # ------------------------------------------------------------------ the check run
     def check_run(self, statements: list[CheckStatement], access: SessionAccess) -> ScriptFacts:
         facts = ScriptFacts()
-        with self.engine.sql_connect() as conn, conn.cursor() as cur:
+        with self.engine.sql_connect(autocommit=False) as conn, conn.cursor() as cur:
+            # READ ONLY for the session too, and no autocommit: a statement that commits implicitly
+            # (ANALYZE TABLE, FLUSH, DDL, LOCK TABLES) ends the transaction, and what follows it must
+            # still write nothing; such a statement is refused below, by the transaction it ended
+            cur.execute("SET SESSION TRANSACTION READ ONLY")
             cur.execute("START TRANSACTION READ ONLY")
             try:
                 for statement in statements:
@@ -137,6 +152,9 @@ class SqlScripts(DialectBase):
                         cur.execute(statement.sql, tuple(statement.params) if statement.params else None)
                         cur.fetchall()
                     except pymysql.err.MySQLError as err:
+                        if not _in_transaction(cur):
+                            facts.failed = (statement.index, ENDS_TRANSACTION, None)
+                            return facts
                         cur.execute("ROLLBACK TO SAVEPOINT blocklab_check")
                         if not err.args or err.args[0] != READ_ONLY_ERROR:
                             why = self.statement_error(err)
@@ -146,10 +164,41 @@ class SqlScripts(DialectBase):
                         facts.uncopyable[statement.index] = ("MariaDB has no search path that would send the script's "
                                                              "writes to copies of its tables; run it on the private "
                                                              "instance (no --dsn)")
+                    else:
+                        left = ENDS_TRANSACTION if not _in_transaction(cur) else _read_write(cur)
+                        if left:
+                            facts.failed = (statement.index, left, None)
+                            return facts
                 facts.relations = sorted(_tables(cur) - {META})
             finally:
                 cur.execute("ROLLBACK")
         return facts
+
+
+ENDS_TRANSACTION = ("this statement ends the transaction implicitly (MariaDB commits before it: DDL, ANALYZE, FLUSH, LOCK "
+                    "TABLES ...), and the check run, READ ONLY and rolled back, must stay one transaction; leave it out "
+                    "of the script (run it before blocklab, or in the setup)")
+
+
+def _in_transaction(cur: Any) -> bool:
+    cur.execute("SELECT @@in_transaction")
+    row = cur.fetchone()
+    return bool(row and int(row[0]))
+
+
+def _read_write(cur: Any) -> str | None:
+    """Why the check run's session is no longer READ ONLY (a procedure's SET SESSION TRANSACTION READ WRITE)."""
+    cur.execute("SELECT @@session.tx_read_only")
+    row = cur.fetchone()
+    if row and int(row[0]):
+        return None
+    return ("this statement turns the session's READ ONLY off (SET SESSION TRANSACTION READ WRITE, tx_read_only), and "
+            "what follows it could write; a script may not change it")
+
+
+def _ident(name: str) -> str:
+    """A name from the catalog as MariaDB quotes an identifier."""
+    return "`" + name.replace("`", "``") + "`"
 
 
 def _tables(cur: Any) -> set[str]:

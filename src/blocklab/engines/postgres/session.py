@@ -13,6 +13,8 @@ from ..base import SessionBase
 
 
 class PgSession(SessionBase):
+    read_only_guard = False  # the sql workload's sessions on a DSN: READ ONLY checked before each statement (sqlscript.py)
+
     def __init__(self, conn: psycopg.Connection):
         self.conn = conn  # the psycopg connection, for this package's own code
         self.backend_id = int(conn.info.backend_pid)

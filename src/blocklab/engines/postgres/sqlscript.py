@@ -13,16 +13,21 @@
 * The data set of a setup/load lives in a schema of its own, `blocklab_sql_<hash>`
   (the hash of the setup's and load's content and the row count), its fingerprint the
   schema's COMMENT, written last: built once per machine, kept while its content is.
-* The check run: BEGIN READ ONLY; each statement under a SAVEPOINT. One the server
+* The check run: a session default_transaction_read_only, BEGIN READ ONLY; each
+  statement under a SAVEPOINT, and one that ends the transaction or turns the
+  session's READ ONLY off refuses the script. One the server
   refuses as a write (SQLSTATE 25006) is explained instead (EXPLAIN VERBOSE, FORMAT
   JSON: its ModifyTable nodes name the tables it writes; EXPLAIN runs nothing). What
   the transaction read is in pg_stat_xact_user_tables (this transaction's own scans),
   their indexes in pg_index. Then ROLLBACK: nothing was written.
-* On a DSN: sessions are `default_transaction_read_only`; a script allowed to write
+* On a DSN: sessions are `default_transaction_read_only`, checked still on before
+  each statement (the server reports it, 14 and later: no round trip), so every
+  transaction begins READ ONLY and a write is an error, never a change (workloads/
+  sql.py refuses the statements that would undo it); a script allowed to write
   works on copies in the schema `blocklab_sql` (CREATE TABLE (LIKE ... INCLUDING
   INDEXES, CONSTRAINTS, DEFAULTS, IDENTITY) + INSERT ... SELECT), looked in first
-  (search_path). Every cell starts from the originals' rows: a copy an earlier cell
-  (or run) wrote is emptied (TRUNCATE ... RESTART IDENTITY) and refilled first. server.py lists that schema among what blocklab made; `blocklab
+  (search_path). Every cell starts from the originals' rows: its copies are made
+  afresh before it. server.py lists that schema among what blocklab made; `blocklab
   clean` drops it.
 * Cold cache: PostgreSQL 17 evicts a relation's buffers (pg_buffercache_evict);
   before 17 blocklab evicts by rewriting its own tables (VACUUM FULL), never a
@@ -33,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +75,8 @@ class SqlScripts(DialectBase):
         return "".join(out)
 
     def execute(self, session: Any, text: str, params: Sequence[Any]) -> int:
+        if session.read_only_guard and not read_only_default(session.conn.pgconn):
+            raise EngineError(TURNED_OFF)
         names = tuple(f"p{i}" for i in range(len(params)))
         return _prepared(session, text, names)(dict(zip(names, params)))
 
@@ -77,8 +85,12 @@ class SqlScripts(DialectBase):
 
     def bind(self, session: Any, statements: Sequence[Statement], protocol: str) -> list[Bound]:
         if protocol == "simple":
-            return [_simple(session, st.chunks, st.names) for st in statements]
-        return [_prepared(session, self.driver_sql(st.chunks), st.names) for st in statements]
+            bound = [_simple(session, st.chunks, st.names) for st in statements]
+        else:
+            bound = [_prepared(session, self.driver_sql(st.chunks), st.names) for st in statements]
+        if session.read_only_guard:  # a DSN's READ ONLY session: checked before each statement, as execute() does
+            return [_guarded(session.conn.pgconn, run) for run in bound]
+        return bound
 
     def statement_error(self, err: BaseException) -> tuple[str, int | None] | None:
         if not isinstance(err, psycopg.Error) or isinstance(err, psycopg.OperationalError) and err.sqlstate is None:
@@ -97,6 +109,7 @@ class SqlScripts(DialectBase):
             session.execute("SET application_name = 'blocklab sql'")
             if access.read_only:
                 session.execute("SET default_transaction_read_only = on")
+                session.read_only_guard = True  # and still on before each statement: every transaction begins READ ONLY
             if access.schemas:
                 _search_first(session.conn, access.schemas)
         except BaseException:
@@ -143,6 +156,7 @@ class SqlScripts(DialectBase):
         with self.engine.pg_connect() as conn:
             if access.schemas:
                 _search_first(conn, access.schemas)
+            conn.execute("SET default_transaction_read_only = on")  # a transaction after one a statement ended: read only too
             conn.execute("BEGIN READ ONLY")
             try:
                 for statement in statements:
@@ -152,6 +166,9 @@ class SqlScripts(DialectBase):
                     try:
                         _exec(conn, statement.sql, statement.params)
                     except psycopg.Error as err:
+                        if conn.pgconn.transaction_status != pq.TransactionStatus.INERROR:
+                            facts.failed = (statement.index, ENDS_TRANSACTION, None)
+                            return facts
                         conn.execute("ROLLBACK TO SAVEPOINT blocklab_check")
                         if err.sqlstate != READ_ONLY_SQLSTATE:
                             why = self.statement_error(err)
@@ -168,6 +185,10 @@ class SqlScripts(DialectBase):
                                     f"it names {', '.join(targets)} with its schema, and blocklab's copies are found through "
                                     "the search path: name the table without its schema")
                     else:
+                        escape = _left_read_only(conn)
+                        if escape:
+                            facts.failed = (statement.index, escape, None)
+                            return facts
                         conn.execute("RELEASE SAVEPOINT blocklab_check")
                 facts.relations = _touched(conn, sorted(written))
             finally:
@@ -177,21 +198,31 @@ class SqlScripts(DialectBase):
 
     # ------------------------------------------------------------------ copies on a DSN
     def copy_tables(self, tables: list[str]) -> str:
+        """Each copy is made afresh from its original at every cell (runner.run_cell prepares the workload
+        at each: every cell starts from the originals' rows, not from what the cells before it wrote),
+        records its original in its COMMENT, and has its own sequences: a serial column's default would
+        otherwise advance the user's sequence."""
+        names = [qualified.split(".", 1) for qualified in tables]
+        for name in {n for _, n in names}:
+            sources = sorted(f"{s}.{n}" for s, n in names if n == name)
+            if len(sources) > 1:
+                raise EngineError(f"--allow-writes: the script writes {' and '.join(sources)}, whose copies would both be "
+                                  f"{COPY_SCHEMA}.{name}; blocklab copies one table of a name")
         with self.engine.pg_connect(session=False) as conn:
             conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(COPY_SCHEMA)))
             conn.execute(sql.SQL("COMMENT ON SCHEMA {} IS {}").format(
                 sql.Identifier(COPY_SCHEMA), sql.Literal("blocklab's copies of tables a script writes; blocklab clean removes it")))
-            for qualified in tables:
-                schema, name = qualified.split(".", 1)
-                copy, original = sql.Identifier(COPY_SCHEMA, name), sql.Identifier(schema, name)
-                exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f'"{COPY_SCHEMA}"."{name}"',)).fetchone()
-                with conn.transaction():
-                    if exists and exists[0]:  # an earlier cell wrote it: emptied and refilled from the original
-                        conn.execute(sql.SQL("TRUNCATE {} RESTART IDENTITY").format(copy))
-                    else:
-                        conn.execute(sql.SQL("CREATE TABLE {} (LIKE {} INCLUDING DEFAULTS INCLUDING CONSTRAINTS "
-                                             "INCLUDING INDEXES INCLUDING IDENTITY)").format(copy, original))
-                    conn.execute(sql.SQL("INSERT INTO {} SELECT * FROM {}").format(copy, original))
+            for schema, name in names:
+                copy = sql.Identifier(COPY_SCHEMA, name)
+                source = _quoted(f"{schema}.{name}")
+                original = sql.Identifier(schema, name)
+                with conn.transaction():  # afresh at every cell: an earlier cell's or run's copy was written
+                    conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(copy))
+                    conn.execute(sql.SQL("CREATE TABLE {} (LIKE {} INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES "
+                                         "INCLUDING IDENTITY)").format(copy, original))
+                    _own_sequences(conn, name, source)
+                    conn.execute(sql.SQL("INSERT INTO {} OVERRIDING SYSTEM VALUE SELECT * FROM {}").format(copy, original))
+                    conn.execute(sql.SQL("COMMENT ON TABLE {} IS {}").format(copy, sql.Literal(source)))
                 conn.execute(sql.SQL("ANALYZE {}").format(copy))
         return COPY_SCHEMA
 
@@ -220,6 +251,17 @@ def _prepared(session: Any, text: str, names: tuple[str, ...]) -> Bound:
         return int(result.ntuples) if result.status == TUPLES_OK else _count(result)
 
     return run
+
+
+def _guarded(pgconn: Any, run: Bound) -> Bound:
+    """A statement on a READ ONLY session of someone's server: run only while the session is still
+    READ ONLY (the server reports it: no round trip)."""
+    def guarded(env: dict[str, Any]) -> int:
+        if not read_only_default(pgconn):
+            raise EngineError(TURNED_OFF)
+        return run(env)
+
+    return guarded
 
 
 def _prepare(session: Any, text: str) -> bytes:
@@ -277,6 +319,85 @@ def _count(result: Any) -> int:
         raise psycopg.errors.error_from_result(result)
     changed = result.command_tuples
     return int(changed) if changed else 0
+
+
+TURNED_OFF = ("a statement of the script turned the session's READ ONLY off (default_transaction_read_only = off; a "
+              "function's set_config, RESET, DISCARD): stopped before the next statement, which could have written; on a "
+              "server given by --dsn a script may not change it")
+ENDS_TRANSACTION = ("this statement ends the transaction (COMMIT, PREPARE TRANSACTION ...), and the check run, READ ONLY and "
+                    "rolled back, must stay one transaction; leave it out of the script (BEGIN/COMMIT of its own are fine)")
+
+
+def _left_read_only(conn: psycopg.Connection) -> str | None:
+    """Why the check run's transaction is no longer the READ ONLY one it began (None: it is)."""
+    if conn.pgconn.transaction_status != pq.TransactionStatus.INTRANS:
+        return ENDS_TRANSACTION
+    if not read_only_default(conn.pgconn):
+        return ("this statement turns the session's READ ONLY off (default_transaction_read_only), and every transaction "
+                "after it could write; a script may not change it")
+    return None
+
+
+def read_only_default(pgconn: Any) -> bool:
+    """Is default_transaction_read_only on? Without a round trip where the server reports it (14 and later)."""
+    reported = pgconn.parameter_status(b"default_transaction_read_only")
+    if reported is None:
+        result = _checked(pgconn.exec_(b"SELECT current_setting('default_transaction_read_only')"))
+        reported = result.get_value(0, 0)
+    return bytes(reported or b"") == b"on"
+
+
+SEQUENCE_TYPES = ("smallint", "integer", "bigint")
+
+
+def _own_sequences(conn: psycopg.Connection, name: str, source: str) -> None:
+    """The copy COPY_SCHEMA.name of `source` (LIKE ... INCLUDING DEFAULTS, IDENTITY) numbers its rows
+    from sequences of its own, each starting after its original's current value (pg_sequences.last_value,
+    read without advancing it): a serial column's nextval('the user's sequence') default repointed to a
+    new sequence in COPY_SCHEMA, an identity column's sequence (new already) moved on."""
+    copy_text = _quoted(f"{COPY_SCHEMA}.{name}")
+    serial = conn.execute(
+        "SELECT a.attname, pg_get_expr(ad.adbin, ad.adrelid), sc.oid::regclass::text FROM pg_attrdef ad "
+        "JOIN pg_attribute a ON a.attrelid = ad.adrelid AND a.attnum = ad.adnum "
+        "JOIN pg_depend d ON d.classid = 'pg_attrdef'::regclass AND d.objid = ad.oid AND d.refclassid = 'pg_class'::regclass "
+        "JOIN pg_class sc ON sc.oid = d.refobjid AND sc.relkind = 'S' WHERE ad.adrelid = %s::regclass ORDER BY a.attnum",
+        (copy_text,)).fetchall()
+    for column, default, sequence in serial:
+        if not re.fullmatch(r"nextval\('(?:[^']|'')*'::regclass\)", str(default)):
+            raise EngineError(f"--allow-writes: {source}.{column}'s default ({default}) draws from the sequence {sequence} "
+                              "inside an expression; blocklab cannot give its copy a sequence of its own, and the copy's "
+                              "inserts would advance yours")
+        info = conn.execute("SELECT format_type(seqtypid, NULL), seqstart, seqincrement, seqmin, seqmax, seqcache, seqcycle "
+                            "FROM pg_sequence WHERE seqrelid = %s::regclass", (sequence,)).fetchone()
+        assert info is not None  # the catalog's own sequence
+        kind, start, increment, low, high, cache, cycle = info
+        if kind not in SEQUENCE_TYPES:
+            raise EngineError(f"--allow-writes: the sequence {sequence} is of type {kind}; accepted: {', '.join(SEQUENCE_TYPES)}")
+        own = sql.Identifier(COPY_SCHEMA, f"{name}_{column}_seq"[:63])
+        conn.execute(sql.SQL("DROP SEQUENCE IF EXISTS {}").format(own))
+        conn.execute(sql.SQL("CREATE SEQUENCE {} AS {} INCREMENT BY {} MINVALUE {} MAXVALUE {} START WITH {} CACHE {} {} "
+                             "OWNED BY {}").format(own, sql.SQL(kind), sql.Literal(int(increment)), sql.Literal(int(low)),
+                                                   sql.Literal(int(high)), sql.Literal(int(start)), sql.Literal(int(cache)),
+                                                   sql.SQL("CYCLE" if cycle else "NO CYCLE"),
+                                                   sql.Identifier(COPY_SCHEMA, name, str(column))))
+        conn.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN {} SET DEFAULT nextval({}::regclass)").format(
+            sql.Identifier(COPY_SCHEMA, name), sql.Identifier(str(column)), sql.Literal(own.as_string(conn))))
+        _continue_from(conn, own.as_string(conn), sequence)
+    identity = conn.execute("SELECT attname, pg_get_serial_sequence(%s, attname), pg_get_serial_sequence(%s, attname) "
+                            "FROM pg_attribute WHERE attrelid = %s::regclass AND attidentity <> ''",
+                            (copy_text, source, copy_text)).fetchall()
+    for _, own_text, original in identity:
+        if own_text and original:
+            _continue_from(conn, str(own_text), str(original))
+
+
+def _continue_from(conn: psycopg.Connection, own: str, original: str) -> None:
+    """The sequence `own` goes on where `original` is, which is read, not advanced."""
+    row = conn.execute("SELECT last_value FROM pg_sequences "
+                       "WHERE (quote_ident(schemaname) || '.' || quote_ident(sequencename))::regclass = %s::regclass",
+                       (original,)).fetchone()
+    if row and row[0] is not None:  # None: never drawn from (or not ours to read): the copy starts where it starts
+        conn.execute("SELECT setval(%s::regclass, %s, true)", (own, row[0]))
 
 
 def _param(value: Any) -> bytes:
