@@ -33,12 +33,12 @@ from .device.twin import MODES as TWIN_MODES
 from .engines import available as available_engines
 from .engines.base import EngineError, KnobError
 from .experiment import Experiment
-from .lab import Overrides, load_experiment, load_saved_experiment, plan_text
+from .lab import Overrides, give_budget, load_experiment, load_saved_experiment, plan_text
 from .paths import check_out_dir, results_root
 from .probes import cpu_profile
 from .report.console_tables import efficiency_table, explain_text, overhead_tables, print_comparison, settings_table
 from .results import ResultsError, ResultsWriteError, RunDir, new_run_dir
-from .runner import Interrupted, run
+from .runner import Interrupted, check_budget_left, run
 from .spec import SpecError
 from .sql_shortcut import ScriptRun, parse_duration
 
@@ -57,7 +57,9 @@ def experiment_options(func: Any) -> Any:
         click.option("--budget", metavar="DURATION|CELLS|off", envvar=BUDGET_ENV_VAR, show_envvar=True,
                      help="stop by the rule (every setting separated from the best or within 3%% of it) or when this is "
                           "spent: a duration (90s, 5m, 1h) or a cell count (200cells or 200); off: exactly the --repeats "
-                          "blocks. Default: the recipe's budget. E.g. --budget 5m"),
+                          "blocks. A budget is a hard limit: it may end a run inside its first --repeats blocks (a partial "
+                          "run, no verdict yet; `blocklab plan` warns); with --resume DIR a new budget replaces the run's "
+                          "own (it counts what was measured) to go on. Default: the recipe's budget. E.g. --budget 5m"),
         click.option("--allow-server-changes", is_flag=True, help="let blocklab change server-wide settings on a --dsn server (restored at the end)"),
     ]
     for option in reversed(options):
@@ -209,6 +211,8 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, budget, a
     except SpecError as err:
         fail(make_console(), str(err), EXIT_BAD_INPUT)
     if wants_fleet(resume, fleet):  # the same run on many hosts: cli_fleet.py
+        if _from_environment("budget"):
+            budget = None  # BLOCKLAB_BUDGET is a default for a run on one host: a fleet runs the fixed plan, as with a recipe's budget
         if device_twin in ("on", "only"):
             fail(make_console(), f"--device-twin {device_twin}: not on a fleet run (each host's disk would need its own "
                   "twin); run it on one host, or leave --device-twin out", EXIT_BAD_INPUT)
@@ -232,10 +236,18 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, budget, a
         if out is not None:
             check_out_dir(out)
         if resume is not None:
-            if target or sets or repeats or rows or engine or dsn or seed is not None or quick or sessions or duration or allow_writes or budget:
-                raise SpecError("--resume continues a run exactly as it started: give no FILE/RECIPE or other experiment options")
+            if target or sets or repeats or rows or engine or dsn or seed is not None or quick or sessions or duration or allow_writes:
+                raise SpecError("--resume continues a run exactly as it started: give no FILE/RECIPE or other experiment options "
+                                "(--budget gives it a new budget)")
             exp = load_saved_experiment(resume, allow_server_changes=allow_server_changes)
             run_dir = RunDir(resume)
+            if budget is not None:  # the run's budget replaced: a way to extend it
+                give_budget(exp, resume, budget)
+            try:
+                check_budget_left(exp, run_dir, retry=not no_retry)  # spent with cells owed: say so, run nothing
+            except SpecError:
+                exp.engine.stop()
+                raise
         else:
             if not target:
                 raise SpecError("give an experiment FILE or RECIPE (see `blocklab recipes`), or --resume DIR")
@@ -253,13 +265,13 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, budget, a
     device_twin = _device_twin_mode(console, exp, device_twin)
     for warning in exp.warnings():  # said before any cell, so the run can be stopped and given more rows
         console.print(f"warning: {warning}", style="yellow", markup=False, highlight=False)
-    console.print(f"results: {run_dir.path}")
+    console.print(f"results: {run_dir.path}", markup=False, highlight=False)  # a path may hold [brackets]
     reporter = ConsoleReporter(console, lambda cell: _cell_text(exp, cell))
     try:
         summary = run(exp, run_dir, reporter, resume=resume is not None, retry=not no_retry, device_twin=device_twin)
     except Interrupted as err:
         reporter.close()
-        console.print(f"{err}; continue with: blocklab run --resume {run_dir.path}")
+        console.print(f"{err}; continue with: blocklab run --resume {run_dir.path}", markup=False, highlight=False)
         _owed_hint(console, run_dir)
         sys.exit(EXIT_INTERRUPTED)
     except (SpecError, ResultsError) as err:
@@ -275,10 +287,13 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, budget, a
 
 
 def _budget_from(budget: str | None) -> str | None:
-    """--budget as given; one from BLOCKLAB_BUDGET that is no budget is refused naming the variable."""
-    from .budget import BudgetError, parse_budget
+    """--budget as given ("off" in any case as "off"); one from BLOCKLAB_BUDGET that is no
+    budget is refused naming the variable."""
+    from .budget import OFF, BudgetError, is_off, parse_budget
 
-    if budget is not None and budget != "off" and _from_environment("budget"):
+    if is_off(budget):
+        return OFF
+    if budget is not None and _from_environment("budget"):
         try:
             parse_budget(budget, f"{BUDGET_ENV_VAR} (the default of --budget)")
         except BudgetError as err:
@@ -368,7 +383,8 @@ def _print_summary(console: Console, exp: Experiment, summary: dict[str, Any], r
     _print_workload_tables(console, run_dir, summary)
     _print_efficiency(console, run_dir, summary, exp.describe_setting)
     if summary.get("cells_failed"):
-        console.print(f"{summary['cells_failed']} cell(s) failed: see {run_dir.file('results.jsonl')}", style="red")
+        console.print(f"{summary['cells_failed']} cell(s) failed: see {run_dir.file('results.jsonl')}", style="red",
+                      markup=False, highlight=False)
     invalid = summary.get("invalid_cells") or []
     style = "red" if invalid else None
     again = f"; {summary['invalid_remeasured']} of those cells measured again with every claim holding" if invalid and "invalid_remeasured" in summary else ""
@@ -377,11 +393,14 @@ def _print_summary(console: Console, exp: Experiment, summary: dict[str, Any], r
         console.print(f"  {entry['cell_id']}: {entry['why']}", style="red", markup=False, highlight=False)
     if summary.get("cells_flagged"):
         console.print(f"{summary['cells_flagged']} cell(s) flagged by a cross-check (counted): see the report", markup=False)
-    console.print(f"results: {run_dir.path}")
+    console.print(f"results: {run_dir.path}", markup=False, highlight=False)
     if run_dir.file("report.html").exists():
-        console.print(f"report:  {run_dir.file('report.html')}")
+        console.print(f"report:  {run_dir.file('report.html')}", markup=False, highlight=False)
     for png in sorted((run_dir.path / "plots").glob("*.png")):
-        console.print(f"plot:    {png}")
+        console.print(f"plot:    {png}", markup=False, highlight=False)
+    if (summary.get("settle") or {}).get("status") == "budget spent":
+        console.print(f"to measure more: blocklab run --resume {run_dir.path} --budget MORE (a larger budget: it replaces "
+                      "this one and counts what is measured)", markup=False, highlight=False)
 
 
 def _print_why(console: Console, summary: dict[str, Any], describe: Callable[[str], str]) -> None:

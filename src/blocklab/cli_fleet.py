@@ -408,7 +408,7 @@ def run_on_fleet(target: str | None, overrides: Any, out: Path | None, resume: P
             raise SpecError("--no-retry goes with --resume DIR (which cells of a run to measure again)")
         if resume is not None:
             o = overrides
-            if target or o.sets or o.repeats or o.rows or o.engine or o.dsn or o.seed is not None or o.quick or out is not None:
+            if target or o.sets or o.repeats or o.rows or o.engine or o.dsn or o.seed is not None or o.quick or out is not None or o.budget:
                 raise SpecError("--resume continues a run exactly as it started: give no FILE/RECIPE or other experiment options")
         elif not target:
             raise SpecError("give an experiment FILE or RECIPE (see `blocklab recipes`), or --resume DIR")

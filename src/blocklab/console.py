@@ -32,12 +32,12 @@ class ConsoleReporter:
         self.describe = knob_describer or (lambda cell: cell.setting.label)
 
     def phase(self, text: str) -> None:
-        self.console.print(text)
+        self.console.print(text, markup=False, highlight=False)  # paths and settings may hold [brackets]
 
     def plan_started(self, total: int, todo: int, estimate_s: float) -> None:
         skipped = total - todo
         extra = f" ({skipped} already done)" if skipped else ""
-        self.console.print(f"running {todo} of {total} cells{extra}, roughly {estimate_s:.0f} s of measurement")
+        self.console.print(f"running {todo} of {total} cells{extra}, roughly {estimate_s:.0f} s of measurement", markup=False)
         if self.console.is_terminal:
             self.progress = Progress(
                 TextColumn("[bold]cells"),

@@ -37,8 +37,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from .analysis.paired import unsettled
-from .analysis.settle import margin_of, undecided, undecided_lines
+from .analysis.settle import margin_of, undecided, undecided_lines, unsettled_settings
 from .analysis.stats import Analysis, analyse
 from .analysis.summary import analyse_rows, group_samples
 from .plan import Cell, Plan, Setting, make_plan
@@ -243,10 +242,10 @@ def _adaptive_repeats(
     budget = measure.parsed_budget()
     margin = margin_of(measure.practical) if budget is not None else 0.0
     rule = _rule_name(measure)
-    noisy = [str(k) for k in unsettled(analysis, measure.target_ci, margin)]
+    noisy = unsettled_settings(analysis, rows, labels, measure.target_ci, margin)  # never measured: not settled
     blocks_per_setting = min((len(v) for v in measured.values()), default=0)
     if noisy and budget is not None and budget.used_up(rows):
-        return [], [], _budget_spent(exp, analysis, rows, budget, margin)
+        return [], [], _budget_spent(exp, analysis, rows, budget, margin, labels)
     if noisy and blocks_per_setting < measure.max_repeats:
         next_block, next_index = _next_block(plan), len(plan.cells)
         settings_now = {s.label: s for s in plan.settings}
@@ -258,9 +257,28 @@ def _adaptive_repeats(
         return cells, [], f"{rule}: adding block {next_block + 1}; not yet settled against the best: {', '.join(noisy)}"
     if noisy:
         if budget is not None:
-            return [], [], _budget_spent(exp, analysis, rows, budget, margin, f"max_repeats ({measure.max_repeats} blocks)")
+            return [], [], _budget_spent(exp, analysis, rows, budget, margin, labels, f"max_repeats ({measure.max_repeats} blocks)")
         return [], [], f"stayed unsettled after {blocks_per_setting} repeats (max_repeats): {', '.join(noisy)}"
     return [], [], f"{rule}: settled after {blocks_per_setting} blocks ({_settled_how(analysis, measure.target_ci, margin)})"
+
+
+def rule_wants_more(exp: Any, plan: Plan, rows: list[ResultRow]) -> list[str]:
+    """The settings a run that stops by the rule would add a block for, were its budget not
+    spent: unsettled (settle.unsettled_settings, as _adaptive_repeats judges) with fewer
+    than max_repeats blocks; [] for a run with a fixed plan."""
+    measure = exp.spec.measure
+    if not measure.stops_by_rule:
+        return []
+    labels = [s.label for s in plan.settings]
+    analysis = analyse_rows(rows, exp.metric, labels, goal=exp.goal, practical=measure.practical,
+                            looks=sequential_looks(measure), seed=exp.seed)
+    if analysis is None:
+        return []
+    margin = margin_of(measure.practical) if measure.budget is not None else 0.0
+    measured = [v for v in group_samples(rows, exp.metric, labels).values() if v]
+    if min((len(v) for v in measured), default=0) >= measure.max_repeats:
+        return []
+    return unsettled_settings(analysis, rows, labels, measure.target_ci, margin)
 
 
 def _rule_name(measure: Any) -> str:
@@ -269,13 +287,18 @@ def _rule_name(measure: Any) -> str:
     return f"target_ci {measure.target_ci:.0%}"
 
 
-def _budget_spent(exp: Any, analysis: Analysis, rows: list[ResultRow], budget: Any, margin: float,
+def _budget_spent(exp: Any, analysis: Analysis, rows: list[ResultRow], budget: Any, margin: float, labels: list[str],
                   what: str = "") -> str:
     """The lines said when the budget (or max_repeats) ends before the verdict settles."""
-    pairs = undecided(analysis.to_dict(), rows, exp.metric, margin)
+    pairs = undecided(analysis.to_dict(), rows, exp.metric, margin, labels, exp.spec.measure.target_ci)
     spent = what or f"budget spent ({budget.spent_text(rows)})"
-    head = (f"{spent} before the verdict settled: {len(pairs)} pair(s) neither separated from the best nor within "
-            f"{margin:.0%} of it; blocks estimated to settle each, from the noise measured so far:")
+    compared = sum(1 for p in pairs if p.get("measured") is not False and not p.get("alone"))
+    parts = [f"{compared} pair(s) neither separated from the best nor within {margin:.0%} of it"] if compared else []
+    if any(p.get("alone") for p in pairs):
+        parts.append("the only setting measured has nothing to compare it with yet")
+    if unmeasured := sum(1 for p in pairs if p.get("measured") is False):
+        parts.append(f"{unmeasured} setting(s) not measured yet")
+    head = f"{spent} before the verdict settled: {', '.join(parts)}; blocks estimated to settle each, from the noise measured so far:"
     return "\n".join([head, *undecided_lines(pairs, exp.describe_setting)])
 
 

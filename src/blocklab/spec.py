@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .budget import ACCEPTED as BUDGET_ACCEPTED
-from .budget import Budget, BudgetError, parse_budget
+from .budget import Budget, BudgetError, is_off, parse_budget
 from .engines import DEFAULT_ENGINE, engine_class
 from .engines import available as available_engines
 from .engines.vocabulary import GENERIC_KNOBS
@@ -95,12 +95,12 @@ class MeasureSpec(_Strict):
     @field_validator("budget", mode="before")
     @classmethod
     def _budget(cls, value: Any) -> str | None:
-        if value is None or value == "off":  # off: the fixed plan of `repeats` blocks
+        if value is None or is_off(value):  # off: the fixed plan of `repeats` blocks
             return None
         try:
             parse_budget(value, "")
         except BudgetError:
-            raise ValueError(f"not a budget; accepted: {BUDGET_ACCEPTED}") from None
+            raise ValueError(f"not a budget; accepted: {BUDGET_ACCEPTED}; or off") from None
         return str(value)
 
     def parsed_budget(self) -> Budget | None:

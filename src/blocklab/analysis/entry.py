@@ -28,7 +28,7 @@ def standing_note(entry: Mapping[str, Any], best: bool) -> str:
         needed = entry.get("blocks_needed")
         if not needed:
             return "open"
-        return f"open: >{MAX_ESTIMATE} blocks" if needed >= MAX_ESTIMATE else f"open: ~{needed} blocks"
+        return f"open: >{MAX_ESTIMATE} blocks" if needed > MAX_ESTIMATE else f"open: ~{needed} blocks"
     return {"as_good": "as good", "slower": "slower"}.get(str(standing), "")
 
 

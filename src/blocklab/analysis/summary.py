@@ -198,6 +198,24 @@ def _mark_partial(summary: dict[str, Any], rows: list[ResultRow], groups: Mappin
     summary["verdict"] = compose(summary["verdict_options"])
 
 
+def validity_counts(rows: list[ResultRow]) -> dict[str, Any]:
+    """How many cells failed, were invalid (and why) or flagged: in summary.json for the console
+    and the report, written by the runner and by a summary recomputed from the rows alike."""
+    invalid = [r for r in rows if r.invalid]
+    measured = {r.cell_id for r in rows if r.ok}
+    return {
+        "cells_failed": sum(1 for r in rows if r.failed),
+        "failed_cells": [r.cell_id for r in rows if r.failed],
+        # measurements whose claims did not hold (each kept, never counted) ...
+        "cells_invalid": len(invalid),
+        "invalid_cells": [{"cell_id": r.cell_id, "why": r.status.removeprefix("invalid: ")} for r in invalid],
+        # ... of which the cells measured again with every claim holding, and those left without a number
+        "invalid_remeasured": len({r.cell_id for r in invalid} & measured),
+        "cells_without_valid": len({r.cell_id for r in rows if not r.ok} - measured),
+        "cells_flagged": sum(1 for r in rows if r.ok and r.notes.get("flags")),
+    }
+
+
 def _with_series_intervals(analysis: Analysis, rows: list[ResultRow], metric: str) -> tuple[Analysis, dict[str, Any]]:
     """A setting measured by exactly one ok row that carries a per-second series
     of the metric gets its interval from that series (batch means after the

@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import shlex
 import time
 from collections.abc import Callable
@@ -33,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ..probes.os_stats import device_of
-from ..results import ResultRow, RunDir
+from ..results import ResultRow, RunDir, append_line
 from .calibrate import choose_ioengine
 from .fio import FioError, find_fio, fio_version, run_fio
 from .io_pattern import Pattern, pattern_of
@@ -88,14 +87,11 @@ class BesideCells:
         return dataclasses.replace(row, notes=notes), record
 
     def keep(self, record: dict[str, Any] | None) -> None:
-        """Append a replay to twin.jsonl (after its row is in results.jsonl), fsync'd."""
+        """Append a replay to twin.jsonl (after its row is in results.jsonl), fsync'd; a line
+        a crash cut off before it stays apart from it (results.append_line)."""
         if record is None:
             return
-        path = self.run_dir.file(REPLAY_FILE)
-        with open(path, "a") as f:
-            f.write(json.dumps(record) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        append_line(self.run_dir.file(REPLAY_FILE), (json.dumps(record) + "\n").encode())
 
     def _replay(self, row: ResultRow, p: Pattern, seconds: float) -> dict[str, Any]:
         record: dict[str, Any] = {
