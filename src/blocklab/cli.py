@@ -1,8 +1,8 @@
 """The `blocklab` command: parse arguments, call one library function, print.
 
 Here: the group and the commands about an experiment and its results (run, plan,
-recipes, report, export, compare). The other commands live in modules of their
-own, added to the group at the end: cli_system.py (sysstats, calibrate),
+recipes, report). The other commands live in modules of their own, added to the
+group at the end: cli_results.py (export, compare), cli_system.py (sysstats, calibrate),
 cli_server.py (doctor, clean, restore), cli_import.py, cli_fleet.py, cli_analyse.py, cli_tune.py.
 """
 
@@ -24,6 +24,7 @@ from .cli_analyse import analyse_command
 from .cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, fail
 from .cli_fleet import fleet_group, fleet_run_options, run_on_fleet, wants_fleet, worker_command
 from .cli_import import import_group
+from .cli_results import compare_command, export_command
 from .cli_server import clean_command, doctor_command, restore_command
 from .cli_system import calibrate_command, sysstats_command
 from .cli_tune import tune_command
@@ -38,7 +39,7 @@ from .lab import Overrides, give_budget, load_experiment, load_saved_experiment,
 from .paths import check_out_dir, results_root
 from .plan import Cell
 from .probes import cpu_profile
-from .report.console_tables import efficiency_table, explain_text, overhead_tables, print_comparison, settings_table
+from .report.console_tables import efficiency_table, explain_text, overhead_tables, settings_table
 from .results import ResultsError, ResultsWriteError, RunDir, new_run_dir
 from .runner import Interrupted, check_budget_left, run
 from .spec import SpecError
@@ -523,74 +524,6 @@ def report_command(run_dir: Path, explain: bool) -> None:
         click.echo(explain_text(summary))
 
 
-@main.command("export")
-@click.argument("run_dir", metavar="RUN_DIR", type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["csv", "json", "parquet"], case_sensitive=False), default="csv", show_default=True, help="csv: one line per cell; json: the whole run; parquet: optional, needs pyarrow (pip install 'blocklab[parquet]')")
-@click.option("--output", "-o", type=click.Path(path_type=Path, dir_okay=False), help="write to FILE instead of stdout")
-def export_command(run_dir: Path, fmt: str, output: Path | None) -> None:
-    """Export the results of a run as CSV, JSON or Parquet (stdout by default).
-
-    \b
-    Examples:
-      blocklab export results/mbrc-20261122-101500 > mbrc.csv
-      blocklab export results/mbrc-20261122-101500 --format json | jq .summary.verdict
-      blocklab export results/mbrc-20261122-101500 --format parquet --output mbrc.parquet
-    """
-    from .report.parquet_export import ExportUnavailable
-    from .report.writer import export_bytes, write_export
-
-    console = make_console()
-    fmt = fmt.lower()
-    if output is not None and not output.parent.is_dir():
-        fail(console, f"--output {output}: the directory {output.parent} does not exist", EXIT_BAD_INPUT)
-    if output is None and fmt == "parquet" and sys.stdout.isatty():
-        fail(console, "--format parquet is binary: give --output FILE or redirect stdout", EXIT_BAD_INPUT)
-    try:
-        if output is not None:
-            click.echo(str(write_export(run_dir, fmt, output)))
-            return
-        content = export_bytes(run_dir, fmt)
-    except ResultsError as err:
-        fail(console, f"RUN_DIR {err}; give a directory written by `blocklab run`", EXIT_BAD_INPUT)
-    except ExportUnavailable as err:
-        fail(console, str(err), EXIT_FAILED)
-    try:
-        sys.stdout.buffer.write(content)
-        sys.stdout.flush()
-    except BrokenPipeError:  # `| head` closed the pipe: not an error
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
-
-
-@main.command("compare")
-@click.argument("run_a", metavar="RUN_A", type=click.Path(path_type=Path))
-@click.argument("run_b", metavar="RUN_B", type=click.Path(path_type=Path))
-@click.option("--force", is_flag=True, help="compare runs from different hosts, engine versions, devices or data sizes")
-@click.option("--metric", metavar="M", help="the metric to compare (default: the one the runs were judged on, e.g. rows_per_s)")
-def compare_command(run_a: Path, run_b: Path, force: bool, metric: str | None) -> None:
-    """Compare two runs setting by setting: B/A of the medians with its 95% interval, a p-value, a verdict.
-
-    \b
-    Examples:
-      blocklab compare results/mbrc-20261122-101500 results/mbrc-20261123-090000
-      blocklab compare results/before results/after --metric mb_per_s
-      blocklab compare results/laptop results/server --force
-    """
-    from .analysis.compare import CompareError, EnvironmentMismatch, compare_runs
-
-    console = make_console()
-    try:
-        result = compare_runs(run_a, run_b, metric=metric, force=force)
-    except EnvironmentMismatch as err:
-        lines = [f"  {difference.text()}" for difference in err.differences]
-        fail(console, "\n".join(["RUN_A and RUN_B were measured under different conditions:", *lines,
-                                   "their numbers are not comparable as they stand; add --force to compare them anyway"]), EXIT_BAD_INPUT)
-    except CompareError as err:
-        fail(console, str(err), EXIT_BAD_INPUT)
-    print_comparison(console, result)
-
-
 main.add_command(sysstats_command)  # `blocklab sysstats`: the system statistics (cli_system.py)
 main.add_command(calibrate_command)  # `blocklab calibrate`: the disk's own limits with fio (cli_system.py)
 main.add_command(import_group)  # `blocklab import ...`: results measured on Oracle (cli_import.py)
@@ -600,6 +533,8 @@ main.add_command(doctor_command)  # `blocklab doctor`: what runs on a server and
 main.add_command(clean_command)  # `blocklab clean`: remove what blocklab made on a --dsn server (cli_server.py)
 main.add_command(restore_command)  # `blocklab restore`: settings a run still owes a --dsn server (cli_server.py)
 main.add_command(analyse_command)
+main.add_command(export_command)  # `blocklab export`: a run as CSV, JSON or Parquet (cli_results.py)
+main.add_command(compare_command)  # `blocklab compare`: two runs setting by setting (cli_results.py)
 main.add_command(tune_command)  # `blocklab tune`: several knobs at once, raced and confirmed (cli_tune.py)
 
 if __name__ == "__main__":
