@@ -66,12 +66,13 @@ import pymysql
 
 from ...probes.profile import SessionProfile, flatten_profile, sum_profiles
 from .counters import NOT_READABLE, PS_PER_S, read_global_status
+from .session import MariadbSession
 
 if TYPE_CHECKING:
     from pymysql.cursors import Cursor
 
+    from ..base import Session
     from . import MariadbEngine
-    from .session import MariadbSession
 
 
 # Instruments the profile needs timed: leaf waits that never enclose one another
@@ -169,6 +170,12 @@ class _Session:
 
 class ProfilerUnavailable(RuntimeError):
     """performance_schema is off: no per-thread waits to read."""
+
+
+def _own(session: Session) -> MariadbSession:
+    """A session given to the profiler: always one of this engine's own."""
+    assert isinstance(session, MariadbSession), session
+    return session
 
 
 class SessionWaitProfiler:
@@ -285,9 +292,9 @@ class SessionWaitProfiler:
             return
         self._enabled_instruments, self._enabled_consumers = [], []
 
-    def register(self, session: MariadbSession) -> None:
+    def register(self, session: Session) -> None:
         """A session to profile (every session, before the profiler starts)."""
-        self._pending.append(session)
+        self._pending.append(_own(session))
 
     def _register_thread(self, session: MariadbSession) -> None:
         """Find the session's server thread."""
@@ -325,17 +332,17 @@ class SessionWaitProfiler:
             return None
         return _thread_schedstat(self._server_pid, s.os_tid)
 
-    def begin(self, session: MariadbSession) -> float:
+    def begin(self, session: Session) -> float:
         """Snapshot the session's thread, then start its clock; returns t0 (perf_counter)."""
         s = self._sessions.get(id(session)) if self.available else None
         if s is None:
             return time.perf_counter()
-        s.waits0 = self._thread_waits(session.conn, s.thread_id)
+        s.waits0 = self._thread_waits(_own(session).conn, s.thread_id)
         s.cpu0 = self._cpu(s)
         s.t0 = time.perf_counter()
         return s.t0
 
-    def end(self, session: MariadbSession) -> float:
+    def end(self, session: Session) -> float:
         """Stop the session's clock, then snapshot its thread; returns t1 (perf_counter)."""
         t1 = time.perf_counter()
         s = self._sessions.get(id(session)) if self.available else None
@@ -343,7 +350,7 @@ class SessionWaitProfiler:
             return t1
         s.t1 = t1
         s.cpu1 = self._cpu(s)
-        s.waits1 = self._thread_waits(session.conn, s.thread_id)
+        s.waits1 = self._thread_waits(_own(session).conn, s.thread_id)
         return t1
 
     # -------------------------------------------------------------- results
