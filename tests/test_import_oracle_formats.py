@@ -118,6 +118,66 @@ def test_19c_html_figures_by_hand():
     assert r.elapsed().value == pytest.approx(301.2)
 
 
+_SHARED_SERVERS = (
+    '<h3 class="awr">Shared Server Statistics</h3>\n'
+    '<table border="0" class="tdiff" summary="This table displays shared servers utilization statistics.">'
+    '<tr><th class="awrbg" scope="col">Total Server Time (s)</th><th class="awrbg" scope="col">%Busy</th>'
+    '<th class="awrbg" scope="col">%Idle</th><th class="awrbg" scope="col">Incoming Net %</th></tr>\n'
+    "<tr><td align=\"right\" class='awrc'>12</td><td align=\"right\" class='awrc'>0.4</td>"
+    "<td align=\"right\" class='awrc'>99.6</td><td align=\"right\" class='awrc'>50.0</td></tr>\n</table><p />\n")
+
+
+def test_html_host_idle_is_not_taken_from_another_idle_column(tmp_path):
+    """awr_19c.html.24 without its Host CPU table (lines 74-78) and with a shared servers table
+    (%Busy / %Idle 99.6) before it: the host's %Idle is not read, and DB CPU is not marked against it."""
+    lines = (FIXTURES / "awr" / "html" / "awr_19c.html.24").read_text().split("\n")
+    assert lines[73] == '<h3 class="awr">Host CPU</h3>' and lines[77] == "</table><p />"
+    edited = tmp_path / "awr.016.html"
+    edited.write_text("\n".join(lines[:73] + [_SHARED_SERVERS] + lines[78:]))
+    r = parse_awr(edited)
+    assert r.host_idle_pct is None and r.load["db_cpu"].value == 3.5
+    out = tmp_path / "run"
+    code, output = cli("import", "slob", str(edited), "--out", str(out))
+    assert code == 0, output
+    assert json.loads((out / "import-notes.json").read_text())["files"][str(edited)].get("marks", []) == []
+    # the Host CPU table under its heading, after the shared servers table, is the one read
+    edited.write_text("\n".join(lines[:73] + [_SHARED_SERVERS] + lines[73:]))
+    assert (parse_awr(edited).host_idle_pct.value, parse_awr(edited).host_idle_pct.loc.line) == (44.6, 82)
+
+
+def test_snap_times_with_chinese_month_numbers_are_read(tmp_path):
+    """awr_zh_months_11g.html.24: an 11.2 report exported in a Chinese session prints its snap times
+    '23-8月 -26 10:30:04' (line 28) and '23-8月 -26 10:35:09' (line 29): the month is the number."""
+    r = parse_awr(VARIANTS / "awr_zh_months_11g.html.24")
+    assert (r.begin_snap, r.end_snap, r.not_read) == ("2026-08-23T10:30:04", "2026-08-23T10:35:09", [])
+    # the text report of the same session: its Begin / End Snap lines (14, 15) read the same
+    text = (FIXTURES / "awr" / "layouts" / "awr_11g.txt.24").read_text().replace("23-Nov-26 10:3", "23-8月 -26 10:3")
+    (tmp_path / "awr.txt").write_text(text)
+    t = parse_awr(tmp_path / "awr.txt")
+    assert (t.begin_snap, t.end_snap, t.not_read) == (r.begin_snap, r.end_snap, [])
+
+
+@pytest.mark.parametrize("form, month", [("html", "AOÛT"), ("txt", "Okt")])
+def test_snap_times_with_other_month_names_are_named_not_read(form, month, tmp_path):
+    """A month name in another language (French AOÛT, German Okt) is not guessed: Begin / End Snap
+    time are left out and named in import-notes.json with the text found; the rest imports."""
+    source = VARIANTS / "awr_zh_months_11g.html.24" if form == "html" else FIXTURES / "awr" / "layouts" / "awr_11g.txt.24"
+    path = tmp_path / f"awr.{form}"
+    path.write_text(source.read_text().replace("23-8月 -26 10:3", f"23-{month}-26 10:3").replace(
+        "23-Nov-26 10:3", f"23-{month}-26 10:3"))
+    lines = {"html": (28, 29), "txt": (14, 15)}[form]
+    r = parse_awr(path)
+    assert (r.begin_snap, r.end_snap) == ("", "")
+    assert [(n.field, n.line) for n in r.not_read] == [("Begin Snap time", lines[0]), ("End Snap time", lines[1])]
+    assert r.not_read[0].reason.startswith(f"'23-{month}-26 10:30:04' is not DD-MON-YY HH:MI:SS")
+    out = tmp_path / "run"
+    code, output = cli("import", "awr", str(path), "--out", str(out))
+    assert code == 0, output
+    not_read = json.loads((out / "import-notes.json").read_text())["files"][str(path)]["not_read"]
+    assert f"{path}:{lines[0]}: Begin Snap time: '23-{month}-26 10:30:04' is not DD-MON-YY" in " ".join(not_read)
+    assert r.load["db_cpu"].value > 0 and r.top_events
+
+
 def test_import_slob_reads_html_and_gzipped_html(tmp_path):
     html = FIXTURES / "awr" / "html" / "awr_19c.html.24"
     text_rows = _slob_rows(tmp_path / "t", FIXTURES / "awr" / "layouts" / "awr_19c.txt.24")
@@ -217,6 +277,32 @@ def test_waits_over_db_time_are_a_mark_not_a_refusal(tmp_path):
     assert "marked: " in (out / "report.html").read_text()
 
 
+@pytest.mark.parametrize("form, old, line", [
+    ("txt", "72,000      195.8    2.72ms", 54), ("html", "195.8</td><td align=\"right\" class='awrc'>2.72ms", 69)])
+def test_an_overflowed_avg_wait_is_left_out_and_named(form, old, line, tmp_path):
+    """awr_19c's Top 10 row 'resmgr:cpu quantum' (72,000 waits, 195.8 s, Avg 2.72ms) with its Avg wait
+    printed '######' (SQL*Plus's column overflow): the Avg is left out and named, the mean wait is
+    Time / Waits = 2.719 ms, and the rest of the report (6 Top rows) imports."""
+    source = FIXTURES / "awr" / ("layouts" if form == "txt" else "html") / f"awr_19c.{form}.24"
+    text = source.read_text()
+    assert old in text
+    path = tmp_path / f"awr.{form}"
+    path.write_text(text.replace(old, old.replace("2.72ms", "######"), 1))
+    r = parse_awr(path)
+    event = r.event("resmgr:cpu quantum")
+    assert event is not None and event.avg_ms is None and event.loc.line == line
+    assert event.latency_ms() == (pytest.approx(195.8 * 1000 / 72_000), "Time / Waits")
+    assert [(n.field, n.line) for n in r.not_read] == [
+        ("Top 10 Foreground Events by Total Wait Time: Avg Wait of 'resmgr:cpu quantum'", line)]
+    assert "'######'" in r.not_read[0].reason and "overflowed" in r.not_read[0].reason
+    assert len(r.top_events) == 6 and r.event("db file sequential read").avg_ms == pytest.approx(0.12899)
+    out = tmp_path / "run"
+    code, output = cli("import", "awr", str(path), "--out", str(out))
+    assert code == 0, output
+    not_read = json.loads((out / "import-notes.json").read_text())["files"][str(path)]["not_read"]
+    assert any(n.startswith(f"{path}:{line}: Top 10 Foreground Events by Total Wait Time: Avg Wait of") for n in not_read)
+
+
 # ---------------------------------------------------------------------- CALIBRATE_IO
 def test_calibrate_io_with_cdb_prompts():
     runs = parse_calibrate_runs(FIXTURES / "calibrate_io" / "pasted_cdb_prompt.txt")
@@ -246,6 +332,25 @@ def test_calibrate_io_three_runs_are_all_shown(tmp_path):
     assert code == 0 and "MAX_IOPS   36,439" in out
     code, out = cli("import", "calibrate-io", str(path), "--run", "4", "--out", str(tmp_path / "none"))
     assert code == 2 and "--run 4:" in out and "holds 3 calibration run(s); give 1 to 3" in out
+
+
+def test_calibrate_io_runs_with_the_same_max_iops_are_two_runs(tmp_path):
+    """pasted_equal_iops.txt: two runs both at max_iops = 5000 (lines 2 and 9), told apart by
+    'PL/SQL procedure successfully completed.' (line 6); without that line (SET FEEDBACK OFF) by the
+    latency that differs, the repeated max_iops going with the second run."""
+    path = FIXTURES / "calibrate_io" / "pasted_equal_iops.txt"
+    runs = parse_calibrate_runs(path)
+    assert [(r.max_iops.value, r.latency_ms.value, r.max_mbps.value, r.max_iops.loc.line) for r in runs.runs] == [
+        (5000, 8, 200, 2), (5000, 9, 210, 9)]
+    assert runs.chosen == 1 and "the last of 2 runs in the file (1 (line 2), 2 (line 9))" in runs.why
+    code, out = cli("import", "calibrate-io", str(path), "--out", str(tmp_path / "cal"))
+    assert code == 0, out
+    assert "run 1 (line 2): MAX_IOPS 5,000, MAX_MBPS 200" in out and "run 2 (line 9): MAX_IOPS 5,000, MAX_MBPS 210" in out
+    assert "imported run 2" in out
+    quiet = tmp_path / "quiet.txt"
+    quiet.write_text("max_iops = 5000\nlatency = 8\nmax_mbps = 200\nmax_iops = 5000\nlatency = 9\nmax_mbps = 210\n")
+    assert [(r.max_iops.loc.line, r.latency_ms.loc.line, r.max_mbps.value) for r in parse_calibrate_runs(quiet).runs] == [
+        (1, 2, 200), (4, 5, 210)]
 
 
 def test_device_limits_are_never_ranked_as_settings(tmp_path):

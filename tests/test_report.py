@@ -270,9 +270,9 @@ def test_not_a_results_directory(tmp_path):
         writer.write_report(tmp_path)
     result = CliRunner().invoke(main, ["report", str(tmp_path)])
     assert result.exit_code == 2
-    assert "RUN_DIR" in result.output and "not a blocklab results directory" in result.output
+    assert result.stdout == "" and "RUN_DIR" in result.stderr and "not a blocklab results directory" in result.stderr
     result = CliRunner().invoke(main, ["export", str(tmp_path / "nope")])
-    assert result.exit_code == 2 and "RUN_DIR" in result.output
+    assert result.exit_code == 2 and result.stdout == "" and "RUN_DIR" in result.stderr
 
 
 # ---------------------------------------------------------------------- the generic plot
@@ -302,7 +302,7 @@ def test_export_bad_format_names_the_option_and_the_choices(tmp_path):
     path = hand_made_run(tmp_path / "run", {"checksum": ["off", "crc32"]})
     result = CliRunner().invoke(main, ["export", str(path), "--format", "xml"])
     assert result.exit_code == 2
-    assert "--format" in result.output and "'csv', 'json', 'parquet'" in result.output
+    assert result.stdout == "" and "--format" in result.stderr and "'csv', 'json', 'parquet'" in result.stderr
 
 
 def test_export_to_stdout_and_to_a_file(tmp_path):
@@ -316,7 +316,7 @@ def test_export_to_stdout_and_to_a_file(tmp_path):
     assert result.exit_code == 0 and str(out) in result.output
     assert len(json.loads(out.read_text())["rows"]) == 6
     result = CliRunner().invoke(main, ["export", str(path), "--output", str(tmp_path / "no" / "x.csv")])
-    assert result.exit_code == 2 and "--output" in result.output
+    assert result.exit_code == 2 and result.stdout == "" and "--output" in result.stderr
 
 
 def test_export_parquet_without_pyarrow_says_how_to_get_it(tmp_path):
@@ -328,7 +328,7 @@ def test_export_parquet_without_pyarrow_says_how_to_get_it(tmp_path):
         pass
     path = hand_made_run(tmp_path / "run", {"checksum": ["off", "crc32"]})
     result = CliRunner().invoke(main, ["export", str(path), "--format", "parquet", "--output", str(tmp_path / "x.parquet")])
-    assert result.exit_code == 1 and "pip install 'blocklab[parquet]'" in result.output
+    assert result.exit_code == 1 and result.stdout == "" and "pip install 'blocklab[parquet]'" in result.stderr
 
 
 # ---------------------------------------------------------------------- during a run
@@ -389,3 +389,43 @@ def test_the_settings_caption_says_when_the_ratios_are_judged_as_one_family():
     family = _settings_caption(SimpleNamespace(summary={"analysis": {**paired, "family": "step-down range"}}))
     assert "hold together" not in alone
     assert "hold together" in family and "the best's lucky pick" in family and "95% interval" in family
+
+
+def test_an_invalid_row_does_not_make_the_summary_stale_and_a_recompute_keeps_the_trace(tmp_path):
+    """Invalid rows are counted apart from ok and failed ones: a run with one was 'stale' at every
+    render (the summary recomputed, with a false note), and the recompute dropped the trace."""
+    from blocklab.report.data import recompute_summary
+    from blocklab.runner import validity_counts
+
+    path = hand_made_run(tmp_path / "run", {"block_size": [4096, 8192]}, rows=False)
+    rd = RunDir(path)
+    spec = rd.read_json("spec.json")
+    spec["spec"]["measure"]["trace_function"] = "pg_checksum_page"
+    rd.write_json("spec.json", spec)
+    plan = rd.read_json("plan.json")
+
+    def row(c: dict, status: str = "ok") -> ResultRow:
+        trace = {"function": "pg_checksum_page", "calls": 100 * (c["index"] + 1), "total_ns": 5000, "hist_ns": {"512": 100}}
+        return ResultRow(cell=c["index"], block=c["block"], settings=c["settings"], applied={},
+                         metrics={"elapsed_s": 1.0 + 0.1 * c["index"], "rows": 1000.0}, status=status,
+                         cell_id=c["cell_id"], notes={"trace": trace})
+
+    cells = plan["cells"]
+    rd.append(row(cells[0], "invalid: the cold start was not proven"))
+    for c in cells[:4]:
+        rd.append(row(c))
+    summary = recompute_summary(load_run(path))
+    summary.update(validity_counts(rd.rows()))  # as the runner writes it
+    assert "trace" in summary and summary["cells_invalid"] == 1
+    rd.write_json("summary.json", summary)
+
+    data = load_run(path)
+    assert not data.summary_recomputed and not any("older than" in n for n in data.notes), data.notes
+    assert data.summary["trace"] == summary["trace"]
+
+    rd.append(row(cells[4]))  # a row the summary has not seen: recomputed, the trace and the counts with it
+    data = load_run(path)
+    assert data.summary_recomputed
+    assert data.summary["cells_ok"] == 5 and data.summary["cells_invalid"] == 1 and data.summary["cells_failed"] == 0
+    assert set(data.summary["trace"]["settings"]) == {"block_size=4096", "block_size=8192"}
+    assert data.summary["trace"]["settings"]["block_size=4096"]["cells"] == 3  # cells 0, 2 and 4 (the invalid one left out)

@@ -211,3 +211,33 @@ def test_adaptive_repeats_stop_when_precise(tmp_path):
     assert len(run_dir.rows()) == 6
     assert "target_ci 3%: settled after 3 blocks (1 separated from the best)" in reporter.lines
     assert summary["analysis"]["looks"] == 8 - 3 + 1  # the intervals account for every look the run could take
+
+
+NULL_TOML = """name = "nulltest"
+[engine]
+kind = "null"
+[workload]
+kind = "null"
+[knobs]
+"null.level" = [1, 2]
+[measure]
+repeats = 2
+seed = 5
+cache = "warm"
+"""
+
+
+def test_paths_with_brackets_are_printed_as_they_are(cli_env, tmp_path):
+    """rich reads '[x]' as markup: the run's paths and the resume command must come out whole."""
+    import subprocess
+
+    from conftest import blocklab_bin
+
+    (tmp_path / "null.toml").write_text(NULL_TOML)
+    out = tmp_path / "runs" / "[x]"
+    result = subprocess.run([blocklab_bin(), "run", str(tmp_path / "null.toml"), "--out", str(out)], env=cli_env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines.count(f"results: {out}") == 2, result.stdout
+    assert f"report:  {out / 'report.html'}" in lines and f"plot:    {out / 'plots' / 'nulltest-score.png'}" in lines

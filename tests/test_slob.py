@@ -39,7 +39,7 @@ def test_cli_plan_rejects_bad_update_pct(cli_env):
         env=cli_env, capture_output=True, text=True, timeout=60,
     )
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "workload.update_pct" in proc.stdout + proc.stderr
+    assert proc.stdout == "" and "workload.update_pct" in proc.stderr
 
 
 # ---------------------------------------------------------------- workload on PostgreSQL
@@ -181,7 +181,7 @@ def test_calibrate_cli_bad_dir(cli_env, tmp_path):
         env=cli_env, capture_output=True, text=True, timeout=60,
     )
     assert proc.returncode == 2
-    assert "--dir" in proc.stdout + proc.stderr
+    assert proc.stdout == "" and "--dir" in proc.stderr
 
 
 def test_interrupted_point_cancels_the_sessions_loops(pg_engine, ctrl_c_raises):

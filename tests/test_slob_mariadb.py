@@ -81,7 +81,7 @@ def test_cli_refuses_a_pool_too_small_before_anything_runs(cli_env, tmp_path, pr
         env=cli_env, capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "too small for 32 kB pages" in proc.stdout + proc.stderr
+    assert proc.stdout == "" and "too small for 32 kB pages" in proc.stderr
     assert not (tmp_path / "r" / "results.jsonl").exists()
 
 

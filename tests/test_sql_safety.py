@@ -209,7 +209,7 @@ def test_a_statement_that_could_undo_read_only_is_refused_on_a_dsn(pg15, cli_env
 
 
 @pytest.mark.engine
-def test_postgres_copies_have_sequences_of_their_own_and_are_fresh_each_run(pg15, pg_dsn):
+def test_postgres_copies_have_sequences_of_their_own_and_are_fresh_each_cell(pg15, pg_dsn):
     pg15.psql("DROP TABLE IF EXISTS items; CREATE TABLE items (id int GENERATED ALWAYS AS IDENTITY PRIMARY KEY, v int); "
               "INSERT INTO items (v) SELECT g FROM generate_series(1, 10) g; CREATE SCHEMA IF NOT EXISTS other; "
               "CREATE TABLE IF NOT EXISTS other.orders (id int)")
@@ -231,9 +231,10 @@ def test_postgres_copies_have_sequences_of_their_own_and_are_fresh_each_run(pg15
     assert pg15.psql("SELECT count(*) FROM pg_depend WHERE refobjid = 'public.orders_id_seq'::regclass "
                      "AND classid = 'pg_attrdef'::regclass AND objid IN (SELECT oid FROM pg_attrdef "
                      "WHERE adrelid = 'blocklab_sql.orders'::regclass)") == "0"
-    # the next cell of the run reuses the copy (written); the next run makes it afresh from the original
+    # the next cell of the run (and the next run) starts from the original's rows, not from what this one wrote
     dialect.copy_tables(["public.orders"])
-    assert pg15.psql("SELECT count(*) FROM blocklab_sql.orders") == "105"
+    assert pg15.psql("SELECT md5(string_agg(o::text, ',' ORDER BY id)) FROM blocklab_sql.orders o") == orders_before
+    assert pg15.psql("SELECT last_value FROM orders_id_seq") == "100"
     again = PostgresEngine(dsn=pg15.dsn)
     try:
         again.dialect("sql").copy_tables(["public.orders"])

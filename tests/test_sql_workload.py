@@ -347,3 +347,30 @@ def test_a_writing_script_by_dsn_is_refused_and_with_allow_writes_works_on_copie
     clean = _blocklab(cli_env, "clean", "--dsn", pg15.dsn)
     assert clean.returncode == 0 and "blocklab_sql" in clean.stdout, _text(clean)
     assert _blocklab_things(pg15) == ""
+
+
+@pytest.mark.engine
+def test_with_allow_writes_every_cell_starts_from_the_originals_rows(pg15, cli_env, cache_dir, tmp_path):
+    from blocklab.engines.postgres import PostgresEngine
+    from blocklab.spec import DatasetSpec, WorkloadSpec
+    from blocklab.workloads import make_workload
+
+    (tmp_path / "churn.sql").write_text("\\set id random(1, 30000)\nBEGIN;\nUPDATE orders SET amount = amount + 1 WHERE id = :id;\n"
+                                        "DELETE FROM orders WHERE id = :id + 1;\nEND;\n")
+    spec = WorkloadSpec(kind="sql", script=[str(tmp_path / "churn.sql")], allow_writes=True, transactions=40, sample=False)
+    workload = make_workload(spec, DatasetSpec(), "postgres")
+    engine = PostgresEngine(dsn=pg15.dsn, cache_dir=cache_dir / "sql-cells")
+    original = _checksum(pg15)
+    engine.start()
+    try:
+        workload.check(engine)
+        for cell in range(3):
+            workload.prepare(engine)  # what runner.run_cell does at every cell's start
+            assert (pg15.psql("SELECT count(*) FROM blocklab_sql.orders"), _checksum(pg15, "blocklab_sql.orders")) == ("30000", original), cell
+            assert workload.run(engine)["transactions"] == 40
+            assert pg15.psql("SELECT count(*) FROM blocklab_sql.orders") != "30000"  # the cell wrote the copy
+    finally:
+        engine.stop()
+    assert _checksum(pg15) == original
+    clean = _blocklab(cli_env, "clean", "--dsn", pg15.dsn)
+    assert clean.returncode == 0 and _blocklab_things(pg15) == "", _text(clean)

@@ -172,3 +172,25 @@ def test_the_verdict_and_the_budgets_note_say_one_blocks_estimate_for_a_noisy_pa
     assert entry["standing"] == "undecided" and entry["blocks_needed"] == noisy["blocks_to_settle"], (entry, noisy)
     needed = max(p["blocks_to_settle"] for p in pairs.values())
     assert f"would: --repeats {needed}" in summary["verdict"], summary["verdict"]
+
+
+def test_as_good_needs_the_whole_interval_within_the_margin_not_the_estimate():
+    """With measure.practical set, a setting whose estimate lay within it was called 'as good'
+    however wide its interval (1.02x [0.80, 1.30]), against the explanation and the stopping rule."""
+    import random
+
+    from blocklab.analysis.paired import BlockCell, analyse_blocks, unsettled
+    from blocklab.analysis.verdict import standings, verdict_text
+
+    rng = random.Random(4)
+    cells = []
+    for block in range(3):
+        drift = rng.gauss(0, 0.05)
+        cells += [BlockCell(block, "x=a", 100.0 * math.exp(drift + rng.gauss(0, 0.10))),
+                  BlockCell(block, "x=b", 100.0 * math.exp(drift + rng.gauss(0, 0.10)))]
+    an = analyse_blocks(cells, order=["x=a", "x=b"], goal="max", practical=0.03, looks=1, seed=1)
+    (st,) = standings(an)
+    assert st.high - st.low > 0.06 and abs(st.factor - 1.0) <= 0.03, st  # wide, but the estimate within 3%
+    assert st.kind == "undecided"
+    assert unsettled(an, None, 0.03) == [st.key]  # what the stopping rule says too
+    assert "as good" not in verdict_text(an, knob_label="x")

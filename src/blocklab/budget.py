@@ -24,6 +24,7 @@ from .results import ResultRow
 ACCEPTED = "a duration like 90s, 5m or 1h, or a cell count like 200cells or 200"
 _UNITS = {"s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 _PATTERN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|cells?|)\s*$", re.IGNORECASE)
+OFF = "off"  # no budget: exactly the `repeats` blocks (the fixed plan); any case, "OFF" too
 ENV_VAR = "BLOCKLAB_BUDGET"  # the default of --budget (the test suite sets off: fixed plans)
 CELL_SECONDS_NOTE = "cell_s"  # a row's notes: the wall time since the row before it (runner.py)
 
@@ -73,6 +74,11 @@ class Budget:
         return max(1, math.ceil(self.cells / settings))
 
 
+def is_off(text: object) -> bool:
+    """`--budget off` (any case): no budget, the fixed plan of `repeats` blocks."""
+    return isinstance(text, str) and text.strip().lower() == OFF
+
+
 def parse_budget(text: object, where: str = "--budget") -> Budget:
     """'90s', '5m', '1h', '200cells', '200' -> a Budget; BudgetError naming `where` otherwise."""
     if isinstance(text, bool) or not isinstance(text, (str, int)):
@@ -99,4 +105,4 @@ def cell_seconds(row: ResultRow) -> float:
     return float(row.metrics.get("elapsed_s", 0.0) or 0.0) + float(row.notes.get("apply_s", 0.0) or 0.0)
 
 
-__all__ = ["ENV_VAR", "ACCEPTED", "Budget", "BudgetError", "cell_seconds", "parse_budget"]
+__all__ = ["ENV_VAR", "ACCEPTED", "OFF", "is_off", "Budget", "BudgetError", "cell_seconds", "parse_budget"]

@@ -24,12 +24,12 @@ that does not add up) are recorded as `notes.flags` and shown, never hidden.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from .engines.base import Engine
+from .jsonvalue import as_number
 from .probes.page_cache import opened_direct, resident_bytes, unreadable
 
 COLD_RESIDENT_MAX = 0.01  # share of the relation's files still cached after an eviction
@@ -43,7 +43,7 @@ PROFILE_AGREEMENT = 0.05  # a time profile's parts within 5% of the elapsed time
 class CellChecks:
     """The evidence of one cell and what it says: problems make the cell invalid, flags only mark it."""
 
-    evidence: dict[str, Any] = field(default_factory=dict)
+    evidence: dict[str, object] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)
 
@@ -51,8 +51,8 @@ class CellChecks:
     def status(self) -> str:
         return "ok" if not self.problems else "invalid: " + "; ".join(self.problems)
 
-    def to_notes(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"checks": self.evidence}
+    def to_notes(self) -> dict[str, object]:
+        out: dict[str, object] = {"checks": self.evidence}
         if self.flags:
             out["flags"] = list(self.flags)
         return out
@@ -62,7 +62,7 @@ def relation_files(engine: Engine, relations: Iterable[str]) -> list[Path]:
     return list(dict.fromkeys(f for r in relations for f in engine.relation_files(r)))
 
 
-def check_settings(engine: Engine, settings: dict[str, Any], checks: CellChecks) -> None:
+def check_settings(engine: Engine, settings: dict[str, object], checks: CellChecks) -> None:
     """Asked = applied, read back by the engine in its own units."""
     mismatches = engine.check_applied(settings)
     checks.evidence["settings_checked"] = len(settings)
@@ -70,7 +70,7 @@ def check_settings(engine: Engine, settings: dict[str, Any], checks: CellChecks)
         checks.problems.append("setting not applied: " + "; ".join(mismatches))
 
 
-def check_cold_start(engine: Engine, relations: list[str], evicted: dict[str, Any], checks: CellChecks) -> None:
+def check_cold_start(engine: Engine, relations: list[str], evicted: Mapping[str, object], checks: CellChecks) -> None:
     """After the eviction: the OS page cache and the engine's cache are empty of the relations.
     An engine restarted by its eviction re-reads each file's head as it opens it (evict()
     says how much: `reread_head_bytes`); that much of each file is its header, not its data."""
@@ -80,7 +80,7 @@ def check_cold_start(engine: Engine, relations: list[str], evicted: dict[str, An
                                f"files ({blind[0]}: permissions), so it can neither drop nor measure their page cache")
     elif evicted.get("os_drop_possible") is False:
         checks.problems.append("cold cache not proven: the relation's files could not be dropped from the OS page cache")
-    head = int(evicted.get("reread_head_bytes", 0))
+    head = int(as_number(evicted.get("reread_head_bytes"), 0))
     resident, total = resident_bytes(files, skip_head=head)
     cached = engine.cached_bytes(relations)
     checks.evidence.update(cold_files=len(files), cold_file_bytes=total, cold_os_resident_bytes=resident,
@@ -146,7 +146,7 @@ def check_metrics(metrics: dict[str, float], cold: bool, checks: CellChecks) -> 
             checks.flags.append(f"time profile: {unaccounted / coverage:.0%} of the slowest session's time unaccounted")
 
 
-def check_steady(series: dict[str, list[float]], key: str, checks: CellChecks) -> dict[str, Any] | None:
+def check_steady(series: dict[str, list[float]], key: str, checks: CellChecks) -> dict[str, object] | None:
     """A timed point's steadiness (analysis/series.py drift()): its warm-up and
     whether `key` is still drifting after it; a drifting point is flagged (it
     counts, and the report says so). None when the series is too short to judge."""

@@ -1,8 +1,8 @@
 """The `blocklab` command: parse arguments, call one library function, print.
 
 Here: the group and the commands about an experiment and its results (run, plan,
-recipes, report, export, compare). The other commands live in modules of their
-own, added to the group at the end: cli_system.py (sysstats, calibrate),
+recipes, report). The other commands live in modules of their own, added to the
+group at the end: cli_results.py (export, compare), cli_system.py (sysstats, calibrate),
 cli_server.py (doctor, clean, restore), cli_import.py, cli_fleet.py, cli_analyse.py, cli_tune.py.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 import dataclasses
 import errno
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 from rich.console import Console
@@ -24,6 +24,7 @@ from .cli_analyse import analyse_command
 from .cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, fail
 from .cli_fleet import fleet_group, fleet_run_options, run_on_fleet, wants_fleet, worker_command
 from .cli_import import import_group
+from .cli_results import compare_command, export_command
 from .cli_server import clean_command, doctor_command, restore_command
 from .cli_system import calibrate_command, sysstats_command
 from .cli_tune import tune_command
@@ -33,17 +34,21 @@ from .device.twin import MODES as TWIN_MODES
 from .engines import available as available_engines
 from .engines.base import EngineError, KnobError
 from .experiment import Experiment
-from .lab import Overrides, load_experiment, load_saved_experiment, plan_text
+from .jsonvalue import as_number, as_object, str_or_none
+from .lab import Overrides, give_budget, load_experiment, load_saved_experiment, plan_text
 from .paths import check_out_dir, results_root
+from .plan import Cell
 from .probes import cpu_profile
-from .report.console_tables import efficiency_table, explain_text, overhead_tables, print_comparison, settings_table
+from .report.console_tables import efficiency_table, explain_text, overhead_tables, settings_table
 from .results import ResultsError, ResultsWriteError, RunDir, new_run_dir
-from .runner import Interrupted, run
+from .runner import Interrupted, check_budget_left, run
 from .spec import SpecError
 from .sql_shortcut import ScriptRun, parse_duration
 
+F = TypeVar("F", bound=Callable[..., object])  # a click command, before and after its options
 
-def experiment_options(func: Any) -> Any:
+
+def experiment_options(func: F) -> F:
     """The options `run` and `plan` share."""
     options = [
         click.option("--set", "sets", multiple=True, metavar="KNOB=V1,V2,...", help="sweep these values (replaces the file's list)"),
@@ -57,7 +62,9 @@ def experiment_options(func: Any) -> Any:
         click.option("--budget", metavar="DURATION|CELLS|off", envvar=BUDGET_ENV_VAR, show_envvar=True,
                      help="stop by the rule (every setting separated from the best or within 3%% of it) or when this is "
                           "spent: a duration (90s, 5m, 1h) or a cell count (200cells or 200); off: exactly the --repeats "
-                          "blocks. Default: the recipe's budget. E.g. --budget 5m"),
+                          "blocks. A budget is a hard limit: it may end a run inside its first --repeats blocks (a partial "
+                          "run, no verdict yet; `blocklab plan` warns); with --resume DIR a new budget replaces the run's "
+                          "own (it counts what was measured) to go on. Default: the recipe's budget. E.g. --budget 5m"),
         click.option("--allow-server-changes", is_flag=True, help="let blocklab change server-wide settings on a --dsn server (restored at the end)"),
     ]
     for option in reversed(options):
@@ -65,7 +72,7 @@ def experiment_options(func: Any) -> Any:
     return func
 
 
-def script_options(func: Any) -> Any:
+def script_options(func: F) -> F:
     """`run`'s options for the user's own SQL (workload sql), and the workload sizes any file may override."""
     options = [
         click.option("--script", "scripts", multiple=True, metavar="FILE[@WEIGHT]",
@@ -97,7 +104,7 @@ class Commands(click.Group):
     did not catch itself (a knob, an experiment field, an environment variable)
     still ends as one line on stderr and exit 2, never a traceback."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
         except (SpecError, KnobError) as err:
@@ -209,6 +216,8 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, budget, a
     except SpecError as err:
         fail(make_console(), str(err), EXIT_BAD_INPUT)
     if wants_fleet(resume, fleet):  # the same run on many hosts: cli_fleet.py
+        if _from_environment("budget"):
+            budget = None  # BLOCKLAB_BUDGET is a default for a run on one host: a fleet runs the fixed plan, as with a recipe's budget
         if device_twin in ("on", "only"):
             fail(make_console(), f"--device-twin {device_twin}: not on a fleet run (each host's disk would need its own "
                   "twin); run it on one host, or leave --device-twin out", EXIT_BAD_INPUT)
@@ -232,10 +241,18 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, budget, a
         if out is not None:
             check_out_dir(out)
         if resume is not None:
-            if target or sets or repeats or rows or engine or dsn or seed is not None or quick or sessions or duration or allow_writes or budget:
-                raise SpecError("--resume continues a run exactly as it started: give no FILE/RECIPE or other experiment options")
+            if target or sets or repeats or rows or engine or dsn or seed is not None or quick or sessions or duration or allow_writes:
+                raise SpecError("--resume continues a run exactly as it started: give no FILE/RECIPE or other experiment options "
+                                "(--budget gives it a new budget)")
             exp = load_saved_experiment(resume, allow_server_changes=allow_server_changes)
             run_dir = RunDir(resume)
+            if budget is not None:  # the run's budget replaced: a way to extend it
+                give_budget(exp, resume, budget)
+            try:
+                check_budget_left(exp, run_dir, retry=not no_retry)  # spent with cells owed: say so, run nothing
+            except SpecError:
+                exp.engine.stop()
+                raise
         else:
             if not target:
                 raise SpecError("give an experiment FILE or RECIPE (see `blocklab recipes`), or --resume DIR")
@@ -253,13 +270,13 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, budget, a
     device_twin = _device_twin_mode(console, exp, device_twin)
     for warning in exp.warnings():  # said before any cell, so the run can be stopped and given more rows
         console.print(f"warning: {warning}", style="yellow", markup=False, highlight=False)
-    console.print(f"results: {run_dir.path}")
+    console.print(f"results: {run_dir.path}", markup=False, highlight=False)  # a path may hold [brackets]
     reporter = ConsoleReporter(console, lambda cell: _cell_text(exp, cell))
     try:
         summary = run(exp, run_dir, reporter, resume=resume is not None, retry=not no_retry, device_twin=device_twin)
     except Interrupted as err:
         reporter.close()
-        console.print(f"{err}; continue with: blocklab run --resume {run_dir.path}")
+        console.print(f"{err}; continue with: blocklab run --resume {run_dir.path}", markup=False, highlight=False)
         _owed_hint(console, run_dir)
         sys.exit(EXIT_INTERRUPTED)
     except (SpecError, ResultsError) as err:
@@ -275,10 +292,13 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, budget, a
 
 
 def _budget_from(budget: str | None) -> str | None:
-    """--budget as given; one from BLOCKLAB_BUDGET that is no budget is refused naming the variable."""
-    from .budget import BudgetError, parse_budget
+    """--budget as given ("off" in any case as "off"); one from BLOCKLAB_BUDGET that is no
+    budget is refused naming the variable."""
+    from .budget import OFF, BudgetError, is_off, parse_budget
 
-    if budget is not None and budget != "off" and _from_environment("budget"):
+    if is_off(budget):
+        return OFF
+    if budget is not None and _from_environment("budget"):
         try:
             parse_budget(budget, f"{BUDGET_ENV_VAR} (the default of --budget)")
         except BudgetError as err:
@@ -330,19 +350,19 @@ def _device_twin_only(console: Console, resume: Path | None, other_options: bool
         sys.exit(EXIT_INTERRUPTED)
     console.print(twins.summary_line(), markup=False, highlight=False)
     _print_efficiency(console, RunDir(resume), summary, describe)
-    words = summary.get("efficiency") or {}
-    if text := " ".join(p for p in (words.get("sentence"), words.get("verdict")) if p):
+    words = as_object(summary.get("efficiency"))
+    if text := " ".join(p for p in (str_or_none(words.get("sentence")), str_or_none(words.get("verdict"))) if p):
         console.print(text, markup=False, highlight=False)
     console.print(f"report:  {RunDir(resume).file('report.html')}", markup=False, highlight=False)
 
 
-def _print_efficiency(console: Console, run_dir: RunDir, summary: dict[str, Any], describe: Callable[[str], str]) -> None:
+def _print_efficiency(console: Console, run_dir: RunDir, summary: Mapping[str, object], describe: Callable[[str], str]) -> None:
     """The engine against its device twin, when the run has the patterns for it."""
     from .analysis.efficiency import for_run
 
     if not summary.get("efficiency"):
         return
-    effs = for_run(run_dir, order=list(summary.get("settings") or {}), seed=int(summary.get("seed") or 0))
+    effs = for_run(run_dir, order=list(as_object(summary.get("settings"))), seed=int(as_number(summary.get("seed"), 0)))
     if any(e.pattern is not None for e in effs):
         console.print(efficiency_table(effs, describe))
 
@@ -355,7 +375,7 @@ def _owed_hint(console: Console, run_dir: RunDir) -> None:
                       style="red", markup=False, highlight=False)
 
 
-def _cell_text(exp: Experiment, cell: Any) -> str:
+def _cell_text(exp: Experiment, cell: Cell) -> str:
     """The setting a cell measures, sizes as people write them ('block_size = 16 kB')."""
     return str(exp.setting_text(cell.setting.label))
 
@@ -368,7 +388,8 @@ def _print_summary(console: Console, exp: Experiment, summary: dict[str, Any], r
     _print_workload_tables(console, run_dir, summary)
     _print_efficiency(console, run_dir, summary, exp.describe_setting)
     if summary.get("cells_failed"):
-        console.print(f"{summary['cells_failed']} cell(s) failed: see {run_dir.file('results.jsonl')}", style="red")
+        console.print(f"{summary['cells_failed']} cell(s) failed: see {run_dir.file('results.jsonl')}", style="red",
+                      markup=False, highlight=False)
     invalid = summary.get("invalid_cells") or []
     style = "red" if invalid else None
     again = f"; {summary['invalid_remeasured']} of those cells measured again with every claim holding" if invalid and "invalid_remeasured" in summary else ""
@@ -377,11 +398,14 @@ def _print_summary(console: Console, exp: Experiment, summary: dict[str, Any], r
         console.print(f"  {entry['cell_id']}: {entry['why']}", style="red", markup=False, highlight=False)
     if summary.get("cells_flagged"):
         console.print(f"{summary['cells_flagged']} cell(s) flagged by a cross-check (counted): see the report", markup=False)
-    console.print(f"results: {run_dir.path}")
+    console.print(f"results: {run_dir.path}", markup=False, highlight=False)
     if run_dir.file("report.html").exists():
-        console.print(f"report:  {run_dir.file('report.html')}")
+        console.print(f"report:  {run_dir.file('report.html')}", markup=False, highlight=False)
     for png in sorted((run_dir.path / "plots").glob("*.png")):
-        console.print(f"plot:    {png}")
+        console.print(f"plot:    {png}", markup=False, highlight=False)
+    if (summary.get("settle") or {}).get("status") == "budget spent":
+        console.print(f"to measure more: blocklab run --resume {run_dir.path} --budget MORE (a larger budget: it replaces "
+                      "this one and counts what is measured)", markup=False, highlight=False)
 
 
 def _print_why(console: Console, summary: dict[str, Any], describe: Callable[[str], str]) -> None:
@@ -395,7 +419,7 @@ def _print_why(console: Console, summary: dict[str, Any], describe: Callable[[st
         console.print(setting_text(describe(label), entry, trace["function"], trace["unit"]), markup=False, highlight=False)
 
 
-def _print_workload_tables(console: Console, run_dir: RunDir, summary: dict[str, Any]) -> None:
+def _print_workload_tables(console: Console, run_dir: RunDir, summary: Mapping[str, object]) -> None:
     """Tables some workloads add under the verdict (e.g. the wait profile of `update`)."""
     from .analysis.slob_view import points
     from .engines import capabilities_of
@@ -407,9 +431,9 @@ def _print_workload_tables(console: Console, run_dir: RunDir, summary: dict[str,
     except ResultsError:  # a run without its environment: captions without the engine's words
         engine = ""
     capabilities = capabilities_of(engine)
-    for table in profile_tables(rows, order=list(summary.get("settings", {})), capabilities=capabilities):
+    for table in profile_tables(rows, order=list(as_object(summary.get("settings"))), capabilities=capabilities):
         console.print(table)
-    for table in overhead_tables(rows, summary.get("metric", "elapsed_s")):
+    for table in overhead_tables(rows, str(summary.get("metric", "elapsed_s"))):
         console.print(table)
     if points(rows):
         console.print(slob_table(rows))
@@ -500,74 +524,6 @@ def report_command(run_dir: Path, explain: bool) -> None:
         click.echo(explain_text(summary))
 
 
-@main.command("export")
-@click.argument("run_dir", metavar="RUN_DIR", type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["csv", "json", "parquet"], case_sensitive=False), default="csv", show_default=True, help="csv: one line per cell; json: the whole run; parquet: optional, needs pyarrow (pip install 'blocklab[parquet]')")
-@click.option("--output", "-o", type=click.Path(path_type=Path, dir_okay=False), help="write to FILE instead of stdout")
-def export_command(run_dir: Path, fmt: str, output: Path | None) -> None:
-    """Export the results of a run as CSV, JSON or Parquet (stdout by default).
-
-    \b
-    Examples:
-      blocklab export results/mbrc-20261122-101500 > mbrc.csv
-      blocklab export results/mbrc-20261122-101500 --format json | jq .summary.verdict
-      blocklab export results/mbrc-20261122-101500 --format parquet --output mbrc.parquet
-    """
-    from .report.parquet_export import ExportUnavailable
-    from .report.writer import export_bytes, write_export
-
-    console = make_console()
-    fmt = fmt.lower()
-    if output is not None and not output.parent.is_dir():
-        fail(console, f"--output {output}: the directory {output.parent} does not exist", EXIT_BAD_INPUT)
-    if output is None and fmt == "parquet" and sys.stdout.isatty():
-        fail(console, "--format parquet is binary: give --output FILE or redirect stdout", EXIT_BAD_INPUT)
-    try:
-        if output is not None:
-            click.echo(str(write_export(run_dir, fmt, output)))
-            return
-        content = export_bytes(run_dir, fmt)
-    except ResultsError as err:
-        fail(console, f"RUN_DIR {err}; give a directory written by `blocklab run`", EXIT_BAD_INPUT)
-    except ExportUnavailable as err:
-        fail(console, str(err), EXIT_FAILED)
-    try:
-        sys.stdout.buffer.write(content)
-        sys.stdout.flush()
-    except BrokenPipeError:  # `| head` closed the pipe: not an error
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
-
-
-@main.command("compare")
-@click.argument("run_a", metavar="RUN_A", type=click.Path(path_type=Path))
-@click.argument("run_b", metavar="RUN_B", type=click.Path(path_type=Path))
-@click.option("--force", is_flag=True, help="compare runs from different hosts, engine versions, devices or data sizes")
-@click.option("--metric", metavar="M", help="the metric to compare (default: the one the runs were judged on, e.g. rows_per_s)")
-def compare_command(run_a: Path, run_b: Path, force: bool, metric: str | None) -> None:
-    """Compare two runs setting by setting: B/A of the medians with its 95% interval, a p-value, a verdict.
-
-    \b
-    Examples:
-      blocklab compare results/mbrc-20261122-101500 results/mbrc-20261123-090000
-      blocklab compare results/before results/after --metric mb_per_s
-      blocklab compare results/laptop results/server --force
-    """
-    from .analysis.compare import CompareError, EnvironmentMismatch, compare_runs
-
-    console = make_console()
-    try:
-        result = compare_runs(run_a, run_b, metric=metric, force=force)
-    except EnvironmentMismatch as err:
-        lines = [f"  {difference.text()}" for difference in err.differences]
-        fail(console, "\n".join(["RUN_A and RUN_B were measured under different conditions:", *lines,
-                                   "their numbers are not comparable as they stand; add --force to compare them anyway"]), EXIT_BAD_INPUT)
-    except CompareError as err:
-        fail(console, str(err), EXIT_BAD_INPUT)
-    print_comparison(console, result)
-
-
 main.add_command(sysstats_command)  # `blocklab sysstats`: the system statistics (cli_system.py)
 main.add_command(calibrate_command)  # `blocklab calibrate`: the disk's own limits with fio (cli_system.py)
 main.add_command(import_group)  # `blocklab import ...`: results measured on Oracle (cli_import.py)
@@ -577,6 +533,8 @@ main.add_command(doctor_command)  # `blocklab doctor`: what runs on a server and
 main.add_command(clean_command)  # `blocklab clean`: remove what blocklab made on a --dsn server (cli_server.py)
 main.add_command(restore_command)  # `blocklab restore`: settings a run still owes a --dsn server (cli_server.py)
 main.add_command(analyse_command)
+main.add_command(export_command)  # `blocklab export`: a run as CSV, JSON or Parquet (cli_results.py)
+main.add_command(compare_command)  # `blocklab compare`: two runs setting by setting (cli_results.py)
 main.add_command(tune_command)  # `blocklab tune`: several knobs at once, raced and confirmed (cli_tune.py)
 
 if __name__ == "__main__":

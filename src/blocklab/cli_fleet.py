@@ -16,8 +16,9 @@ from __future__ import annotations
 import json
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from rich.console import Console
@@ -33,6 +34,16 @@ from .results import ResultsError, ResultsWriteError, RunDir
 from .spec import SpecError
 from .units import human
 
+if TYPE_CHECKING:
+    from distributed import Security
+
+    from .fleet.coordinator import FleetOutcome
+    from .lab import Overrides
+    from .plan import Cell
+    from .results import ResultRow
+
+F = TypeVar("F", bound=Callable[..., object])  # a click command, before and after its options
+
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 
@@ -46,7 +57,7 @@ def _quiet_dask(verbose: bool = False) -> None:
     quiet_logs(verbose)
 
 
-def _trust_options(func: Any) -> Any:
+def _trust_options(func: F) -> F:
     """--certs / --insecure, which every fleet command takes."""
     func = click.option("--insecure", is_flag=True,
                         help="plain TCP without certificates: only on loopback (127.0.0.1), to try a fleet on one machine")(func)
@@ -55,12 +66,12 @@ def _trust_options(func: Any) -> Any:
     return func
 
 
-def _timeout_option(func: Any) -> Any:
+def _timeout_option(func: F) -> F:
     return click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.5), default=10.0, show_default=True, metavar="SECONDS",
                         help="how long to try to reach the scheduler")(func)
 
 
-def _security(role: str, certs: Path | None, insecure: bool) -> Any:
+def _security(role: str, certs: Path | None, insecure: bool) -> Security | None:
     from .fleet.security import certs_dir, load_security
 
     return load_security(role, certs_dir(certs, insecure))
@@ -323,7 +334,7 @@ def worker_command(address: str, name: str | None, certs: Path | None, insecure:
 FLEET_RUN_OPTIONS = ("fleet", "hosts", "certs", "insecure", "share_disk", "fleet_timeout")
 
 
-def fleet_run_options(func: Any) -> Any:
+def fleet_run_options(func: F) -> F:
     """The options `blocklab run` takes for a fleet; they arrive as keyword arguments
     that run_command hands to run_on_fleet."""
     options = [
@@ -340,7 +351,7 @@ def fleet_run_options(func: Any) -> Any:
     return func
 
 
-def wants_fleet(resume: Path | None, fleet: dict[str, Any]) -> bool:
+def wants_fleet(resume: Path | None, fleet: dict[str, object]) -> bool:
     """Does this `blocklab run` go to run_on_fleet: a fleet option given, or --resume of a
     run that was measured on a fleet (which then needs --fleet)?"""
     if fleet.get("fleet") or fleet.get("hosts") or fleet.get("certs") or fleet.get("insecure") or fleet.get("share_disk"):
@@ -376,13 +387,13 @@ def parse_hosts(text: str | None) -> list[str] | None:
 class FleetConsoleReporter(ConsoleReporter):
     """The local run's console lines, each cell's prefixed with its host."""
 
-    def host_cell_done(self, host: str, cell: Any, row: Any, text: str) -> None:
+    def host_cell_done(self, host: str, cell: Cell, row: ResultRow, text: str) -> None:
         self.console.print(f"[{host} block {cell.block + 1}] {text}", markup=False, highlight=False, style=None if row.ok else "red")
-        if self.progress is not None:
+        if self.progress is not None and self.task is not None:
             self.progress.advance(self.task)
 
 
-def run_on_fleet(target: str | None, overrides: Any, out: Path | None, resume: Path | None, no_retry: bool, wait_s: float | None,
+def run_on_fleet(target: str | None, overrides: Overrides, out: Path | None, resume: Path | None, no_retry: bool, wait_s: float | None,
                  allow_server_changes: bool, *, fleet: str | None, hosts: str | None, certs: Path | None, insecure: bool,
                  share_disk: bool, fleet_timeout: float) -> None:
     """`blocklab run ... --fleet ADDRESS` (and `--resume DIR --fleet ADDRESS`)."""
@@ -408,7 +419,7 @@ def run_on_fleet(target: str | None, overrides: Any, out: Path | None, resume: P
             raise SpecError("--no-retry goes with --resume DIR (which cells of a run to measure again)")
         if resume is not None:
             o = overrides
-            if target or o.sets or o.repeats or o.rows or o.engine or o.dsn or o.seed is not None or o.quick or out is not None:
+            if target or o.sets or o.repeats or o.rows or o.engine or o.dsn or o.seed is not None or o.quick or out is not None or o.budget:
                 raise SpecError("--resume continues a run exactly as it started: give no FILE/RECIPE or other experiment options")
         elif not target:
             raise SpecError("give an experiment FILE or RECIPE (see `blocklab recipes`), or --resume DIR")
@@ -446,7 +457,7 @@ def run_on_fleet(target: str | None, overrides: Any, out: Path | None, resume: P
         sys.exit(EXIT_FAILED)
 
 
-def _print_fleet_summary(console: Console, outcome: Any) -> None:
+def _print_fleet_summary(console: Console, outcome: FleetOutcome) -> None:
     from rich import box
     from rich.table import Table
 

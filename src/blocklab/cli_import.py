@@ -142,7 +142,7 @@ def _orion_note(document: dict[str, Any]) -> str:
     return "; ".join(words)
 
 
-def _calibration_env(path: Path) -> dict[str, Any]:
+def _calibration_env(path: Path) -> dict[str, object]:
     from .device.calibrate import load_calibration
 
     try:
@@ -230,7 +230,7 @@ def orion_command(prefix: Path, device: str | None, latency_unit: str | None, ru
     try:
         cal, sources, document, summary = import_orion(prefix, device=device, latency_unit_option=latency_unit, run=run)
         run_dir = _out_dir(out, f"orion-{cal.device_name}")
-        env = {"orion_version": summary.version, "luns": summary.luns}
+        env: dict[str, object] = {"orion_version": summary.version, "luns": summary.luns}
         save_imported_calibration(run_dir, cal, sources=sources, environment=env, extra={"orion.json": document},
                                   runs_note=_orion_note(document))
     except (ImportInputError, ImportOptionError) as err:

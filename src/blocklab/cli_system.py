@@ -9,8 +9,9 @@ experiment's settings:
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 from rich.console import Console
@@ -23,8 +24,13 @@ from .engines.base import EngineError
 from .paths import results_root
 from .results import RunDir, new_run_dir
 
+if TYPE_CHECKING:
+    from .features.sysstats import SysstatsRun
 
-def _engine_option(what: str) -> Any:
+F = TypeVar("F", bound=Callable[..., object])  # a click command, before and after its options
+
+
+def _engine_option(what: str) -> Callable[[F], F]:
     from .engines import DEFAULT_ENGINE
     from .engines import available as available_engines
 
@@ -97,7 +103,7 @@ def sysstats_command(engine_kind, dsn, rows, apply_costs, allow_server_changes, 
         sys.exit(EXIT_FAILED)
 
 
-def _print_sysstats(console: Console, result: Any) -> None:
+def _print_sysstats(console: Console, result: SysstatsRun) -> None:
     from rich import box
     from rich.table import Table
 

@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
 from .cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, fail
+from .cli_fleet import fleet_run_options, parse_hosts, wants_fleet
 from .console import make_console
 from .engines.base import EngineError
 from .paths import results_root
@@ -26,8 +28,8 @@ from .spec import SpecError
 @click.option("--seed", type=int, help="random seed of the optimiser and the block orders (drawn and recorded if absent)")
 @click.option("--out", type=click.Path(path_type=Path), help="results directory (default results/NAME-TIMESTAMP)")
 @click.option("--resume", type=click.Path(path_type=Path, file_okay=False), help="continue an interrupted tune in this directory")
-@click.option("--fleet", type=str, default=None, metavar="ADDRESS", help="not built yet: a tune per host of a fleet (refused)")
-def tune_command(target: str | None, budget: str | None, seed: int | None, out: Path | None, resume: Path | None, fleet: str | None) -> None:
+@fleet_run_options  # --fleet, --hosts, --certs, --insecure, --share-disk, --fleet-timeout (cli_fleet.py)
+def tune_command(target: str | None, budget: str | None, seed: int | None, out: Path | None, resume: Path | None, **fleet: Any) -> None:
     """Search the experiment's knobs (sets or ranges) for the best configuration,
     judge the candidates in a race of randomised blocks beside the incumbent and
     the default, and confirm the winner on fresh blocks.
@@ -37,6 +39,7 @@ def tune_command(target: str | None, budget: str | None, seed: int | None, out: 
       blocklab tune my-space.toml --budget 60
       blocklab tune my-space.toml --budget 20m --seed 3 --out results/tune-today
       blocklab tune --resume results/tune-space-20261126-130000
+      blocklab tune my-space.toml --budget 60 --fleet tls://sched:8786   # each host its own tune; do they agree?
     """
     from .tune.session import load_saved_tune, load_tune, run_tune
 
@@ -45,9 +48,8 @@ def tune_command(target: str | None, budget: str | None, seed: int | None, out: 
     def say(text: str) -> None:
         console.print(text, markup=False, highlight=False)
 
-    if fleet is not None:
-        fail(console, "--fleet: a tune on a fleet (each host its own best) is not built yet; run blocklab tune on one host, "
-                      "or blocklab run --fleet for a sweep", EXIT_BAD_INPUT)
+    if wants_fleet(None, fleet):
+        return _tune_on_fleet(console, say, target, budget, seed, out, resume, **fleet)
     try:
         if resume is not None:
             if target or budget or seed is not None or out:
@@ -80,14 +82,50 @@ def tune_command(target: str | None, budget: str | None, seed: int | None, out: 
     _print_result(say, state, run_dir)
 
 
-def _print_result(say: Any, state: dict[str, Any], run_dir: RunDir) -> None:
+def _print_result(say: Callable[[str], object], state: dict[str, Any], run_dir: RunDir) -> None:
     conf = state.get("confirmation") or {}
     say(conf.get("verdict", ""))
     say(f"spent {state['spent_cells']} cells ({state['measured_cells']} measured, restarts priced as {state['restart_cells']}), "
         f"{state['rounds']} rounds")
     if state.get("importance"):
         say("importance: " + ", ".join(f"{k} {v:.2f}" for k, v in state["importance"].items()))
-    say("the winner, to paste:")
+    if state.get("recommended") == state.get("default") and state.get("winner") != state.get("default"):
+        say("keep the default; the search's winner (not shown better than the default on fresh blocks) was:")
+    else:
+        say("the winner, to paste:")
     for line in state.get("config_lines") or []:
         say(f"  {line}")
     say(f"report:  {run_dir.file('report.html')}")
+
+
+def _tune_on_fleet(console: Any, say: Any, target: str | None, budget: str | None, seed: int | None, out: Path | None,
+                   resume: Path | None, *, fleet: str | None, hosts: str | None, certs: Path | None, insecure: bool,
+                   share_disk: bool, fleet_timeout: float) -> None:
+    """`blocklab tune FILE --fleet ADDRESS`: each host its own tune, then every winner on every host (fleet/tune.py)."""
+    from .fleet import FleetError
+    from .fleet.coordinator import FleetRequest
+    from .fleet.security import certs_dir, check_address, load_security, quiet_logs
+    from .fleet.tune import start_tune
+
+    quiet_logs(False)
+    try:
+        if not fleet:
+            raise SpecError("--hosts, --certs, --insecure and --share-disk go with --fleet ADDRESS (a tune on a fleet)")
+        if resume is not None:
+            raise SpecError("--resume: a fleet tune is not resumed yet; its rows are kept under DIR/hosts/: start the tune again")
+        if not target:
+            raise SpecError("give an experiment FILE whose [knobs] are the space to search")
+        address = check_address("--fleet", fleet, insecure)
+        request = FleetRequest(address, load_security("client", certs_dir(certs, insecure)), parse_hosts(hosts), share_disk, fleet_timeout)
+        state = start_tune(target, budget=budget, seed=seed, request=request, say=say, out=out)
+    except Interrupted as err:
+        console.print(str(err), markup=False, highlight=False)
+        sys.exit(EXIT_INTERRUPTED)
+    except (SpecError, ResultsError) as err:
+        fail(console, str(err), EXIT_BAD_INPUT)
+    except (FleetError, EngineError, ResultsWriteError) as err:
+        fail(console, str(err), EXIT_FAILED)
+    for host, t in state["tunes"].items():
+        say(f"{host}: {t.get('verdict')}")
+    say(state["agreement"]["verdict"])
+    say(f"report:  {Path(state['dir']) / 'report.html'} (each host's tune: {Path(state['dir']) / 'hosts'}/HOST/report.html)")

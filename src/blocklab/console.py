@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from .plan import Cell
 from .results import ResultRow
@@ -28,16 +27,16 @@ class ConsoleReporter:
     def __init__(self, console: Console, knob_describer: Callable[[Cell], str] | None = None):
         self.console = console
         self.progress: Progress | None = None
-        self.task: Any = None
+        self.task: TaskID | None = None
         self.describe = knob_describer or (lambda cell: cell.setting.label)
 
     def phase(self, text: str) -> None:
-        self.console.print(text)
+        self.console.print(text, markup=False, highlight=False)  # paths and settings may hold [brackets]
 
     def plan_started(self, total: int, todo: int, estimate_s: float) -> None:
         skipped = total - todo
         extra = f" ({skipped} already done)" if skipped else ""
-        self.console.print(f"running {todo} of {total} cells{extra}, roughly {estimate_s:.0f} s of measurement")
+        self.console.print(f"running {todo} of {total} cells{extra}, roughly {estimate_s:.0f} s of measurement", markup=False)
         if self.console.is_terminal:
             self.progress = Progress(
                 TextColumn("[bold]cells"),
@@ -56,10 +55,10 @@ class ConsoleReporter:
     def cell_done(self, cell: Cell, row: ResultRow, line: str) -> None:
         text = f"[block {cell.block + 1}] {self.describe(cell)} ... {line}"
         self.console.print(text, markup=False, style=None if row.ok else "red")
-        if self.progress is not None:
+        if self.progress is not None and self.task is not None:
             self.progress.advance(self.task)
 
-    def finished(self, summary: dict[str, Any]) -> None:
+    def finished(self, summary: dict[str, object]) -> None:
         self.close()
 
     def close(self) -> None:

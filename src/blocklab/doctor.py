@@ -18,12 +18,11 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from . import recipes
 from .engines import DEFAULT_ENGINE, available, engine_class
 from .engines.base import Engine, EngineError
-from .engines.vocabulary import GENERIC_KNOBS, ApplyClass, KnobError
+from .engines.vocabulary import GENERIC_KNOBS, ApplyClass, KnobError, KnobInfo
 from .spec import SpecError, spec_from_dict
 
 RUNS, ADAPTED, REFUSED = "runs", "runs adapted", "refused"
@@ -49,7 +48,7 @@ def recipe_outcome(name: str, kind: str, version: tuple[int, ...], dsn: bool, qu
     raw = tomllib.loads(recipes.path_of(name).read_text())
     if kind not in recipe_engines(name):
         return Outcome(REFUSED, [f"the recipe has no variant for engine {kind}"])
-    overrides: dict[str, Any] = {"engine.kind": kind, "quick": quick}
+    overrides: dict[str, object] = {"engine.kind": kind, "quick": quick}
     try:
         spec = spec_from_dict(raw, name, overrides, engine_version=version, dsn=dsn)
     except SpecError as err:
@@ -161,7 +160,7 @@ def _knobs(engine: Engine) -> list[tuple[str, str, str]]:
     return out
 
 
-def _another_value(info: Any) -> Any:
+def _another_value(info: KnobInfo) -> object:
     """A value other than the knob's current one, when there is one: asking for the
     value a server already has proves nothing about changing it."""
     default = info.default

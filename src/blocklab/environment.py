@@ -10,7 +10,6 @@ import platform
 import socket
 import sys
 from pathlib import Path
-from typing import Any
 
 from . import __version__
 from .engines.base import EngineInfo
@@ -40,9 +39,9 @@ def memory_bytes() -> int:
     return 0
 
 
-def collect(engine_info: EngineInfo | None, data_dir: str | None, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def collect(engine_info: EngineInfo | None, data_dir: str | None, extra: dict[str, object] | None = None) -> dict[str, object]:
     uname = platform.uname()
-    env: dict[str, Any] = {
+    env: dict[str, object] = {
         "host": socket.gethostname(),
         "kernel": f"{uname.system} {uname.release}",
         "machine": uname.machine,

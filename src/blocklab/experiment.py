@@ -44,18 +44,18 @@ class Experiment:
     workload: Workload
     knob_infos: dict[str, KnobInfo]
     knobs: dict[str, list[Any]]  # canonical values
-    fixed: dict[str, Any]  # canonical fixed settings
+    fixed: dict[str, object]  # canonical fixed settings
     metric: str
     goal: str
     seed: int
-    options: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, object] = field(default_factory=dict)
     _workloads: dict[tuple, Workload] = field(default_factory=dict)
     # called after every apply(): run() keeps what the engine now owes in restore.json
     on_changed: Callable[[], None] | None = None
     # where each cell's CPU profile is kept (run_dir/profiles), set by the runner; None: not kept
     profile_dir: Path | None = None
 
-    def workload_for(self, settings: dict[str, Any]) -> Workload:
+    def workload_for(self, settings: dict[str, object]) -> Workload:
         """The workload with this cell's swept options (one instance per combination)."""
         _, options = split_settings(settings)
         if not options:
@@ -97,7 +97,7 @@ class Experiment:
             return str(value) if not isinstance(value, bool) else ("on" if value else "off")
         return info.describe_value(value)
 
-    def _settings_by_label(self) -> dict[str, dict[str, Any]]:
+    def _settings_by_label(self) -> dict[str, dict[str, object]]:
         return {s.label: s.as_dict() for s in grid(self.knobs)}
 
     def value_bytes(self) -> dict[str, dict[str, int]]:
@@ -178,8 +178,8 @@ def prepare(
     *,
     allow_server_changes: bool = False,
     cache_dir: Path | None = None,
-    raw: dict[str, Any] | None = None,
-    overrides: dict[str, Any] | None = None,
+    raw: dict[str, object] | None = None,
+    overrides: dict[str, object] | None = None,
 ) -> Experiment:
     """Validate everything that needs the engine. Raises SpecError; the engine is
     left stopped on failure. Nothing is changed on a DSN server here. With the
@@ -204,7 +204,7 @@ def prepare(
     return _prepare(spec, spec_text, source, engine, _set_knobs(overrides))
 
 
-def _set_knobs(overrides: dict[str, Any] | None) -> frozenset[str]:
+def _set_knobs(overrides: dict[str, object] | None) -> frozenset[str]:
     """The knobs the command line named (--set): an engine's refusal of one names the option, not the file."""
     return frozenset(k[len("knobs."):] for k in (overrides or {}) if k.startswith("knobs."))
 
@@ -339,7 +339,7 @@ def _prepare(spec: Spec, spec_text: str, source: str, engine: Engine, set_knobs:
                 checked = [problems.attempt(functools.partial(engine.check_settings, {**raw_fixed, name: v}, partial=True)) for v in values]
                 knobs[name] = [c[name] for c in checked if c is not None]
         problems.raise_if_any()
-        fixed = engine.check_settings(raw_fixed)
+        fixed = engine.check_settings({**raw_fixed})
         for point in _grid_points(engine_knobs and {n: knobs[n] for n in engine_knobs}):
             engine.check_settings({**fixed, **point})  # combinations too (a value above a fixed ceiling)
         if spec.measure.search == "refine":  # refused here too: the engine started above is stopped
@@ -419,7 +419,7 @@ def _round_up(x: float) -> int:
     return int(math.ceil(x / step) * step)
 
 
-def _grid_points(knobs: dict[str, list[Any]]) -> list[dict[str, Any]]:
+def _grid_points(knobs: dict[str, list[Any]]) -> list[dict[str, object]]:
     from .plan import grid
 
     return [s.as_dict() for s in grid(knobs)] if knobs else []
@@ -433,16 +433,16 @@ def _axis_info(workload_cls: object, name: str) -> KnobInfo:
     return KnobInfo(native=option, generic=None, kind="workload", apply=cost, description="workload option")
 
 
-def split_settings(settings: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def split_settings(settings: dict[str, object]) -> tuple[dict[str, object], dict[str, object]]:
     """(engine knobs, workload options) of one cell's settings."""
     engine = {k: v for k, v in settings.items() if not k.startswith(WORKLOAD_AXIS)}
     workload = {k[len(WORKLOAD_AXIS):]: v for k, v in settings.items() if k.startswith(WORKLOAD_AXIS)}
     return engine, workload
 
-def _parse_label(label: str, knobs: dict[str, list[Any]]) -> dict[str, Any] | None:
+def _parse_label(label: str, knobs: dict[str, list[Any]]) -> dict[str, object] | None:
     """A label a refine step added (not in the first grid) back into its settings;
     None when it is not 'knob=value, ...' over the experiment's knobs."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for part in label.split(", "):
         knob, sep, text = part.partition("=")
         if not sep or knob not in knobs:

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import math
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from . import recipes
-from .budget import BudgetError, parse_budget
+from .budget import BudgetError, is_off, parse_budget
 from .experiment import Experiment, prepare
 from .results import PLAN_FILE, SPEC_FILE, WORKLOAD_FILE, RunDir, text_digest
 from .spec import Spec, SpecError, WorkloadSpec, load_spec, parse_set_option, spec_from_dict
@@ -41,8 +42,8 @@ class Overrides:
     trace_function: str | None = None  # --trace-function NAME (--trace-arg N)
     trace_arg: int | None = None
 
-    def as_dotted(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def as_dotted(self) -> dict[str, object]:
+        out: dict[str, object] = {}
         if self.cpu_profile:
             out["measure.cpu_profile"] = True
         if self.cpu_profile_hz is not None:
@@ -89,11 +90,11 @@ class Overrides:
             raise SpecError(f"--repeats {self.repeats}: must be at least 1")
         if self.rows is not None and self.rows < 1:
             raise SpecError(f"--rows {self.rows}: must be at least 1")
-        if self.budget is not None and self.budget != "off":
+        if self.budget is not None and not is_off(self.budget):
             try:
                 parse_budget(self.budget, "--budget")
             except BudgetError as err:
-                raise SpecError(str(err)) from None
+                raise SpecError(f"{err}; or off") from None
 
 
 def load_experiment(
@@ -154,6 +155,26 @@ def load_saved_experiment(run_path: Path, *, allow_server_changes: bool = False,
     return exp
 
 
+def give_budget(exp: Experiment, run_path: Path, budget: str) -> None:
+    """`blocklab run --resume DIR --budget B`: the run goes on with budget B in place of the
+    one it started with (B counts what was measured before too: a way to extend it), kept
+    in its spec.json for the next resume."""
+    if is_off(budget):
+        raise SpecError("--budget off with --resume: a resumed run keeps its stopping rule; --budget with --resume gives "
+                        "it a new, larger budget, e.g. --budget 10m or --budget 200cells")
+    try:
+        parse_budget(budget, "--budget")
+    except BudgetError as err:
+        raise SpecError(f"{err}") from None
+    exp.spec = exp.spec.model_copy(update={"measure": exp.spec.measure.model_copy(update={"budget": budget})})
+    exp.options = {**exp.options, "measure.budget": budget}
+    run_dir = RunDir(run_path)
+    saved = run_dir.read_json(SPEC_FILE)
+    saved["spec"]["measure"]["budget"] = budget
+    saved["options"] = exp.options
+    run_dir.write_json(SPEC_FILE, saved)
+
+
 def plan_text(exp: Experiment) -> list[str]:
     """The dry run: the cells in order, where restarts happen, an estimated time."""
     plan = exp.plan()
@@ -212,7 +233,17 @@ def stopping_text(exp: Experiment, settings: int, block_s: float) -> list[str]:
     fits = ""
     if budget.seconds is not None and block_s > 0:
         fits = f"; about {budget.seconds / block_s:.0f} block(s) of ~{block_s:.0f} s fit in it"
+    first = measure.repeats
+    short = ""
+    if budget.cells is not None and budget.cells < first * settings:
+        short = f"{first * settings} cells; give --budget {first * settings}cells or more"
+    elif budget.seconds is not None and block_s > 0 and budget.seconds < first * block_s:
+        short = f"about {first * block_s:.0f} s; give --budget {math.ceil(first * block_s * 1.5)}s or more"
+    warning = [f"warning: the budget ({budget.text()}) ends inside the first {first} block(s) the rule needs before its "
+               f"first look ({short}, or fewer --repeats): the run would stop partial, with no verdict "
+               "(blocklab run --resume DIR --budget MORE goes on)"] if short else []
     return [
+        *warning,
         f"budget {budget.text()}{fits}",
         f"stopping rule: after block {measure.repeats}, and after every block from then on, the run stops when every "
         f"setting is separated from the best or within {margin:.0%} of it; otherwise it adds a block, until the budget "
@@ -255,7 +286,7 @@ def clean_server(kind: str, dsn: str, *, dry_run: bool = False) -> list[str]:
         return engine.created_objects() if dry_run else engine.drop_created()
     finally:
         engine.stop()
-def device_twin_only(run_path: Path, say: Callable[[str], None]) -> tuple[RunTwins, dict[str, Any], Callable[[str], str]]:
+def device_twin_only(run_path: Path, say: Callable[[str], None]) -> tuple[RunTwins, dict[str, object], Callable[[str], str]]:
     """`blocklab run --resume DIR --device-twin only`: the device twin of a run already
     measured (no engine started: the rows hold the I/O patterns, environment.json the
     data directory), then its summary and report brought up to date. Returns the

@@ -54,7 +54,7 @@ class Plan:
     # knob -> value as labelled -> how it reads for the engine ('64 (read-ahead off)'), where the engine says
     value_text: dict[str, dict[str, str]] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "seed": self.seed,
             "settings": [s.as_dict() for s in self.settings],
@@ -83,7 +83,7 @@ class Plan:
     def costly_changes(self) -> list[tuple[int, ApplyClass, list[str]]]:
         """Where the plan must restart or reinitialise: (cell index, class, knobs changed)."""
         out: list[tuple[int, ApplyClass, list[str]]] = []
-        previous: dict[str, Any] | None = None
+        previous: dict[str, object] | None = None
         for cell in self.cells:
             current = cell.setting.as_dict()
             changed = [k for k, v in current.items() if previous is None or previous.get(k) != v]

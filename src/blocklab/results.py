@@ -23,7 +23,10 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .spec import Scalar
 
 FORMAT = 1
 
@@ -58,13 +61,13 @@ class ResultRow:
 
     cell: int
     block: int
-    settings: dict[str, Any]
+    settings: dict[str, Scalar]  # knob -> value (numbers, words, booleans)
     applied: dict[str, str]
     metrics: dict[str, float]
     status: str = "ok"  # "ok", or the error text
     cell_id: str = ""
     started: str = ""
-    notes: dict[str, Any] = field(default_factory=dict)
+    notes: dict[str, Any] = field(default_factory=dict)  # free-form per engine and workload; tune/ does arithmetic on its entries
     format: int = FORMAT
     source: str = ""  # "" for a cell blocklab measured; "import" for a row read from another tool's output
     # A point that runs for a duration may record its metrics second by second:
@@ -92,7 +95,7 @@ class ResultRow:
         return self.status.startswith("refused:")
 
     def to_json(self) -> str:
-        d: dict[str, Any] = {
+        d: dict[str, object] = {
             "format": self.format,
             "cell": self.cell,
             "cell_id": self.cell_id,
@@ -172,24 +175,10 @@ class RunDir:
     def append(self, row: ResultRow) -> None:
         """One line, one write, flushed to disk: a crash loses at most the cell in flight."""
         path = self.file(RESULTS_FILE)
-        data = (row.to_json() + "\n").encode()
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            append_line(path, (row.to_json() + "\n").encode())
         except OSError as err:
             raise ResultsWriteError(path, err) from None
-        try:
-            _repair_torn_tail(fd, path)
-            size = os.fstat(fd).st_size
-            try:
-                if os.write(fd, data) != len(data):  # a full disk can take part of a line
-                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-                os.fsync(fd)
-            except OSError as err:
-                with contextlib.suppress(OSError):
-                    os.ftruncate(fd, size)  # no torn row left behind: the line is whole or absent
-                raise ResultsWriteError(path, err) from None
-        finally:
-            os.close(fd)
 
     def set_aside_torn_lines(self) -> int:
         """Lines a crash cut off are moved, whole, to results.jsonl.torn (never deleted)
@@ -274,6 +263,27 @@ def _free_mb(directory: Path) -> float:
     except OSError:
         return 0.0
     return st.f_bavail * st.f_frsize / 1e6
+
+
+def append_line(path: Path, data: bytes) -> None:
+    """Append one line (`data`, ending in a newline) in one write, fsync'd. A file that
+    ends without a newline (a crash mid-line) gets one first, so the torn line and this
+    one stay apart (a reader skips the torn one); a failed write leaves no part of the
+    line behind. Raises OSError. results.jsonl and the device twin's twin.jsonl."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        _repair_torn_tail(fd, path)
+        size = os.fstat(fd).st_size
+        try:
+            if os.write(fd, data) != len(data):  # a full disk can take part of a line
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            os.fsync(fd)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, size)  # no torn line left behind: the line is whole or absent
+            raise
+    finally:
+        os.close(fd)
 
 
 def _repair_torn_tail(fd: int, path: Path) -> None:

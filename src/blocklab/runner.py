@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import math
 import re
 import signal
 import time
@@ -23,7 +24,7 @@ from .analysis.cpu_profile import add_to_summary as add_cpu_profile
 from .analysis.efficiency import add_to_summary as add_efficiency
 from .analysis.function_trace import add_to_summary as add_trace
 from .analysis.settle import margin_of, undecided
-from .analysis.summary import summarise
+from .analysis.summary import summarise, validity_counts
 from .budget import CELL_SECONDS_NOTE
 from .device.fio import FioNotFound
 from .device.interleave import BesideCells
@@ -49,7 +50,7 @@ from .results import (
     text_digest,
     write_atomic,
 )
-from .search import next_cells, sequential_looks
+from .search import next_cells, rule_wants_more, sequential_looks
 from .spec import SpecError
 from .units import label_of, unit_of
 from .workloads.base import timed_series, workload_record
@@ -63,7 +64,7 @@ class Reporter(Protocol):
     def phase(self, text: str) -> None: ...
     def plan_started(self, total: int, todo: int, estimate_s: float) -> None: ...
     def cell_done(self, cell: Cell, row: ResultRow, line: str) -> None: ...
-    def finished(self, summary: dict[str, Any]) -> None: ...
+    def finished(self, summary: dict[str, object]) -> None: ...
 
 
 class SilentReporter:
@@ -79,12 +80,17 @@ class SilentReporter:
     def cell_done(self, cell: Cell, row: ResultRow, line: str) -> None:
         self.lines.append(line)
 
-    def finished(self, summary: dict[str, Any]) -> None:
-        self.lines.append(summary.get("verdict", ""))
+    def finished(self, summary: dict[str, object]) -> None:
+        self.lines.append(str(summary.get("verdict", "")))
 
 
 class Interrupted(Exception):
     """Ctrl-C or SIGTERM: the cell in flight is dropped, everything before it is kept."""
+
+
+class BudgetSpent(SpecError):
+    """--resume of a run whose budget is spent with cells or blocks still owed: nothing
+    would be measured; the message says how to give it more."""
 
 
 class EngineDied(EngineError):
@@ -92,7 +98,7 @@ class EngineDied(EngineError):
 
 
 def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = False, retry: bool = True,
-        device_twin: str | None = None) -> dict[str, Any]:
+        device_twin: str | None = None) -> dict[str, object]:
     """Run (or resume) an experiment into `run_dir`; returns the summary.
 
     A resumed run measures the cells missing from results.jsonl and, unless
@@ -102,6 +108,8 @@ def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = 
     each cell's I/O with fio right after the cell (device/interleave.py), "off"
     records that it did not; None leaves it out."""
     plan = _load_or_write_plan(exp, run_dir, resume, reporter)
+    if resume:
+        check_budget_left(exp, run_dir, plan, retry=retry)
     beside: BesideCells | None = None
     exp.profile_dir = run_dir.path / PROFILES_DIR
     previous_sigterm = signal.signal(signal.SIGTERM, raise_interrupt)
@@ -173,6 +181,40 @@ def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = 
     refresh_report(run_dir, force=True)
     reporter.finished(summary)
     return summary
+
+
+def check_budget_left(exp: Experiment, run_dir: RunDir, plan: Plan | None = None, *, retry: bool = True) -> None:
+    """Before a resumed run starts anything: BudgetSpent when its budget is spent while
+    planned cells are not measured, or the stopping rule would add a block (a resume
+    would measure nothing); the message names the command that gives it more."""
+    budget = exp.spec.measure.parsed_budget()
+    rows = run_dir.rows()
+    if budget is None or not budget.used_up(rows):
+        return
+    if plan is None:
+        saved = run_dir.read_json(PLAN_FILE)
+        plan = Plan.from_dict(saved, exp.plan().apply_class)
+    have = {r.cell_id for r in rows}
+    retry_ids = retryable_cells(rows) if retry else set()
+    owed = [c for c in plan.cells if c.cell_id not in have or c.cell_id in retry_ids]
+    if owed:
+        what = f"{len(owed)} of its {len(plan.cells)} planned cells are not measured"
+        more: float = sum(exp.workload_for(c.setting.as_dict()).estimate_seconds() for c in owed)
+        cells = len(owed)
+    elif left := rule_wants_more(exp, plan, rows):
+        what = f"the verdict is not settled ({len(left)} setting(s)), so the stopping rule would add a block"
+        more = sum(exp.workload_for(s.as_dict()).estimate_seconds() for s in plan.settings)
+        cells = len(plan.settings)
+    else:
+        return
+    if budget.cells is not None:
+        bigger = f"{budget.cells + cells}cells"
+    else:
+        seconds = max(budget.seconds or 0.0, budget.spent(rows)) + max(more, 10.0)
+        bigger = f"{math.ceil(seconds / 60)}m" if seconds >= 60 else f"{math.ceil(seconds)}s"
+    raise BudgetSpent(f"{run_dir.path}: its budget is spent ({budget.spent_text(rows)}) and {what}: resuming would measure "
+                      f"nothing. Give it a larger budget (it replaces the old one and counts what is measured): "
+                      f"blocklab run --resume {run_dir.path} --budget {bigger}")
 
 
 def _end_plan_at_budget(exp: Experiment, plan: Plan, run_dir: RunDir) -> None:
@@ -301,7 +343,11 @@ def _record(exp: Experiment, cell: Cell, row: ResultRow, run_dir: RunDir, plan: 
             beside: BesideCells | None = None) -> None:
     replay = None
     if beside is not None:  # the replay first: its time goes into the row's (a time budget counts it)
-        row, replay = beside.after(row, reporter.phase)
+        try:
+            row, replay = beside.after(row, reporter.phase)
+        except BaseException:  # Ctrl-C (or an error) during the replay: the cell measured before it is kept
+            run_dir.append(dataclasses.replace(row, notes={**row.notes, CELL_SECONDS_NOTE: _clock.lap()}))
+            raise
     row = dataclasses.replace(row, notes={**row.notes, CELL_SECONDS_NOTE: _clock.lap()})
     run_dir.append(row)
     if beside is not None:
@@ -367,7 +413,7 @@ def run_cell(exp: Experiment, cell: Cell, reporter: Reporter, attempt: int = 1) 
     workload = exp.workload_for(cell.setting.as_dict())
     engine = exp.engine
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    notes: dict[str, Any] = {"attempt": attempt} if attempt > 1 else {}
+    notes: dict[str, object] = {"attempt": attempt} if attempt > 1 else {}
     checks = claims.CellChecks()
     series: dict[str, list[float]] = {}  # a timed workload's, second by second
     cold = exp.spec.measure.cache == "cold"
@@ -385,8 +431,8 @@ def run_cell(exp: Experiment, cell: Cell, reporter: Reporter, attempt: int = 1) 
         workload.prepare(engine)
         relations = workload.relations()
         if cold:
-            notes["evicted"] = engine.evict(relations)
-            claims.check_cold_start(engine, relations, notes["evicted"], checks)
+            notes["evicted"] = evicted = engine.evict(relations)
+            claims.check_cold_start(engine, relations, evicted, checks)
         direct = engine.direct_io_active()
         profiler = _profiler(exp)
         tracer = CellTracer(engine, m.trace_function, m.trace_arg) if (m := exp.spec.measure).trace_function else None
@@ -433,7 +479,7 @@ def _profiler(exp: Experiment) -> CellProfiler | None:
     return CellProfiler(exp.engine, hz=m.cpu_profile_hz)
 
 
-def _keep_profile(exp: Experiment, cell: Cell, attempt: int, profiler: CellProfiler) -> dict[str, Any]:
+def _keep_profile(exp: Experiment, cell: Cell, attempt: int, profiler: CellProfiler) -> dict[str, object]:
     """The cell's folded stacks in profiles/<cell-id>.folded (a re-measure: -<attempt>);
     what the result row's notes say of it."""
     assert exp.profile_dir is not None
@@ -472,7 +518,7 @@ def _load_or_write_plan(exp: Experiment, run_dir: RunDir, resume: bool, reporter
     return plan
 
 
-def write_summary(exp: Experiment, run_dir: RunDir, plan: Plan) -> dict[str, Any]:
+def write_summary(exp: Experiment, run_dir: RunDir, plan: Plan) -> dict[str, object]:
     labels = [s.label for s in plan.settings]
     summary = summarise(
         run_dir.rows(),
@@ -495,7 +541,7 @@ def write_summary(exp: Experiment, run_dir: RunDir, plan: Plan) -> dict[str, Any
     summary.update(validity_counts(run_dir.rows()))
     summary["seed"] = exp.seed
     add_efficiency(summary, run_dir, exp.describe_setting)  # the engine against its device twin, when the rows allow
-    if (settle := settle_section(exp, run_dir.rows(), summary)) is not None:
+    if (settle := settle_section(exp, run_dir.rows(), summary, labels)) is not None:
         summary["settle"] = settle
     if exp.spec.measure.cpu_profile:  # where the CPU went: the functions that grow with each knob
         add_cpu_profile(summary, run_dir.rows(), run_dir.path, list(exp.knobs), exp.workload.work,
@@ -507,16 +553,17 @@ def write_summary(exp: Experiment, run_dir: RunDir, plan: Plan) -> dict[str, Any
     return summary
 
 
-def settle_section(exp: Experiment, rows: list[ResultRow], summary: dict[str, Any]) -> dict[str, Any] | None:
+def settle_section(exp: Experiment, rows: list[ResultRow], summary: dict[str, Any], planned: list[str]) -> dict[str, object] | None:
     """summary.json's "settle": the budgeted stopping rule, what it has spent, and the
-    pairs not yet decided with the blocks estimated to settle each (analysis/settle.py).
-    None for a run without a budget."""
+    settings not yet decided with the blocks estimated to settle each, from the function
+    the rule stops by (settle.unsettled_settings: the `planned` settings never measured
+    are not settled either). None for a run without a budget."""
     measure = exp.spec.measure
     budget = measure.parsed_budget()
     if budget is None:
         return None
     margin = margin_of(measure.practical)
-    pairs = undecided(summary["analysis"], rows, exp.metric, margin) if summary.get("analysis") else []
+    pairs = undecided(summary.get("analysis"), rows, exp.metric, margin, planned, measure.target_ci)
     blocks = int((summary.get("analysis") or {}).get("blocks") or 0)
     if summary.get("analysis") and not pairs:
         status = "settled"
@@ -543,21 +590,4 @@ def settle_section(exp: Experiment, rows: list[ResultRow], summary: dict[str, An
     }
 
 
-def validity_counts(rows: list[ResultRow]) -> dict[str, Any]:
-    """How many cells failed, were invalid (and why) or flagged: in summary.json for the console and the report."""
-    invalid = [r for r in rows if r.invalid]
-    measured = {r.cell_id for r in rows if r.ok}
-    return {
-        "cells_failed": sum(1 for r in rows if r.failed),
-        "failed_cells": [r.cell_id for r in rows if r.failed],
-        # measurements whose claims did not hold (each kept, never counted) ...
-        "cells_invalid": len(invalid),
-        "invalid_cells": [{"cell_id": r.cell_id, "why": r.status.removeprefix("invalid: ")} for r in invalid],
-        # ... of which the cells measured again with every claim holding, and those left without a number
-        "invalid_remeasured": len({r.cell_id for r in invalid} & measured),
-        "cells_without_valid": len({r.cell_id for r in rows if not r.ok} - measured),
-        "cells_flagged": sum(1 for r in rows if r.ok and r.notes.get("flags")),
-    }
-
-
-__all__ = ["Interrupted", "run", "run_cell", "SilentReporter"]
+__all__ = ["BudgetSpent", "Interrupted", "check_budget_left", "run", "run_cell", "SilentReporter", "validity_counts"]

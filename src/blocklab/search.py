@@ -35,15 +35,18 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from .analysis.paired import unsettled
-from .analysis.settle import margin_of, undecided, undecided_lines
+from .analysis.settle import margin_of, undecided, undecided_lines, unsettled_settings
 from .analysis.stats import Analysis, analyse
 from .analysis.summary import analyse_rows, group_samples
 from .plan import Cell, Plan, Setting, make_plan
 from .results import ResultRow
-from .spec import SpecError
+from .spec import MeasureSpec, Scalar, SpecError
+
+if TYPE_CHECKING:
+    from .budget import Budget
+    from .experiment import Experiment
 
 # Refine spends at most this share of the scans of the full grid over its range.
 REFINE_SCAN_SHARE = 0.25
@@ -63,7 +66,7 @@ def coarse_values(values: list[int]) -> list[int]:
     return sorted(out)
 
 
-def check_refinable(knobs: dict[str, list[Any]], kinds: dict[str, str], source: str) -> str:
+def check_refinable(knobs: Mapping[str, Sequence[object]], kinds: dict[str, str], source: str) -> str:
     if len(knobs) != 1:
         raise SpecError(f"{source}: measure.search = 'refine' sweeps exactly one knob; this experiment sweeps {len(knobs)}")
     name = next(iter(knobs))
@@ -182,7 +185,7 @@ def sequential_looks(measure: Any) -> int:
 
 
 # ---------------------------------------------------------------- the plan grows
-def next_cells(exp: Any, plan: Plan, rows: list[ResultRow]) -> tuple[list[Cell], list[Setting], str]:
+def next_cells(exp: Experiment, plan: Plan, rows: list[ResultRow]) -> tuple[list[Cell], list[Setting], str]:
     """More cells to run, the settings they add, and a line saying why ('' when done)."""
     measure = exp.spec.measure
     samples = group_samples(rows, exp.metric, [s.label for s in plan.settings])
@@ -198,7 +201,7 @@ def next_cells(exp: Any, plan: Plan, rows: list[ResultRow]) -> tuple[list[Cell],
     return [], [], ""
 
 
-def _refine_round(exp: Any, plan: Plan, samples: dict[str, list[float]]) -> RefineStep:
+def _refine_round(exp: Experiment, plan: Plan, samples: dict[str, list[float]]) -> RefineStep:
     measure = exp.spec.measure
     knob = next(iter(exp.knobs))
     by_value = {s.as_dict()[knob]: samples.get(s.label, []) for s in plan.settings}
@@ -215,7 +218,7 @@ def _refine_round(exp: Any, plan: Plan, samples: dict[str, list[float]]) -> Refi
     )
 
 
-def _blocks_of(exp: Any, plan: Plan, values: list[int], blocks: int) -> Plan:
+def _blocks_of(exp: Experiment, plan: Plan, values: list[int], blocks: int) -> Plan:
     """`blocks` randomised blocks of these values of the refined knob, numbered after the plan's cells."""
     knob = next(iter(exp.knobs))
     return make_plan({knob: values}, blocks, exp.seed, {knob: exp.knob_infos[knob].apply},
@@ -227,7 +230,7 @@ def _next_block(plan: Plan) -> int:
 
 
 def _adaptive_repeats(
-    exp: Any, plan: Plan, rows: list[ResultRow], samples: dict[str, list[float]]
+    exp: Experiment, plan: Plan, rows: list[ResultRow], samples: dict[str, list[float]]
 ) -> tuple[list[Cell], list[Setting], str]:
     """One more randomised block while a setting is unsettled (see the module's
     docstring), until max_repeats blocks or the budget is spent; what was
@@ -243,10 +246,10 @@ def _adaptive_repeats(
     budget = measure.parsed_budget()
     margin = margin_of(measure.practical) if budget is not None else 0.0
     rule = _rule_name(measure)
-    noisy = [str(k) for k in unsettled(analysis, measure.target_ci, margin)]
+    noisy = unsettled_settings(analysis, rows, labels, measure.target_ci, margin)  # never measured: not settled
     blocks_per_setting = min((len(v) for v in measured.values()), default=0)
     if noisy and budget is not None and budget.used_up(rows):
-        return [], [], _budget_spent(exp, analysis, rows, budget, margin)
+        return [], [], _budget_spent(exp, analysis, rows, budget, margin, labels)
     if noisy and blocks_per_setting < measure.max_repeats:
         next_block, next_index = _next_block(plan), len(plan.cells)
         settings_now = {s.label: s for s in plan.settings}
@@ -258,24 +261,48 @@ def _adaptive_repeats(
         return cells, [], f"{rule}: adding block {next_block + 1}; not yet settled against the best: {', '.join(noisy)}"
     if noisy:
         if budget is not None:
-            return [], [], _budget_spent(exp, analysis, rows, budget, margin, f"max_repeats ({measure.max_repeats} blocks)")
+            return [], [], _budget_spent(exp, analysis, rows, budget, margin, labels, f"max_repeats ({measure.max_repeats} blocks)")
         return [], [], f"stayed unsettled after {blocks_per_setting} repeats (max_repeats): {', '.join(noisy)}"
     return [], [], f"{rule}: settled after {blocks_per_setting} blocks ({_settled_how(analysis, measure.target_ci, margin)})"
 
 
-def _rule_name(measure: Any) -> str:
-    if measure.budget is not None:
-        return f"stopping rule (budget {measure.parsed_budget().text()})"
+def rule_wants_more(exp: Experiment, plan: Plan, rows: list[ResultRow]) -> list[str]:
+    """The settings a run that stops by the rule would add a block for, were its budget not
+    spent: unsettled (settle.unsettled_settings, as _adaptive_repeats judges) with fewer
+    than max_repeats blocks; [] for a run with a fixed plan."""
+    measure = exp.spec.measure
+    if not measure.stops_by_rule:
+        return []
+    labels = [s.label for s in plan.settings]
+    analysis = analyse_rows(rows, exp.metric, labels, goal=exp.goal, practical=measure.practical,
+                            looks=sequential_looks(measure), seed=exp.seed)
+    if analysis is None:
+        return []
+    margin = margin_of(measure.practical) if measure.budget is not None else 0.0
+    measured = [v for v in group_samples(rows, exp.metric, labels).values() if v]
+    if min((len(v) for v in measured), default=0) >= measure.max_repeats:
+        return []
+    return unsettled_settings(analysis, rows, labels, measure.target_ci, margin)
+
+
+def _rule_name(measure: MeasureSpec) -> str:
+    if (budget := measure.parsed_budget()) is not None:
+        return f"stopping rule (budget {budget.text()})"
     return f"target_ci {measure.target_ci:.0%}"
 
 
-def _budget_spent(exp: Any, analysis: Analysis, rows: list[ResultRow], budget: Any, margin: float,
+def _budget_spent(exp: Experiment, analysis: Analysis, rows: list[ResultRow], budget: Budget, margin: float, labels: list[str],
                   what: str = "") -> str:
     """The lines said when the budget (or max_repeats) ends before the verdict settles."""
-    pairs = undecided(analysis.to_dict(), rows, exp.metric, margin)
+    pairs = undecided(analysis.to_dict(), rows, exp.metric, margin, labels, exp.spec.measure.target_ci)
     spent = what or f"budget spent ({budget.spent_text(rows)})"
-    head = (f"{spent} before the verdict settled: {len(pairs)} pair(s) neither separated from the best nor within "
-            f"{margin:.0%} of it; blocks estimated to settle each, from the noise measured so far:")
+    compared = sum(1 for p in pairs if p.get("measured") is not False and not p.get("alone"))
+    parts = [f"{compared} pair(s) neither separated from the best nor within {margin:.0%} of it"] if compared else []
+    if any(p.get("alone") for p in pairs):
+        parts.append("the only setting measured has nothing to compare it with yet")
+    if unmeasured := sum(1 for p in pairs if p.get("measured") is False):
+        parts.append(f"{unmeasured} setting(s) not measured yet")
+    head = f"{spent} before the verdict settled: {', '.join(parts)}; blocks estimated to settle each, from the noise measured so far:"
     return "\n".join([head, *undecided_lines(pairs, exp.describe_setting)])
 
 
@@ -302,9 +329,9 @@ def _settled_how(analysis: Analysis, target: float | None, margin: float = 0.0) 
     return ", ".join(parts)
 
 
-def _knobs_of(settings: list[Setting]) -> dict[str, list[Any]]:
+def _knobs_of(settings: list[Setting]) -> dict[str, list[Scalar]]:
     """The knob lists that produce exactly these settings when they form a grid."""
-    knobs: dict[str, list[Any]] = {}
+    knobs: dict[str, list[Scalar]] = {}
     for setting in settings:
         for k, v in setting.values:
             if v not in knobs.setdefault(k, []):

@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import ErrorDetails
 
 from .budget import ACCEPTED as BUDGET_ACCEPTED
-from .budget import Budget, BudgetError, parse_budget
+from .budget import Budget, BudgetError, is_off, parse_budget
 from .engines import DEFAULT_ENGINE, engine_class
 from .engines import available as available_engines
 from .engines.vocabulary import GENERIC_KNOBS
@@ -74,7 +75,7 @@ class WorkloadSpec(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
     kind: str = "full_scan"  # checked against the workloads/ modules in workloads.make_workload
 
-    def options(self) -> dict[str, Any]:
+    def options(self) -> dict[str, object]:
         return dict(self.model_extra or {})
 
 
@@ -94,13 +95,13 @@ class MeasureSpec(_Strict):
 
     @field_validator("budget", mode="before")
     @classmethod
-    def _budget(cls, value: Any) -> str | None:
-        if value is None or value == "off":  # off: the fixed plan of `repeats` blocks
+    def _budget(cls, value: object) -> str | None:
+        if value is None or is_off(value):  # off: the fixed plan of `repeats` blocks
             return None
         try:
             parse_budget(value, "")
         except BudgetError:
-            raise ValueError(f"not a budget; accepted: {BUDGET_ACCEPTED}") from None
+            raise ValueError(f"not a budget; accepted: {BUDGET_ACCEPTED}; or off") from None
         return str(value)
 
     def parsed_budget(self) -> Budget | None:
@@ -175,7 +176,7 @@ class Spec(_Strict):
 
 
 # ---------------------------------------------------------------------- loading
-def load_spec(path: Path | str, overrides: dict[str, Any] | None = None, variant: str | None = None) -> tuple[Spec, str]:
+def load_spec(path: Path | str, overrides: dict[str, object] | None = None, variant: str | None = None) -> tuple[Spec, str]:
     """Read, merge overrides into, and validate one experiment file.
 
     Returns the spec and the file's text (saved beside the results)."""
@@ -372,7 +373,7 @@ def _workload_kind(raw: dict[str, Any]) -> str:
     return str(raw.get("workload", {}).get("kind", WorkloadSpec.model_fields["kind"].default))
 
 
-def _merge_dotted(raw: dict[str, Any], updates: dict[str, Any], source: str, what: str) -> None:
+def _merge_dotted(raw: dict[str, object], updates: dict[str, object], source: str, what: str) -> None:
     nested = updates.get("workload")
     kind = updates.get("workload.kind") or (nested.get("kind") if isinstance(nested, dict) else None)
     if kind and kind != _workload_kind(raw):
@@ -407,7 +408,7 @@ def _set_dotted(raw: dict[str, Any], dotted: str, value: object) -> None:
     node[keys[-1]] = value
 
 
-def format_validation_error(err: ValidationError, source: str, overrides: dict[str, Any] | None = None) -> str:
+def format_validation_error(err: ValidationError, source: str, overrides: dict[str, object] | None = None) -> str:
     """Every problem on a line; one the user typed on the command line names the
     option (`--seed -1: ...`), not the recipe file it was merged into."""
     from_file, from_options = [], []
@@ -427,7 +428,7 @@ def format_validation_error(err: ValidationError, source: str, overrides: dict[s
     return "\n".join(from_options + lines)
 
 
-def in_words(problem: Any) -> str:
+def in_words(problem: ErrorDetails) -> str:
     """pydantic's bounds as a person says them ('must be at least 0'); other messages as they are."""
     ctx = problem.get("ctx") or {}
     words = {"greater_than_equal": ("must be at least", "ge"), "less_than_equal": ("must be at most", "le"),
@@ -440,7 +441,7 @@ def in_words(problem: Any) -> str:
     return str(problem["msg"]).removeprefix("Value error, ")
 
 
-def _set_option_of(message: str, overrides: dict[str, Any]) -> str | None:
+def _set_option_of(message: str, overrides: dict[str, object]) -> str | None:
     """`--set NAME` for a model-wide problem about a knob the command line named."""
     match = re.match(r"(knobs|engine\.settings)\.([^:]+):", message)
     if match and f"knobs.{match.group(2)}" in overrides:
@@ -448,7 +449,7 @@ def _set_option_of(message: str, overrides: dict[str, Any]) -> str | None:
     return None
 
 
-def _option_of(field: str, overrides: dict[str, Any]) -> str | None:
+def _option_of(field: str, overrides: dict[str, object]) -> str | None:
     """`--repeats 100000` for a problem in measure.max_repeats that --repeats set; None for the file's own fields."""
     if field in OPTION_OF_FIELD and (field in overrides or (field == "measure.max_repeats" and "measure.repeats" in overrides)):
         option = OPTION_OF_FIELD[field]
@@ -457,7 +458,7 @@ def _option_of(field: str, overrides: dict[str, Any]) -> str | None:
     return None
 
 
-def _file_problem_lines(problems: list[Any]) -> list[str]:
+def _file_problem_lines(problems: list[ErrorDetails]) -> list[str]:
     lines = []
     for problem in problems:
         field = ".".join(str(p) for p in problem["loc"])
@@ -476,7 +477,7 @@ def _file_problem_lines(problems: list[Any]) -> list[str]:
     return lines
 
 
-def parse_set_option(text: str) -> tuple[str, list[Any]]:
+def parse_set_option(text: str) -> tuple[str, list[Scalar]]:
     """--set KNOB=V1,V2,... -> (knob, [values]) with TOML-like scalars."""
     if "=" not in text:
         raise SpecError(f"--set {text!r}: expected KNOB=V1,V2,... (for example --set multiblock_read=8,16,32)")
@@ -490,7 +491,7 @@ def parse_set_option(text: str) -> tuple[str, list[Any]]:
     return name, [_scalar(v) for v in items]
 
 
-def _scalar(text: str) -> Any:
+def _scalar(text: str) -> Scalar:
     if re.fullmatch(r"-?\d+", text):
         return int(text)
     if re.fullmatch(r"-?\d+\.\d*", text):

@@ -275,3 +275,8 @@ def unit_of(metric: str) -> str:
 def metric_title(metric: str) -> str:
     """'throughput' for rows_per_s; an unlisted metric by its own name, words spaced."""
     return METRICS.get(metric, ("", metric.replace("_", " ")))[1]
+
+
+def first_upper(text: str) -> str:
+    """'DB time' stays 'DB time', 'read IOPS' -> 'Read IOPS' (str.capitalize lowers the rest: 'Db time')."""
+    return text[:1].upper() + text[1:]

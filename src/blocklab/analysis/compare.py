@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,13 +46,13 @@ class EnvDifference:
     """One environment.json field whose value differs between the runs."""
 
     field: str
-    a: Any
-    b: Any
+    a: object
+    b: object
 
     def text(self) -> str:
         return f"{self.field}: A {_show(self.a)} vs B {_show(self.b)}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"field": self.field, "a": self.a, "b": self.b}
 
 
@@ -73,7 +74,7 @@ class SettingComparison:
     """B against A for one setting both runs measured."""
 
     label: str  # "multiblock_read=16"
-    settings: dict[str, Any]
+    settings: dict[str, object]
     values_a: tuple[float, ...]
     values_b: tuple[float, ...]
     applied_a: dict[str, str]  # what the engine reported for the knobs (first ok row)
@@ -131,7 +132,7 @@ class SettingComparison:
             parts.append(text)
         return ", ".join(parts) or "(defaults)"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "label": self.label,
             "settings": self.settings,
@@ -221,7 +222,7 @@ class RunComparison:
                 f"ordering of {n_a + n_b} values): 'no significant difference' here means too few runs, not no difference; "
                 f"runs of {runs_for_p()} repeats or more can show one.")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "run_a": str(self.run_a.path),
             "run_b": str(self.run_b.path),
@@ -247,7 +248,7 @@ class ComparedRun:
     order: list[str]  # setting keys in the plan's order
     default_metric: str | None
     default_goal: str | None
-    fixed: dict[str, Any]
+    fixed: dict[str, object]
 
 
 def read_run(path: Path | str, argument: str) -> ComparedRun:
@@ -276,7 +277,7 @@ def read_run(path: Path | str, argument: str) -> ComparedRun:
             order.append(_key(r.settings))
     default_metric = default_goal = None
     name = path.name
-    fixed: dict[str, Any] = {}
+    fixed: dict[str, object] = {}
     if run_dir.file(SUMMARY_FILE).exists():
         try:
             summary = run_dir.read_json(SUMMARY_FILE)
@@ -298,7 +299,7 @@ def read_run(path: Path | str, argument: str) -> ComparedRun:
     return ComparedRun(RunInfo(path, name, started, env), rows, order, default_metric, default_goal, fixed)
 
 
-def _key(settings: dict[str, Any]) -> str:
+def _key(settings: Mapping[str, object]) -> str:
     return json.dumps(settings, sort_keys=True, default=str)
 
 
@@ -312,7 +313,7 @@ def _show(value: object) -> str:
 
 # ---------------------------------------------------------------------- comparing
 def environment_differences(
-    env_a: dict[str, Any], env_b: dict[str, Any], fields: tuple[str, ...] = CHECKED_FIELDS
+    env_a: dict[str, object], env_b: dict[str, object], fields: tuple[str, ...] = CHECKED_FIELDS
 ) -> list[EnvDifference]:
     """The listed fields whose values differ (a field missing on one side differs)."""
     return [EnvDifference(f, env_a.get(f), env_b.get(f)) for f in fields if env_a.get(f) != env_b.get(f)]
@@ -433,6 +434,6 @@ def _samples(rows: list[ResultRow], metric: str) -> dict[str, tuple[list[float],
     return out
 
 
-def _labels(samples: dict[str, Any], order: list[str]) -> str:
+def _labels(samples: Mapping[str, object], order: list[str]) -> str:
     labels = [label_of(json.loads(k)) for k in order if k in samples]
     return "; ".join(labels) if labels else "(nothing)"

@@ -32,15 +32,15 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from scipy import stats as _scipy_stats
 
 from ..probes.cpu_profile import UNNAMED, read_folded
 from ..results import ResultRow
+from ..spec import Scalar
 from .paired import BlockCell, fit_blocks
 from .stats import CONFIDENCE
 
@@ -113,7 +113,7 @@ class KnobRanking:
 
     knob: str
     values: list[str]  # smallest first, as text
-    where: dict[str, Any]
+    where: Mapping[str, object]
     unit: str
     work_metric: str
     total_per_unit: dict[str, Interval]
@@ -123,7 +123,7 @@ class KnobRanking:
     cells: int
     blocks: int
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "knob": self.knob, "values": self.values, "where": {k: str(v) for k, v in self.where.items()},
             "unit": self.unit, "work_metric": self.work_metric, "cells": self.cells, "blocks": self.blocks,
@@ -174,9 +174,9 @@ def load_costs(rows: Iterable[ResultRow], run_path: Path, work_metric: str) -> l
 
 
 # ---------------------------------------------------------------------- knobs
-def knob_values(costs: Sequence[CellCosts], knob: str) -> list[Any]:
+def knob_values(costs: Sequence[CellCosts], knob: str) -> list[Scalar]:
     """The knob's values in these cells, smallest first (numbers and on/off by value, text as first seen)."""
-    seen: list[Any] = []
+    seen: list[Scalar] = []
     for c in costs:
         v = c.row.settings.get(knob)
         if v is not None and v not in seen:
@@ -186,19 +186,19 @@ def knob_values(costs: Sequence[CellCosts], knob: str) -> list[Any]:
     return seen
 
 
-def value_text(v: Any) -> str:
+def value_text(v: object) -> str:
     if isinstance(v, bool):
         return "on" if v else "off"
     return str(v)
 
 
-def _matches(c: CellCosts, where: dict[str, Any]) -> bool:
+def _matches(c: CellCosts, where: Mapping[str, object]) -> bool:
     return all(value_text(c.row.settings.get(k)) == value_text(v) for k, v in where.items())
 
 
 # ---------------------------------------------------------------------- the ranking
 def rank_along(costs: Sequence[CellCosts], knob: str, *, unit: str, work_metric: str,
-               where: dict[str, Any] | None = None, top: int = TOP, follow: Sequence[str] = ()) -> KnobRanking | None:
+               where: Mapping[str, object] | None = None, top: int = TOP, follow: Sequence[str] = ()) -> KnobRanking | None:
     """Rank the functions by the CPU per unit of work they add (or save) from the knob's
     smallest value to its largest; None when the cells hold fewer than two values.
     `follow`: functions kept whatever their rank (another knob's answer, followed here)."""
@@ -332,14 +332,14 @@ class ProfileAnalysis:
     hz: int
     call_graph: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"unit": self.unit, "work_metric": self.work_metric, "rankings": [r.to_dict() for r in self.rankings],
                 "cells_per_setting": self.cells_per_setting, "unnamed_share": self.unnamed_share,
                 "processes": self.processes, "hz": self.hz, "call_graph": self.call_graph}
 
 
 def analyse_run(rows: Sequence[ResultRow], run_path: Path, knobs: Sequence[str], work: tuple[str, str],
-                label: Any, where: dict[str, Any] | None = None) -> ProfileAnalysis | None:
+                label: Callable[[Mapping[str, object]], str], where: Mapping[str, object] | None = None) -> ProfileAnalysis | None:
     """The run's profiles: a ranking along each knob with two values or more, and the
     stacks of each setting (`label(settings)` names it). None: no profiled cell."""
     costs = load_costs(rows, run_path, work[0])
@@ -392,7 +392,7 @@ def _share_text(share: float) -> str:
 
 # ---------------------------------------------------------------------- summary.json
 def rankings_for(costs: Sequence[CellCosts], knobs: Sequence[str], work: tuple[str, str],
-                 where: dict[str, Any]) -> list[KnobRanking]:
+                 where: Mapping[str, object]) -> list[KnobRanking]:
     """Along each knob held in `where`: every cell (where its cost goes when it changes);
     along every other knob: the cells at `where` only (how those functions scale)."""
     out: list[KnobRanking] = []
@@ -412,8 +412,8 @@ def spent_in(ranking: KnobRanking, top: int = 3) -> list[FunctionGrowth]:
     return ([f for f in adding if f.direction == "grows"] + [f for f in adding if f.direction != "grows"])[:top]
 
 
-def add_to_summary(summary: dict[str, Any], rows: Sequence[ResultRow], run_path: Path, knobs: Sequence[str],
-                   work: tuple[str, str], where: dict[str, Any]) -> None:
+def add_to_summary(summary: dict[str, object], rows: Sequence[ResultRow], run_path: Path, knobs: Sequence[str],
+                   work: tuple[str, str], where: Mapping[str, object]) -> None:
     """summary["cpu_profile"] (the rankings) and summary["profile_verdict"] (their sentences)."""
     costs = load_costs(rows, run_path, work[0])
     if not costs:
@@ -431,7 +431,7 @@ def add_to_summary(summary: dict[str, Any], rows: Sequence[ResultRow], run_path:
 
 
 def profile_verdict(rankings: Sequence[KnobRanking], cells: int, unnamed: float, hz: int,
-                    where: dict[str, Any] | None = None) -> str:
+                    where: Mapping[str, object] | None = None) -> str:
     """Where the CPU went. With knobs held (`where`, the checksum recipe's checksum = on):
     which functions the held knob's extra CPU is spent in, then whether their CPU per unit
     grows along each other knob. Without: one sentence per knob, the functions that move it."""

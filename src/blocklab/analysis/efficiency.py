@@ -44,9 +44,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..device.interleave import load_replays
+from ..device.interleave import ReplayRecord, load_replays
 from ..device.io_pattern import Pattern, setting_patterns
-from ..device.replay import Twin
+from ..device.replay import FioRun, Twin
 from ..device.twin import RunTwins
 from ..device.twin import load as load_twins
 from ..probes.os_stats import CPU_TICK_S
@@ -132,7 +132,7 @@ class SettingEfficiency:
             text += f" [{100 * self.ci_low:.0f}, {100 * self.ci_high:.0f}]"
         return text
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "pattern": self.pattern.key if self.pattern else None,
             "pattern_text": self.pattern.describe() if self.pattern else None,
@@ -170,7 +170,7 @@ def _median(values: Iterable[float]) -> float:
 
 # ====================================================================== the analysis
 def analyse(rows: Iterable[ResultRow], twins: RunTwins | None, *, order: Iterable[str] = (), seed: int = 0,
-            replays: Iterable[Mapping[str, Any]] = ()) -> list[SettingEfficiency]:
+            replays: Iterable[ReplayRecord] = ()) -> list[SettingEfficiency]:
     """Every setting with ok rows (in `order` first, then as met), against its twin:
     the replays beside its cells when there are any (paired per block), else the
     twin measured after the run."""
@@ -236,7 +236,7 @@ def _after_the_run(label: str, cells: list[ResultRow], pattern: Pattern | None, 
     return twin, values, median_ci(list(values), seed=seed), unit
 
 
-def _paired(label: str, pairs: list[tuple[ResultRow, Mapping[str, Any]]], pattern: Pattern | None) -> _Estimate:
+def _paired(label: str, pairs: list[tuple[ResultRow, ReplayRecord]], pattern: Pattern | None) -> _Estimate:
     """Each cell against the replay beside it: the efficiency of each block, their
     geometric mean with a paired t interval on the log scale (one block: no interval).
     The setting's twin is the median of its replays (of the pattern most of them replayed)."""
@@ -248,7 +248,7 @@ def _paired(label: str, pairs: list[tuple[ResultRow, Mapping[str, Any]]], patter
     from ..device.replay import median_twin
     from .stats import CONFIDENCE
 
-    good = [(row, rec, run) for row, rec in pairs if (run := replay_run(dict(rec))) is not None]
+    good = [(row, rec, run) for row, rec in pairs if (run := replay_run(rec)) is not None]
     if not good:
         return None, (), (math.nan, math.nan, math.nan), pattern.unit if pattern else "IOPS"
     key = Counter(str(rec["key"]) for _, rec, _ in good).most_common(1)[0][0]
@@ -274,7 +274,7 @@ def _paired(label: str, pairs: list[tuple[ResultRow, Mapping[str, Any]]], patter
     return twin, tuple(values), (math.exp(mean), math.exp(mean - half), math.exp(mean + half)), replayed.unit
 
 
-def _run_rate(run: Any, p: Pattern) -> float:
+def _run_rate(run: FioRun, p: Pattern) -> float:
     """A replay's foreground rate in the pattern's unit (as Twin.rate)."""
     if p.main == "read":
         return float(run.read_iops if p.unit == "IOPS" else run.read_mb_per_s)
@@ -444,7 +444,7 @@ def bottleneck_sentence(e: SettingEfficiency, engine: str, describe: Describe = 
 
 
 def summary_part(effs: list[SettingEfficiency], twins: RunTwins | None, engine: str, describe: Describe = str,
-                 best: str | None = None) -> dict[str, Any]:
+                 best: str | None = None) -> dict[str, object]:
     """summary.json's "efficiency" entry."""
     chosen = next((e for e in effs if e.label == best), None)
     return {
@@ -479,7 +479,7 @@ def add_to_summary(summary: dict[str, Any], run_dir: RunDir | Path | str, descri
     summary["efficiency"] = part
     summary["explain"] = explain + [p for p in (part["sentence"], part["verdict"]) if p]
     if summary.get("verdict_options"):
-        summary["verdict"] = compose(summary["verdict_options"], part.get("line") or "")
+        summary["verdict"] = compose(summary["verdict_options"], str(part.get("line") or ""))
 
 
 def disk_line(e: SettingEfficiency | None, engine: str, describe: Describe = str) -> str:

@@ -6,29 +6,29 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
 
+from ..jsonvalue import number_or_none
 from .settle import MAX_ESTIMATE
 
 
-def figure_of(entry: Mapping[str, Any]) -> tuple[Any, Any, Any]:
+def figure_of(entry: Mapping[str, object]) -> tuple[float | None, float | None, float | None]:
     """(value, low, high) of a summary's setting entry, the figure the best is picked
     on: its block-adjusted level, else (an unpaired analysis, older summaries) its median."""
     if _finite(entry.get("level")):
-        return entry["level"], entry.get("level_ci_low"), entry.get("level_ci_high")
-    return entry.get("median"), entry.get("ci_low"), entry.get("ci_high")
+        return number_or_none(entry["level"]), number_or_none(entry.get("level_ci_low")), number_or_none(entry.get("level_ci_high"))
+    return number_or_none(entry.get("median")), number_or_none(entry.get("ci_low")), number_or_none(entry.get("ci_high"))
 
 
-def standing_note(entry: Mapping[str, Any], best: bool) -> str:
+def standing_note(entry: Mapping[str, object], best: bool) -> str:
     """'best', 'as good', 'slower', 'open: ~6 blocks' (summary.json's standing)."""
     if best:
         return "best"
     standing = entry.get("standing")
     if standing == "undecided":
         needed = entry.get("blocks_needed")
-        if not needed:
+        if not needed or not isinstance(needed, (int, float)):
             return "open"
-        return f"open: >{MAX_ESTIMATE} blocks" if needed >= MAX_ESTIMATE else f"open: ~{needed} blocks"
+        return f"open: >{MAX_ESTIMATE} blocks" if needed > MAX_ESTIMATE else f"open: ~{needed} blocks"
     return {"as_good": "as good", "slower": "slower"}.get(str(standing), "")
 
 

@@ -24,9 +24,10 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from ..results import ResultRow
+from ..spec import Scalar
 from ..units import fmt_factor
 from .compare import CompareError, RunComparison, compare_loaded, read_run
 from .summary import summarise
@@ -39,7 +40,7 @@ class Sweep:
     metric: str
     goal: str
     labels: list[str]
-    settings_by_label: dict[str, dict[str, Any]]
+    settings_by_label: dict[str, dict[str, Scalar]]
     baseline: str | None = None
     practical: float = 0.0
     seed: int = 0
@@ -50,14 +51,14 @@ class Sweep:
     def describe_setting(self, label: str) -> str:
         return self.describe.get(label, label)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Sweep:
         return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
 
-    def summarise(self, rows: list[ResultRow]) -> dict[str, Any]:
+    def summarise(self, rows: list[ResultRow]) -> dict[str, object]:
         return summarise(
             rows, metric=self.metric, goal=self.goal, setting_labels=self.labels, settings_by_label=self.settings_by_label,
             baseline=self.baseline, practical=self.practical, seed=self.seed, describe_setting=self.describe_setting,
@@ -73,13 +74,24 @@ def rows_by_host(rows: Iterable[ResultRow], hosts: Iterable[str] = ()) -> dict[s
     return out
 
 
-def host_summary(sweep: Sweep, rows: list[ResultRow], planned: int | None = None) -> dict[str, Any]:
+def host_summary(sweep: Sweep, rows: list[ResultRow], planned: int | None = None) -> dict[str, object]:
     """One host's analysis, as summary.json holds a local run's, plus its cell counts."""
     summary = sweep.summarise(rows)
     summary["cells_planned"] = planned
     summary["cells_invalid"] = sum(1 for r in rows if r.invalid)
     summary["cells_measured"] = len({r.cell_id for r in rows})
     return summary
+
+
+
+class HostDiffer(TypedDict):
+    """A host whose best is not the fleet's choice: its best, and what the choice costs there."""
+
+    best: str
+    factor: float
+    ci_low: float
+    ci_high: float
+    n: int
 
 
 def fleet_verdict(sweep: Sweep, hosts: dict[str, dict[str, Any]], lost: dict[str, str] | None = None) -> dict[str, Any]:
@@ -90,7 +102,7 @@ def fleet_verdict(sweep: Sweep, hosts: dict[str, dict[str, Any]], lost: dict[str
     d = sweep.describe_setting
     measured = {h: s for h, s in hosts.items() if s.get("best_label")}
     unmeasured = [h for h in hosts if h not in measured]
-    out: dict[str, Any] = {"choice": None, "agree": [], "close": [], "differ": {}, "unmeasured": unmeasured,
+    out: dict[str, object] = {"choice": None, "agree": [], "close": [], "differ": {}, "unmeasured": unmeasured,
                            "best": {h: s["best_label"] for h, s in measured.items()}, "lost": dict(lost)}
     if not measured:
         out["verdict"] = "No host has a measurement yet."
@@ -111,13 +123,13 @@ def fleet_verdict(sweep: Sweep, hosts: dict[str, dict[str, Any]], lost: dict[str
     choice = max(sorted(candidates, key=lambda k: order.get(k, len(order))), key=score)
     agree = [h for h, s in measured.items() if s["best_label"] == choice]
     close = [h for h, s in measured.items() if s["best_label"] != choice and choice in (s.get("indistinguishable") or [])]
-    differ: dict[str, dict[str, Any]] = {}
+    differ: dict[str, HostDiffer] = {}
     for h, s in measured.items():
         if h in agree or h in close:
             continue
         entry = (s.get("settings") or {}).get(choice) or {}
         factor, lo, hi = _slowdown(entry, sweep.goal)
-        differ[h] = {"best": s["best_label"], "factor": factor, "ci_low": lo, "ci_high": hi, "n": int(entry.get("n") or 0)}
+        differ[h] = {"best": str(s["best_label"]), "factor": factor, "ci_low": lo, "ci_high": hi, "n": int(entry.get("n") or 0)}
     out.update(choice=choice, agree=agree, close=close, differ=differ)
 
     n = len(measured)
@@ -154,9 +166,9 @@ def fleet_summary(
     name: str,
     seed: int,
     lost: dict[str, str] | None = None,
-    pooled: dict[str, Any] | None = None,
-    host_summaries: dict[str, dict[str, Any]] | None = None,
-) -> dict[str, Any]:
+    pooled: dict[str, object] | None = None,
+    host_summaries: dict[str, dict[str, object]] | None = None,
+) -> dict[str, object]:
     """summary.json of a fleet run. The top level is the analysis of every host's rows
     pooled, shaped as a local run's (so the report's tables, `export` and `compare`
     read it), with the fleet's verdict and headline; `fleet` holds each host's own
@@ -188,7 +200,7 @@ def fleet_summary(
     return summary
 
 
-def _slowdown(entry: dict[str, Any], goal: str) -> tuple[float, float, float]:
+def _slowdown(entry: dict[str, object], goal: str) -> tuple[float, float, float]:
     """How many times worse than that host's best (from summary entries: ratio_to_best)."""
     r = _num(entry.get("ratio_to_best"))
     lo, hi = _num(entry.get("ratio_to_best_ci_low")), _num(entry.get("ratio_to_best_ci_high"))

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..results import ResultRow
-from ..spec import WORKLOAD_AXIS
+from ..spec import WORKLOAD_AXIS, Scalar
 from ..units import human, label_of
 from .entry import figure_of
 
@@ -39,7 +39,7 @@ def _short(knob: str) -> str:
     return knob.removeprefix(WORKLOAD_AXIS)
 
 
-def level_text(settings: Mapping[str, Any], axes: list[str]) -> str:
+def level_text(settings: Mapping[str, object], axes: list[str]) -> str:
     """'sessions=8, update_pct=30': a load level as a reader writes it."""
     return ", ".join(f"{_short(k)}={settings[k]}" for k in axes if k in settings)
 
@@ -49,7 +49,7 @@ def apply_load(
     rows: list[ResultRow],
     *,
     axes: list[str],
-    settings_by_label: Mapping[str, Mapping[str, Any]],
+    settings_by_label: Mapping[str, Mapping[str, Scalar]],
     describe: Callable[[str], str],
     analyse_level: Callable[[list[ResultRow], list[str]], dict[str, Any]],
     unit: str = "",
@@ -92,7 +92,7 @@ def _real_part(label: str, real: list[str], describe: Callable[[str], str]) -> s
 
 
 def _rank_within_levels(summary: dict[str, Any], rows: list[ResultRow], levels: dict[str, list[str]], real: list[str],
-                        settings_by_label: Mapping[str, Mapping[str, Any]], describe: Callable[[str], str],
+                        settings_by_label: Mapping[str, Mapping[str, Scalar]], describe: Callable[[str], str],
                         analyse_level: Callable[[list[ResultRow], list[str]], dict[str, Any]]) -> list[str]:
     wins: dict[str, list[str]] = {}
     slower: list[float] = []
@@ -136,7 +136,7 @@ def _rank_within_levels(summary: dict[str, Any], rows: list[ResultRow], levels: 
     return [first, *(["; ".join(second) + "."] if second else [])]
 
 
-def _saturation_lines(summary: dict[str, Any], axes: list[str], settings_by_label: Mapping[str, Mapping[str, Any]],
+def _saturation_lines(summary: dict[str, Any], axes: list[str], settings_by_label: Mapping[str, Mapping[str, Scalar]],
                       unit: str) -> list[str]:
     """No real knob: per series (the other load axes), the fewest of the first axis
     (the curve's x) whose figure is within 5% of the series' best."""

@@ -30,11 +30,12 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..results import ResultRow
+from ..spec import Scalar
 from ..units import fmt_bytes, value_text
 from .stats import compare_samples
 
@@ -47,8 +48,8 @@ _OFF = {False, "0", "off", "false", "no", "none", "disabled"}
 class Overhead:
     """One level in one context, against that context's baseline."""
 
-    context: dict[str, Any]  # the settings that are not level knobs (block_size, workload.index, ...)
-    level: dict[str, Any]  # the level knobs' values
+    context: dict[str, object]  # the settings that are not level knobs (block_size, workload.index, ...)
+    level: dict[str, object]  # the level knobs' values
     n: int  # ok samples of this level
     median: float
     baseline_n: int
@@ -59,7 +60,7 @@ class Overhead:
     failed: int = 0  # cells of this level that did not finish (a checksum error, ...)
     error: str = ""  # the first failed cell's status
     is_baseline: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, object] = field(default_factory=dict)
     step_ratio: float = math.nan  # median(level) / median(the level listed before it)
     step_low: float = math.nan
     step_high: float = math.nan
@@ -116,18 +117,18 @@ def is_on(value: object) -> bool:
     return value not in _OFF
 
 
-def setting_text(knob: str, value: Any) -> str:
+def setting_text(knob: str, value: object) -> str:
     """block_size is in bytes on every engine: 16384 -> '16 kB', as people write it."""
     if knob == "block_size" and not isinstance(value, bool) and str(value).isdigit():
-        return fmt_bytes(int(value))
+        return fmt_bytes(int(str(value)))
     return value_text(value)
 
 
-def level_label(level: dict[str, Any]) -> str:
+def level_label(level: dict[str, object]) -> str:
     return ", ".join(f"{k}={setting_text(k, v)}" for k, v in level.items()) or "(no level)"
 
 
-def context_label(context: dict[str, Any]) -> str:
+def context_label(context: dict[str, object]) -> str:
     return ", ".join(f"{k}={setting_text(k, v)}" for k, v in context.items()) or "all"
 
 
@@ -135,12 +136,12 @@ def is_checksum_sweep(rows: Iterable[ResultRow]) -> bool:
     return any("checksum" in r.settings for r in rows)
 
 
-def settings_key(d: dict[str, Any]) -> tuple:
+def settings_key(d: dict[str, object]) -> tuple:
     """A setting as a hashable group key, values as labels show them."""
     return tuple((k, value_text(v)) for k, v in d.items())
 
 
-def _split(settings: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def _split(settings: Mapping[str, object]) -> tuple[dict[str, object], dict[str, object]]:
     level = {k: settings[k] for k in LEVEL_KNOBS if k in settings}
     context = {k: v for k, v in settings.items() if k not in LEVEL_KNOBS}
     return context, level
@@ -150,8 +151,8 @@ def _collect(rows: Iterable[ResultRow], metric: str) -> tuple[dict, dict, dict, 
     """samples[(context, level)], failures, and the first-seen dicts of each key."""
     samples: dict[tuple, list[float]] = {}
     failures: dict[tuple, list[str]] = {}
-    contexts: dict[tuple, dict[str, Any]] = {}
-    levels: dict[tuple, dict[str, Any]] = {}
+    contexts: dict[tuple, dict[str, object]] = {}
+    levels: dict[tuple, dict[str, object]] = {}
     for row in rows:
         context, level = _split(row.settings)
         ck, lk = settings_key(context), settings_key(level)
@@ -165,11 +166,11 @@ def _collect(rows: Iterable[ResultRow], metric: str) -> tuple[dict, dict, dict, 
     return samples, failures, contexts, levels
 
 
-def _is_baseline(level: dict[str, Any]) -> bool:
+def _is_baseline(level: dict[str, object]) -> bool:
     return all(not is_on(v) for v in level.values())
 
 
-def _reference_key(levels: dict[tuple, dict[str, Any]]) -> tuple | None:
+def _reference_key(levels: dict[tuple, dict[str, object]]) -> tuple | None:
     """The level the others are measured against: all level knobs off; when no
     level is off, the first in sorted order of its values."""
     off = [lk for lk, level in levels.items() if _is_baseline(level)]
@@ -180,7 +181,7 @@ def _reference_key(levels: dict[tuple, dict[str, Any]]) -> tuple | None:
 
 def reference_label(rows: Iterable[ResultRow]) -> str:
     """'checksum off', or the reference level when the engine has no off ('checksum=crc32')."""
-    levels: dict[tuple, dict[str, Any]] = {}
+    levels: dict[tuple, dict[str, object]] = {}
     for row in rows:
         _, level = _split(row.settings)
         levels.setdefault(settings_key(level), level)
@@ -190,7 +191,7 @@ def reference_label(rows: Iterable[ResultRow]) -> str:
     return level_label(levels[ref])
 
 
-def _level_order(levels: dict[tuple, dict[str, Any]]) -> list[tuple]:
+def _level_order(levels: dict[tuple, dict[str, object]]) -> list[tuple]:
     """Reference first, then by how many level knobs are on, then in LEVEL_KNOBS order, then by value."""
     ref = _reference_key(levels)
     return sorted(levels, key=lambda lk: (lk != ref, sum(is_on(v) for v in levels[lk].values()),
@@ -198,7 +199,7 @@ def _level_order(levels: dict[tuple, dict[str, Any]]) -> list[tuple]:
                                            tuple(value_text(v) for v in levels[lk].values())))
 
 
-def _context_order(contexts: dict[tuple, dict[str, Any]]) -> list[tuple]:
+def _context_order(contexts: dict[tuple, dict[str, object]]) -> list[tuple]:
     def sort_key(ck: tuple) -> tuple:
         c = contexts[ck]
         return tuple((0, v, "") if isinstance(v, (int, float)) else (1, 0, str(v)) for v in c.values())
@@ -253,9 +254,9 @@ def overheads(rows: Iterable[ResultRow], metric: str = "elapsed_s", *, seed: int
 class Normalised:
     """Seed 001: one block size x level x other settings, divided by the no-checksum reference."""
 
-    block_size: Any  # None when the sweep has no block_size knob
-    level: dict[str, Any]
-    context: dict[str, Any]  # the other settings (workload.index, ...), without block_size
+    block_size: Any  # None when the sweep has no block_size knob; the plot puts it on a numeric axis
+    level: dict[str, object]
+    context: dict[str, object]  # the other settings (workload.index, ...), without block_size
     n: int
     median: float
     reference_median: float
@@ -270,7 +271,7 @@ class Normalised:
 
 
 def normalised(
-    rows: Iterable[ResultRow], metric: str = "elapsed_s", *, reference_block_size: Any = None, seed: int = 0
+    rows: Iterable[ResultRow], metric: str = "elapsed_s", *, reference_block_size: Scalar | None = None, seed: int = 0
 ) -> list[Normalised]:
     """Seed 001: median elapsed of each block size x level x index divided by the
     median of the no-checksum run (every level knob off) of the same block size and

@@ -29,7 +29,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from scipy import stats as _scipy_stats
@@ -60,7 +59,7 @@ class SeriesInterval:
     batch_size: int
     lag1: float  # lag-1 autocorrelation of the batch means (NaN below 3 batches)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         from .stats import jsonable
 
         return {k: jsonable(v) for k, v in self.__dict__.items()}
@@ -146,7 +145,7 @@ class Drift:
     p_value: float
     drifting: bool
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         from .stats import jsonable
 
         return {**{k: jsonable(v) for k, v in self.__dict__.items()}, "judged": True}

@@ -19,13 +19,16 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..results import RESULTS_FILE, ResultRow, RunDir
 from ..units import label_of
 from .paired import BlockCell, fit_blocks
+
+if TYPE_CHECKING:
+    from ..spec import Scalar
 
 
 @dataclass(frozen=True)
@@ -111,7 +114,7 @@ def write_run(
     goal: str,
     knob: str = "setting",
     name: str = "simulated",
-    measure: Mapping[str, Any] | None = None,
+    measure: Mapping[str, object] | None = None,
     seed: int = 0,
 ) -> RunDir:
     """A results directory in the runner's format (plan, spec, environment,
@@ -126,7 +129,7 @@ def write_run(
     counter = itertools.count()
     for c in cells:
         index = next(counter)
-        setting = {knob: str(c.key)}
+        setting: dict[str, Scalar] = {knob: str(c.key)}
         cell_id = f"b{c.block}:{label_of(setting)}"
         plan_cells.append({"index": index, "block": c.block, "cell_id": cell_id, "settings": setting})
         rows.append(ResultRow(cell=index, block=c.block, settings=setting, applied={}, metrics={metric: c.value},

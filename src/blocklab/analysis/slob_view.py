@@ -18,8 +18,9 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
+from ..results import ResultRow
 from ..units import label_of
 
 RISE = 1.05  # saturated: within 5 % of the series' highest read IOPS
@@ -55,12 +56,16 @@ class Saturation:
         return series_label(self.update_pct, self.block_size)
 
 
+# a SLOB point as the views take it: a result row, or its JSON form (results.jsonl), or its metrics alone
+SlobRow: TypeAlias = ResultRow | Mapping[str, object]
+
+
 def series_label(update_pct: float, block_size: int | None) -> str:
     text = f"{update_pct:g}% updates"
     return f"{text}, {block_size // 1024}k blocks" if block_size else text
 
 
-def _metrics(row: Any) -> dict[str, Any] | None:
+def _metrics(row: SlobRow) -> dict[str, Any] | None:
     if hasattr(row, "metrics"):  # ResultRow
         if not getattr(row, "ok", True):
             return None
@@ -79,7 +84,7 @@ def _median_of(metrics: list[dict[str, Any]], name: str) -> float:
     return statistics.median(values) if values else math.nan  # not measured (e.g. CPU in awr_info output)
 
 
-def points(rows: Iterable[Any]) -> dict[tuple[float, int | None], list[SlobPoint]]:
+def points(rows: Iterable[SlobRow]) -> dict[tuple[float, int | None], list[SlobPoint]]:
     """Series key (update_pct, block_size or None) -> its points in session order (repeats: median)."""
     groups: dict[tuple[float, int, int | None], list[dict[str, Any]]] = {}
     for row in rows:
@@ -101,7 +106,7 @@ def points(rows: Iterable[Any]) -> dict[tuple[float, int | None], list[SlobPoint
     return {k: sorted(v, key=lambda p: p.sessions) for k, v in sorted(out.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0))}
 
 
-def saturation_points(rows: Iterable[Any]) -> list[Saturation]:
+def saturation_points(rows: Iterable[SlobRow]) -> list[Saturation]:
     """Per series, the saturation point: the fewest sessions whose read IOPS
     come within 5 % of the series' highest (the petal's turning point, the
     seed's "optimum number of sessions": more sessions add no more than 5 %).
@@ -118,7 +123,7 @@ def saturation_points(rows: Iterable[Any]) -> list[Saturation]:
     return out
 
 
-def device_series(rows: Iterable[Any], device: Mapping[str, Mapping[str, float]]) -> dict[tuple[float, int | None], list[tuple[int, Mapping[str, float]]]]:
+def device_series(rows: Iterable[SlobRow], device: Mapping[str, Mapping[str, float]]) -> dict[tuple[float, int | None], list[tuple[int, Mapping[str, float]]]]:
     """The device twin's points (setting label -> read_iops, mb_per_s, read_latency_ms,
     analysis/efficiency.device_points) per series, in session order, keyed like points()."""
     rows = list(rows)
@@ -139,13 +144,13 @@ def device_series(rows: Iterable[Any], device: Mapping[str, Mapping[str, float]]
     return {k: sorted(v.items()) for k, v in out.items()}
 
 
-def saturation_headline(rows: Iterable[Any]) -> str:
+def saturation_headline(rows: Iterable[SlobRow]) -> str:
     """'Best sessions: 40 (0% updates, 4k blocks) · 32 (30% updates, 4k blocks)': a report's headline."""
     parts = [f"{s.sessions}{'' if s.stopped else '+'} ({s.label})" for s in saturation_points(rows)]
     return "Best sessions: " + " \u00b7 ".join(parts) if parts else ""
 
 
-def saturation_text(rows: Iterable[Any]) -> str:
+def saturation_text(rows: Iterable[SlobRow]) -> str:
     """The best session count of every series in one sentence, for a verdict:
     the petal's turning point, or the last point when the series still rises."""
     parts = []

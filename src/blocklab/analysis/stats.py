@@ -114,7 +114,7 @@ class SettingStats:
     def half_width(self) -> float:
         return (self.ci_high - self.ci_low) / 2.0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {f.name: jsonable(getattr(self, f.name)) for f in fields(self)}
 
 
@@ -149,7 +149,7 @@ class Analysis:
     def confidence_per_look(self) -> float:
         return 1.0 - (1.0 - CONFIDENCE) / self.looks
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "metric": self.metric,
             "goal": self.goal,
@@ -191,7 +191,7 @@ class Comparison:
     n_b: int = 0
     significant: bool = False
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {f.name: jsonable(getattr(self, f.name)) for f in fields(self)}
 
 

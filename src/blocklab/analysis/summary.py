@@ -13,6 +13,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any
 
 from ..results import ResultRow
+from ..spec import Scalar
 from ..units import label_of
 from .stats import Analysis
 
@@ -81,7 +82,7 @@ def summarise(
     metric: str,
     goal: str,
     setting_labels: list[str],
-    settings_by_label: dict[str, dict[str, Any]],
+    settings_by_label: Mapping[str, Mapping[str, Scalar]],
     baseline: str | None = None,
     practical: float = 0.0,
     seed: int = 0,
@@ -198,7 +199,25 @@ def _mark_partial(summary: dict[str, Any], rows: list[ResultRow], groups: Mappin
     summary["verdict"] = compose(summary["verdict_options"])
 
 
-def _with_series_intervals(analysis: Analysis, rows: list[ResultRow], metric: str) -> tuple[Analysis, dict[str, Any]]:
+def validity_counts(rows: list[ResultRow]) -> dict[str, object]:
+    """How many cells failed, were invalid (and why) or flagged: in summary.json for the console
+    and the report, written by the runner and by a summary recomputed from the rows alike."""
+    invalid = [r for r in rows if r.invalid]
+    measured = {r.cell_id for r in rows if r.ok}
+    return {
+        "cells_failed": sum(1 for r in rows if r.failed),
+        "failed_cells": [r.cell_id for r in rows if r.failed],
+        # measurements whose claims did not hold (each kept, never counted) ...
+        "cells_invalid": len(invalid),
+        "invalid_cells": [{"cell_id": r.cell_id, "why": r.status.removeprefix("invalid: ")} for r in invalid],
+        # ... of which the cells measured again with every claim holding, and those left without a number
+        "invalid_remeasured": len({r.cell_id for r in invalid} & measured),
+        "cells_without_valid": len({r.cell_id for r in rows if not r.ok} - measured),
+        "cells_flagged": sum(1 for r in rows if r.ok and r.notes.get("flags")),
+    }
+
+
+def _with_series_intervals(analysis: Analysis, rows: list[ResultRow], metric: str) -> tuple[Analysis, dict[str, object]]:
     """A setting measured by exactly one ok row that carries a per-second series
     of the metric gets its interval from that series (batch means after the
     warm-up) instead of none. Its median stays the row's value."""
@@ -209,7 +228,7 @@ def _with_series_intervals(analysis: Analysis, rows: list[ResultRow], metric: st
         if r.ok and metric in r.metrics:
             by_label.setdefault(label_of(r.settings), []).append(r)
     settings = dict(analysis.settings)
-    found: dict[str, Any] = {}
+    found: dict[str, object] = {}
     for label, own in by_label.items():
         if len(own) != 1 or label not in settings:
             continue

@@ -28,7 +28,7 @@ from .stats import Analysis, SettingStats
 
 AS_GOOD = settle.MARGIN  # "as good as the best": the slowdown's whole interval within the budgeted rule's margin (or measure.practical)
 VERDICT_CHARS = 400  # the verdict, all its lines: shorter than this
-MAX_BLOCKS_SAID = settle.MAX_ESTIMATE  # an estimate of blocks at this cap is said as "more than" it (settle.py's cap)
+MAX_BLOCKS_SAID = settle.MAX_ESTIMATE  # an estimate of blocks beyond this cap is said as "more than" it (settle.py's cap)
 
 
 @dataclass(frozen=True)
@@ -86,10 +86,8 @@ def standings(analysis: Analysis, spreads: Mapping[Hashable, float] | None = Non
             lo = hi = math.nan  # one sample against one: the bootstrap interval is the point itself
         if math.isfinite(lo) and math.isfinite(hi) and key not in analysis.indistinguishable:
             kind, needed = "slower", None
-        elif key in analysis.indistinguishable and (
-            (math.isfinite(hi) and hi <= 1.0 + tol and lo >= 1.0 / (1.0 + tol)) or (analysis.practical > 0 and abs(f - 1.0) <= tol)
-        ):
-            kind, needed = "as_good", None
+        elif key in analysis.indistinguishable and math.isfinite(hi) and hi <= 1.0 + tol and lo >= 1.0 / (1.0 + tol):
+            kind, needed = "as_good", None  # the whole interval within the margin, never the point estimate alone
         else:
             own = (spreads or {}).get(key, math.nan)
             kind, needed = "undecided", blocks_to_settle(
@@ -130,7 +128,7 @@ def blocks_to_settle(factor: float, low: float, high: float, blocks: int, tol: f
     half = (math.log(high) - math.log(low)) / 2.0
     if half <= 0:
         return None
-    return min(settle.MAX_ESTIMATE, max(blocks + 1, math.ceil(blocks * (half / wanted) ** 2)))
+    return min(settle.MAX_ESTIMATE + 1, max(blocks + 1, math.ceil(blocks * (half / wanted) ** 2)))
 
 
 # --------------------------------------------------------------------------
@@ -231,9 +229,9 @@ def _cost_part(analysis: Analysis, ranked: list[Standing], d: Callable[[Hashable
         needed = sorted(st.blocks_needed for st in open_ if st.blocks_needed is not None)
         if needed:
             few, many = needed[0], needed[-1]
-            most_ = f"more than {MAX_BLOCKS_SAID}" if many >= MAX_BLOCKS_SAID else str(many)
+            most_ = f"more than {MAX_BLOCKS_SAID}" if many > MAX_BLOCKS_SAID else str(many)
             span = most_ if few == many else f"{few} to {most_}"
-            more = f"about {span} would" + (f": --repeats {many}" if many < MAX_BLOCKS_SAID else "")
+            more = f"about {span} would" + (f": --repeats {many}" if many <= MAX_BLOCKS_SAID else "")
         else:
             more = "repeat to measure its noise"
         parts.append(f"{runs} cannot separate {factors} from it ({more})")

@@ -71,7 +71,7 @@ class Limit:
         digits = 3 if self.unit == "ms" else 0
         return f"{self.value:,.{digits}f} {self.unit} at {describe(self.pattern, self.block_size, self.iodepth)}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return dict(self.__dict__)
 
     @classmethod
@@ -97,7 +97,7 @@ class Summary:
         )
         return [f"{name}: {limit.describe() if limit else 'not measured'}" for name, limit in names]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {k: (v.to_dict() if v else None) for k, v in self.__dict__.items()}
 
     @classmethod
@@ -129,7 +129,7 @@ def _limit(points: Sequence[Point], metric: str, unit: str, best: Callable) -> L
 @dataclass(frozen=True)
 class Calibration:
     directory: str
-    device: dict[str, Any]  # name, major, minor, mount_point, fs_type, model, rotational
+    device: dict[str, object]  # name, major, minor, mount_point, fs_type, model, rotational
     ioengine: str
     ioengine_note: str
     fio_version: str
@@ -150,7 +150,7 @@ class Calibration:
     def summary(self) -> Summary:
         return summarise(self.points)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """calibration.json; the points themselves live in results.jsonl, one row each."""
         d = {k: v for k, v in self.__dict__.items() if k != "points"}
         d["failures"] = list(self.failures)
@@ -208,7 +208,7 @@ def _measure(
     fio: str, test_file: Path, plan: CalibrationPlan, cal: Calibration, rd: RunDir | None, on_point: OnPoint | None
 ) -> Calibration:
     points: list[Point] = []
-    failures: list[dict[str, Any]] = []
+    failures: list[dict[str, object]] = []
     for index, planned in enumerate(plan.points):
         if on_point is not None:
             on_point(index, len(plan.points), planned.description)

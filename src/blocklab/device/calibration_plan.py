@@ -6,16 +6,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..units import parse_size, short_size
 from .fio import describe
+
+if TYPE_CHECKING:
+    from ..spec import Scalar
 
 KiB, MiB, GiB = 1024, 1024**2, 1024**3
 SECTOR = 512  # direct I/O needs sector-aligned sizes
 FIO_OVERHEAD_S = 0.35  # fio start-up and JSON per point, measured on a 2-core VM
 
-PRESETS: dict[str, dict[str, Any]] = {
+PRESETS: dict[str, dict[str, object]] = {
     "full": {
         "block_sizes": ("4k", "8k", "16k", "32k", "128k", "1M"),
         "iodepths": (1, 2, 4, 8, 16, 32, 64),
@@ -49,7 +52,7 @@ class PlannedPoint:
     def description(self) -> str:
         return describe(self.pattern, self.block_size, self.iodepth)
 
-    def settings(self) -> dict[str, Any]:
+    def settings(self) -> dict[str, Scalar]:
         return {"pattern": self.pattern, "block_size": self.block_size, "iodepth": self.iodepth}
 
 
@@ -65,7 +68,7 @@ class CalibrationPlan:
         """Wall time of the points (the layout of the file comes on top)."""
         return len(self.points) * (self.runtime_s + self.ramp_s + FIO_OVERHEAD_S)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "preset": self.preset,
             "runtime_s": self.runtime_s,

@@ -51,7 +51,7 @@ class Point:
     def metrics(self) -> dict[str, float]:
         return {k: v for k, v in asdict(self).items() if k not in ("pattern", "block_size", "iodepth")}
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
     @classmethod

@@ -24,24 +24,47 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, NotRequired, TypedDict, TypeGuard
 
 from ..probes.os_stats import device_of
-from ..results import ResultRow, RunDir
+from ..results import ResultRow, RunDir, append_line
 from .calibrate import choose_ioengine
 from .fio import FioError, find_fio, fio_version, run_fio
 from .io_pattern import Pattern, pattern_of
 from .replay import FioRun, fio_args, lay_out, utc_now
 
+if TYPE_CHECKING:
+    from ..spec import Scalar
+
 REPLAY_FILE = "twin.jsonl"
 MIN_REPLAY_S = 0.1  # fio's own start-up dominates below this
 TWIN_SECONDS_NOTE = "twin_s"  # a row's notes: the wall time of the replay beside it
+
+
+class ReplayRecord(TypedDict):
+    """One line of twin.jsonl: the replay beside a cell, its fio figures (`run`) or why it failed (`error`)."""
+
+    cell_id: str
+    block: int
+    cell: int
+    attempt: int
+    settings: dict[str, Scalar]
+    pattern: dict[str, object]
+    key: str
+    seconds: float
+    started: str
+    fio_version: str
+    device: str
+    directory: str
+    command: NotRequired[str]
+    run: NotRequired[dict[str, float | None]]
+    error: NotRequired[str]
+    wall_s: NotRequired[float]
 
 
 @dataclass
@@ -67,7 +90,7 @@ class BesideCells:
         directory = twin_directory(data_dir)
         return cls(run_dir, fio, fio_version(fio), ioengine, directory, device_of(data_dir).name)
 
-    def after(self, row: ResultRow, say: Callable[[str], None] | None = None) -> tuple[ResultRow, dict[str, Any] | None]:
+    def after(self, row: ResultRow, say: Callable[[str], None] | None = None) -> tuple[ResultRow, ReplayRecord | None]:
         """Replay `row`'s own I/O pattern for as long as its workload ran: the row with
         the replay's seconds in its notes, and the replay's record for `keep` (after
         the row is kept). A row that is not ok or has no pattern is returned as it is,
@@ -87,18 +110,15 @@ class BesideCells:
         notes = {**row.notes, TWIN_SECONDS_NOTE: spent}
         return dataclasses.replace(row, notes=notes), record
 
-    def keep(self, record: dict[str, Any] | None) -> None:
-        """Append a replay to twin.jsonl (after its row is in results.jsonl), fsync'd."""
+    def keep(self, record: ReplayRecord | None) -> None:
+        """Append a replay to twin.jsonl (after its row is in results.jsonl), fsync'd; a line
+        a crash cut off before it stays apart from it (results.append_line)."""
         if record is None:
             return
-        path = self.run_dir.file(REPLAY_FILE)
-        with open(path, "a") as f:
-            f.write(json.dumps(record) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        append_line(self.run_dir.file(REPLAY_FILE), (json.dumps(record) + "\n").encode())
 
-    def _replay(self, row: ResultRow, p: Pattern, seconds: float) -> dict[str, Any]:
-        record: dict[str, Any] = {
+    def _replay(self, row: ResultRow, p: Pattern, seconds: float) -> ReplayRecord:
+        record: ReplayRecord = {
             "cell_id": row.cell_id, "block": row.block, "cell": row.cell, "attempt": int(row.notes.get("attempt", 1)),
             "settings": row.settings, "pattern": p.to_dict(), "key": p.key, "seconds": round(seconds, 3),
             "started": utc_now(), "fio_version": self.version, "device": self.device, "directory": str(self.directory),
@@ -122,25 +142,30 @@ class BesideCells:
         self.files.clear()
 
 
-def load_replays(run_dir: RunDir | Path | str) -> list[dict[str, Any]]:
+def load_replays(run_dir: RunDir | Path | str) -> list[ReplayRecord]:
     """twin.jsonl of a run: the replays beside its cells, in the order run ([] when none)."""
     path = (run_dir.path if isinstance(run_dir, RunDir) else Path(run_dir)) / REPLAY_FILE
     try:
         text = path.read_text()
     except OSError:
         return []
-    out = []
+    out: list[ReplayRecord] = []
     for line in text.splitlines():
         try:
             d = json.loads(line)
         except ValueError:
             continue  # a line cut off by a crash
-        if isinstance(d, dict) and "cell_id" in d:
+        if _is_replay(d):
             out.append(d)
     return out
 
 
-def replay_run(record: dict[str, Any]) -> FioRun | None:
+def _is_replay(d: object) -> TypeGuard[ReplayRecord]:
+    """A twin.jsonl line blocklab wrote (a JSON object naming its cell)."""
+    return isinstance(d, dict) and "cell_id" in d
+
+
+def replay_run(record: ReplayRecord) -> FioRun | None:
     """The fio figures of one replay, None when it failed."""
     run = record.get("run")
     if not isinstance(run, dict):

@@ -146,7 +146,7 @@ class Pattern:
         """'128 kB reads': how a sentence names it."""
         return f"{_kb(self.main_bs)} {self.main}s"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
     @classmethod

@@ -183,7 +183,7 @@ class Twin:
         """The foreground's mean completion latency."""
         return self.read_lat_ms if self.pattern.main == "read" else self.write_lat_ms
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         d = asdict(self)
         d["key"] = self.key
         # JSON has no NaN: a figure fio did not give (a read-only run's write latency) is null
@@ -219,7 +219,7 @@ def _nan_to_none(x: object) -> Any:
     return x
 
 
-def median_twin(p: Pattern, runs: list[FioRun], **meta: Any) -> Twin:
+def median_twin(p: Pattern, runs: list[FioRun], **meta: str) -> Twin:
     def med(name: str) -> float:
         values = [getattr(r, name) for r in runs if math.isfinite(getattr(r, name))]
         return statistics.median(values) if values else math.nan
@@ -258,7 +258,7 @@ class TwinCache:
                 continue
         return out
 
-    def save(self, twins: Iterable[Twin], device_info: dict[str, Any]) -> None:
+    def save(self, twins: Iterable[Twin], device_info: dict[str, object]) -> None:
         """Merge these twins into the file (under the lock the caller holds)."""
         merged = self.load()
         merged.update({t.key: t for t in twins})

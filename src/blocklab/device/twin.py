@@ -25,10 +25,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..jsonvalue import as_number
 from ..probes.os_stats import device_of
 from ..results import ENVIRONMENT_FILE, RunDir
 from .fio import FioNotFound
-from .interleave import BesideCells, load_replays, replay_run
+from .interleave import BesideCells, ReplayRecord, load_replays, replay_run
 from .io_pattern import Pattern, setting_patterns
 from .replay import FioRun, Measured, OnPhase, Twin, TwinCache, fio_version_or_empty, measure, twin_directory, utc_now
 
@@ -62,7 +63,7 @@ class RunTwins:
     interleaved: bool = False
     replays: int = 0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         d = asdict(self)
         d["format"] = TWIN_FORMAT
         d["twins"] = {k: t.to_dict() for k, t in self.twins.items()}
@@ -184,7 +185,7 @@ def write_interleaved(run_dir: RunDir, beside: BesideCells) -> RunTwins:
 
     replays = load_replays(run_dir)
     runs: dict[str, list[FioRun]] = {}
-    first: dict[str, dict[str, Any]] = {}
+    first: dict[str, ReplayRecord] = {}
     failures: dict[str, str] = {}
     for r in replays:
         run = replay_run(r)
@@ -204,7 +205,7 @@ def write_interleaved(run_dir: RunDir, beside: BesideCells) -> RunTwins:
         "on", "measured" if twins or not replays else "failed", "" if twins or not replays else "no replay succeeded",
         device=beside.device, directory=str(beside.directory), fio_version=beside.version, twins=twins,
         failures=failures, patterns={label: p.key if isinstance(p, Pattern) else f"-{p}" for label, p in patterns.items()},
-        seconds=round(sum(float(r.get("wall_s") or 0.0) for r in replays), 2), finished=utc_now(),
+        seconds=round(sum(as_number(r.get("wall_s")) for r in replays), 2), finished=utc_now(),
         interleaved=True, replays=len(replays),
     )
     run_dir.write_json(TWIN_FILE, result.to_dict())

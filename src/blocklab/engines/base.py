@@ -14,7 +14,7 @@ import abc
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, Self, runtime_checkable
 
 from .capabilities import (  # noqa: F401  (what an engine declares: imported from here too)
     Capabilities,
@@ -42,7 +42,7 @@ class EngineInfo:
     mode: str  # embedded | dsn | file
     data_dir: str | None
     settings: dict[str, str] = field(default_factory=dict)  # full parameter set
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, object] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------- I/O counters
@@ -89,7 +89,7 @@ class IoWindow(Protocol):
 
     def __enter__(self) -> IoWindow: ...
 
-    def __exit__(self, *exc: Any) -> None: ...
+    def __exit__(self, *exc: object) -> None: ...
 
     def metrics(self) -> dict[str, float]: ...
 
@@ -107,7 +107,7 @@ class CounterWindow:
         self._before = self._read()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         if exc[0] is None:
             self.deltas = io_deltas(self._read(), self._before)
 
@@ -127,7 +127,7 @@ class Session(Protocol):
 
     backend_id: int
 
-    def execute(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]: ...
+    def execute(self, sql: str, params: Sequence[object] | None = None) -> list[tuple[Any, ...]]: ...
 
     def cancel(self) -> None: ...
 
@@ -135,7 +135,7 @@ class Session(Protocol):
 
     def __enter__(self) -> Session: ...
 
-    def __exit__(self, *exc: Any) -> None: ...
+    def __exit__(self, *exc: object) -> None: ...
 
 
 class SessionBase(abc.ABC):
@@ -147,10 +147,10 @@ class SessionBase(abc.ABC):
     def close(self) -> None:
         """Close the engine's connection (each engine's session closes its own)."""
 
-    def __enter__(self) -> Any:
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
@@ -164,9 +164,9 @@ class SessionProfiler(Protocol):
         profiler.metrics("profile")  -> profile.slowest.*, profile.total.*
     """
 
-    def __enter__(self) -> Any: ...
+    def __enter__(self) -> SessionProfiler: ...
 
-    def __exit__(self, *exc: Any) -> None: ...
+    def __exit__(self, *exc: object) -> None: ...
 
     def register(self, session: Session) -> None: ...
 
@@ -201,7 +201,7 @@ class Engine(Protocol):
     capabilities: ClassVar[Capabilities]  # what it can measure and how to caption it
     mode: str  # embedded | dsn | file
 
-    def __init__(self, *, cache_dir: Path | None = None, **dsn_options: Any) -> None:
+    def __init__(self, *, cache_dir: Path | None = None, **dsn_options: object) -> None:
         """What the registry passes (engines.make_engine): every engine takes
         cache_dir; one that accepts_dsn also dsn= and allow_server_changes=."""
 
@@ -216,7 +216,7 @@ class Engine(Protocol):
     def knob(self, name: str) -> KnobInfo:
         """Resolve a generic or native knob name, or raise KnobError saying what exists."""
 
-    def check_settings(self, settings: dict[str, Any], *, partial: bool = False) -> dict[str, Any]:
+    def check_settings(self, settings: dict[str, object], *, partial: bool = False) -> dict[str, object]:
         """Validate a whole setting (knob -> value) before anything runs; canonical values.
         `partial`: other swept knobs are not in `settings` yet (one value checked
         on its own), so rules that join several knobs wait for the whole setting."""
@@ -240,7 +240,7 @@ class Engine(Protocol):
         usable without an instance."""
 
     # settings -------------------------------------------------------------
-    def apply(self, settings: dict[str, Any]) -> dict[str, str]:
+    def apply(self, settings: dict[str, object]) -> dict[str, str]:
         """Make `settings` current (restarting or reinitialising as needed) and return
         what the engine reports for each knob afterwards (SHOW, PRAGMA, @@var)."""
 
@@ -254,7 +254,7 @@ class Engine(Protocol):
     def connect(self, *, session: bool = True) -> Session:
         """A new session; with `session`, the session-class knobs applied."""
 
-    def query(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+    def query(self, sql: str, params: Sequence[object] | None = None) -> list[tuple[Any, ...]]:
         """One statement on a short-lived session without session knobs; its rows."""
 
     # data and cache -------------------------------------------------------
@@ -287,7 +287,7 @@ class Engine(Protocol):
     def cached_bytes(self, relations: Iterable[str]) -> float | None:
         """Bytes of these relations in the engine's own cache now (None: it cannot tell)."""
 
-    def check_applied(self, settings: dict[str, Any]) -> list[str]:
+    def check_applied(self, settings: dict[str, object]) -> list[str]:
         """Read each knob back in a new measuring session, in the engine's own units
         (effective caps included), and say where it differs from `settings` (the
         canonical values asked); [] when every knob took."""
@@ -295,7 +295,7 @@ class Engine(Protocol):
     def cold_cache_problem(self) -> str | None:
         """Why a cold cache cannot be made and proven here (None: it can)."""
 
-    def evict(self, relations: Iterable[str]) -> dict[str, Any]:
+    def evict(self, relations: Iterable[str]) -> dict[str, object]:
         """Empty the engine cache and the OS page cache for these relations.
         Returns what was done, e.g. {"engine_evicted": n, "os_dropped": True}."""
 
@@ -327,13 +327,13 @@ class Engine(Protocol):
     def drop_created(self) -> list[str]:
         """Remove what created_objects() lists; what was removed."""
 
-    def owed_restore(self) -> dict[str, Any]:
+    def owed_restore(self) -> dict[str, object]:
         """What stop() still has to put back on a server given by DSN: {"engine",
         "dsn" (without its password), "server", "settings": {native: original}};
         {} when nothing is owed. The runner keeps it in the run directory until
         it is done, so `blocklab restore DIR` can finish it later."""
 
-    def restore_owed(self, settings: dict[str, Any]) -> list[str]:
+    def restore_owed(self, settings: dict[str, object]) -> list[str]:
         """Put these original values back (from owed_restore()["settings"]); what was done."""
 
     def io_window(
@@ -343,12 +343,12 @@ class Engine(Protocol):
         have published what they did during it (a multi-session point); `sessions`:
         the point's sessions, whose pending statistics are published at the end."""
 
-    def config_lines(self, settings: dict[str, Any]) -> list[str]:
+    def config_lines(self, settings: dict[str, object]) -> list[str]:
         """Canonical settings as the lines a person pastes into this engine's own
         configuration (ALTER SYSTEM for PostgreSQL, my.cnf for MariaDB, db_bench
         flags for RocksDB): what `blocklab tune` prints for its winner."""
 
-    def cell_notes(self) -> dict[str, Any]:
+    def cell_notes(self) -> dict[str, object]:
         """What the engine keeps about the cell it just ran, for the result row's notes
         (an engine driven by a tool: the exact commands, to re-run them by hand); {} for
         most engines. Reset by apply()."""
@@ -432,17 +432,17 @@ class EngineBase:
     def drop_created(self) -> list[str]:
         return []
 
-    def owed_restore(self) -> dict[str, Any]:
+    def owed_restore(self) -> dict[str, object]:
         return {}  # an engine of blocklab's own owes nobody a restore
 
-    def restore_owed(self, settings: dict[str, Any]) -> list[str]:
+    def restore_owed(self, settings: dict[str, object]) -> list[str]:
         if settings:
             raise EngineError(f"engine {self.name} changes no server of anyone's: nothing of {sorted(settings)} to restore")
         return []
-    def cell_notes(self) -> dict[str, Any]:
+    def cell_notes(self) -> dict[str, object]:
         return {}  # a server's statements are the workload's own: nothing to add
 
-    def config_lines(self, settings: dict[str, Any]) -> list[str]:
+    def config_lines(self, settings: dict[str, object]) -> list[str]:
         """An engine without a configuration syntax of its own: one `name = value` each."""
         return [f"{self.native_name(k)} = {'on' if v is True else 'off' if v is False else v}" for k, v in settings.items()]
 

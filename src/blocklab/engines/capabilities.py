@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ class DialectBase:
     # workload options this dialect has no use for: name -> why (refused unless left at their default)
     refused_options: ClassVar[Mapping[str, str]] = {}
     # options it honours at one value only: name -> (that value, why)
-    required_options: ClassVar[Mapping[str, tuple[Any, str]]] = {}
+    required_options: ClassVar[Mapping[str, tuple[object, str]]] = {}
 
 
 def protocol_methods(protocol: type) -> list[str]:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import IO, Any
+from typing import IO, Protocol
 
 from .base import ApplyClass, EngineError, KnobInfo
 
@@ -166,7 +166,7 @@ class ReadAhead:
 _READ_AHEAD_FILE = re.compile(r"^/sys/block/[A-Za-z0-9._-]+/queue/read_ahead_kb$")
 
 
-def restore_host(owed: dict[str, Any]) -> list[str]:
+def restore_host(owed: dict[str, object]) -> list[str]:
     """Put back the machine settings a run still owed (restore.json's "host": sysfs
     path -> original value). Only read-ahead files are accepted: the file comes from
     a results directory, which anyone may have edited."""
@@ -215,7 +215,7 @@ def drop_os_cache_files(paths: list[Path]) -> tuple[int, bool]:
 
 
 # ---------------------------------------------------------------------- parent death
-_LIBC: Any = None
+_LIBC: ctypes.CDLL | None = None
 
 
 def _set_parent_death_signal() -> None:
@@ -239,11 +239,17 @@ def parent_death_preexec() -> Callable[[], None] | None:
 
 
 # ---------------------------------------------------------------------- stopped at exit
-_LIVE: set[Any] = set()  # engines with a server (or a DSN server's changed settings) to put back
+class Stoppable(Protocol):
+    """What stop_at_exit() needs of an engine: stop() (idempotent), and hashable."""
+
+    def stop(self) -> None: ...
+
+
+_LIVE: set[Stoppable] = set()  # engines with a server (or a DSN server's changed settings) to put back
 _HOOKS_INSTALLED = False
 
 
-def stop_at_exit(engine: object) -> None:
+def stop_at_exit(engine: Stoppable) -> None:
     """engine.stop() runs at interpreter exit if nothing stopped it before: a
     library user who forgets, an exception that escapes, SIGTERM (turned into a
     normal exit so `finally` blocks run first)."""
@@ -251,7 +257,7 @@ def stop_at_exit(engine: object) -> None:
     _LIVE.add(engine)
 
 
-def stopped(engine: object) -> None:
+def stopped(engine: Stoppable) -> None:
     _LIVE.discard(engine)
 
 

@@ -60,7 +60,7 @@ class KnobInfo:
     choices: tuple[str, ...] = ()
     unit: str = ""
     unit_bytes: int | None = None  # bytes per unit, for sizes counted in blocks
-    default: Any = None
+    default: object = None
     description: str = ""
     # How a value reads for the native parameter, declared by the engine package:
     # exact values ("64" -> "read-ahead off" for InnoDB's innodb_read_ahead_threshold)
@@ -102,12 +102,12 @@ class KnobInfo:
             return number
         return value
 
-    def size_bytes(self, value: Any) -> int | None:
+    def size_bytes(self, value: object) -> int | None:
         """The bytes a value stands for when this knob is a size (16384 for a
         page size of 16384, 131072 for 16 blocks of 8 kB); None otherwise."""
         if isinstance(value, bool):
             return None
-        number = value if isinstance(value, int) else int(value) if str(value).isdigit() else None
+        number = value if isinstance(value, int) else int(str(value)) if str(value).isdigit() else None
         if number is None or number < 0:  # -1 is a setting's "auto", not a size
             return None
         if self.unit_bytes:

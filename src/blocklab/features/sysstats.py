@@ -41,7 +41,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Protocol, TypedDict, Unpack, cast
 
 from ..engines.base import Engine, KnobError, Reading
 from ..probes.io import cold_proof
@@ -49,6 +49,9 @@ from ..probes.os_stats import DeviceReads
 from ..results import ENVIRONMENT_FILE, RunDir, new_run_dir
 from ..units import fmt_bytes
 from .system_stats import Phase, SystemStats, mb_per_s_text, typed_number
+
+if TYPE_CHECKING:
+    from .sysstats_twin import ReadTwin
 
 FORMAT = 2  # 2: the engine's settings as a dict, its costs and formula from its dialect
 FEATURE = "sysstats"  # the key of an engine's dialect for it
@@ -156,7 +159,15 @@ def _dialect(engine: Engine) -> SysstatsDialect:
         raise SysstatsInputError(f"sysstats: {err}") from None
 
 
-def _phase(name: str, sessions: int, r: Reading, expected: float, direct: bool, **extra: Any) -> Phase:
+class PhaseExtra(TypedDict, total=False):
+    """What a phase records beyond its reading (Phase's fields of the same names)."""
+
+    session_wall_s: tuple[float, ...]
+    session_bytes: tuple[float, ...]
+    one_in_flight: bool
+
+
+def _phase(name: str, sessions: int, r: Reading, expected: float, direct: bool, **extra: Unpack[PhaseExtra]) -> Phase:
     """One measured phase from the dialect's reading, with its proof of a cold cache."""
     read_bytes = _delta(r.after, r.before, "read_bytes")
     device = r.disk1 - r.disk0 if r.disk0 is not None and r.disk1 is not None else None
@@ -377,7 +388,7 @@ class AppliedCosts:
     def confirmed(self) -> bool:
         return all(_same_number(self.after.get(k), v) for k, v in self.asked.items())
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"asked": self.asked, "before": self.before, "after": self.after, "confirmed": self.confirmed}
 
 
@@ -411,7 +422,7 @@ class SysstatsRun:
     sql: list[str]
     applied: AppliedCosts | None = None
     how_to_apply: list[str] = field(default_factory=list)
-    device_twin: list[Any] = field(default_factory=list)  # sysstats_twin.ReadTwin: the disk's own time for the same reads
+    device_twin: list[ReadTwin] = field(default_factory=list)  # sysstats_twin.ReadTwin: the disk's own time for the same reads
     device_twin_note: str = ""  # why there is none
 
 
@@ -519,7 +530,7 @@ def run_sysstats(
         engine.stop()
 
 
-def _document(result: SysstatsRun) -> dict[str, Any]:
+def _document(result: SysstatsRun) -> dict[str, object]:
     s = result.stats
     return {
         "format": FORMAT,
@@ -534,7 +545,7 @@ def _document(result: SysstatsRun) -> dict[str, Any]:
     }
 
 
-def load(path: Path | str) -> dict[str, Any]:
+def load(path: Path | str) -> dict[str, object]:
     """A saved sysstats.json."""
     return RunDir(path).read_json(SYSSTATS_FILE)
 

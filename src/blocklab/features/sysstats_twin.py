@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ..device.io_pattern import SIZE_GRID, Pattern, file_size_for, nearest
 from ..device.replay import OnPhase, TwinCache, measure, twin_directory
@@ -47,7 +46,7 @@ class ReadTwin:
                 f"(fio: {self.pattern.describe()}), {self.disk_share:.0%} of it; the engine adds "
                 f"{self.engine_ms - self.device_ms:.3f} ms")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"name": self.name, "engine_ms": self.engine_ms, "device_ms": self.device_ms,
                 "disk_share": self.disk_share if math.isfinite(self.disk_share) else None, "pattern": self.pattern.key,
                 "pattern_text": self.pattern.describe(), "command": self.command, "fio_version": self.fio_version,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
-from typing import Any
 
 from ..units import fmt_bytes
 
@@ -48,7 +47,7 @@ class Phase:
     def session_bytes_per_s(self) -> list[float]:
         return [b / w for b, w in zip(self.session_bytes, self.session_wall_s) if w > 0]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["session_wall_s"] = list(self.session_wall_s)
         d["session_bytes"] = list(self.session_bytes)
@@ -129,8 +128,8 @@ class SystemStats:
             f"concurrency level ({', '.join(str(k) for k in self.throughput_by_sessions)} sessions) for MAXTHR"
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {}
+    def to_dict(self) -> dict[str, object]:
+        d: dict[str, object] = {}
         for f in fields(self):
             value = getattr(self, f.name)
             if f.name == "phases":

@@ -122,7 +122,7 @@ def start_run(target: str, overrides: Any, request: FleetRequest, reporter: Flee
     if run_dir.exists():
         raise FleetInputError("--out", f"{run_dir.path} already holds a run; use --resume {run_dir.path} or another --out")
     options = dict(overrides.as_dotted())
-    fleet = _Fleet(request)
+    fleet = FleetConnection(request)
     try:
         hosts = fleet.choose(request.hosts)
         opened = fleet.open_labs(hosts, spec, text, str(path), options, run_dir.path.name, reporter)
@@ -174,7 +174,7 @@ def resume_run(run_path: Path, request: FleetRequest, reporter: FleetReporter, *
             raise FleetInputError("--hosts", f"{', '.join(unknown)}: not a host of this run; its hosts: {', '.join(fplan.hosts)}")
         todo = {h: todo[h] for h in request.hosts}
     todo = {h: cells for h, cells in todo.items() if cells}
-    fleet = _Fleet(request)
+    fleet = FleetConnection(request)
     try:
         connected = fleet.workers()
         absent = [h for h in todo if h not in connected]
@@ -214,7 +214,7 @@ def check_fleet_spec(spec: Spec) -> None:
 
 
 # ====================================================================== the connection
-class _Fleet:
+class FleetConnection:
     """A Dask client, the hosts' labs, and a watch on which workers are still there."""
 
     def __init__(self, request: FleetRequest):
@@ -261,6 +261,20 @@ class _Fleet:
                   reporter: FleetReporter) -> dict[str, dict[str, Any]]:
         """A HostLab on each host, opened: each host validates the experiment against its
         own engine and starts it. Any host's refusal stops the run before a cell runs."""
+        self.make_labs(hosts, run)
+        reporter.phase(f"opening the experiment on {len(hosts)} host(s): {', '.join(hosts)} (each validates it against its own engine)")
+        calls = {h: self.labs[h].open(spec.model_dump(), text, source, options) for h in hosts}
+        opened: dict[str, dict[str, Any]] = {}
+        for h in hosts:
+            try:
+                opened[h] = self.wait(h, calls[h])
+            except HostGone as err:
+                raise FleetError(f"host {h} was lost while opening the experiment: {err}") from None
+        return opened
+
+    def make_labs(self, hosts: list[str], run: str) -> None:
+        """A HostLab actor on each host's worker, not opened yet; a host busy with another
+        run is refused first."""
         from .worker import HostLab, current_facts
 
         run = f"{run} from {socket.gethostname()} pid {os.getpid()}"  # who holds a host, as another coordinator is told
@@ -280,15 +294,6 @@ class _Fleet:
         self._watcher.start()
         for h in hosts:
             self.labs[h] = self.wait(h, self.futures[h])
-        reporter.phase(f"opening the experiment on {len(hosts)} host(s): {', '.join(hosts)} (each validates it against its own engine)")
-        calls = {h: self.labs[h].open(spec.model_dump(), text, source, options) for h in hosts}
-        opened: dict[str, dict[str, Any]] = {}
-        for h in hosts:
-            try:
-                opened[h] = self.wait(h, calls[h])
-            except HostGone as err:
-                raise FleetError(f"host {h} was lost while opening the experiment: {err}") from None
-        return opened
 
     def call(self, host: str, method: str, *args: Any, stop: threading.Event | None = None) -> Any:
         """A method of `host`'s lab, waited for; HostGone when its worker is (Dask raises
@@ -479,6 +484,8 @@ class _Fleet:
         finally:
             events.put(("done", group[0], None))
 
+
+_Fleet = FleetConnection  # its name before fleet tunes used it (benchmarks/fleet.py)
 
 def _what(sweep: Sweep, cell: Cell) -> str:
     """'multiblock_read = 16 (128 kB)' for one knob, the setting's label for several."""

@@ -71,11 +71,7 @@ class HostLab:
         from ..spec import Spec, SpecError
         from .facts import disk_key
 
-        with _LABS_LOCK:  # another run's lab with a started engine (not this run's lab of another host in this process)
-            others = [lab.run for key, lab in _LABS.items() if key != self.key and lab.exp is not None and lab.run != self.run]
-        if others:
-            raise FleetError(f"host {self.host} is measuring another run ({others[0]}); one run at a time per host: "
-                             "wait for it, or leave this host out with --hosts")
+        self._refuse_if_busy()  # another run's lab with a started engine (not this run's lab of another host in this process)
         spec = Spec.model_validate(spec_data)
         try:
             exp = prepare(spec, spec_text, source)
@@ -109,6 +105,61 @@ class HostLab:
             "environment": env,
             "disk": disk,
         }
+
+    def open_tune(self, text: str, source: str, budget: str | None, seed: int) -> dict[str, Any]:
+        """A fleet tune's part on this host (fleet/tune.py): the tune's every check on this
+        host's engine (tune.session.load_tune), which stays started for `measure`; the
+        space as this engine takes it, the default, what a restart costs, the head of tune.json."""
+        from ..engines.base import ApplyClass
+        from ..environment import collect as collect_environment
+        from ..paths import cache_root
+        from ..spec import SpecError
+        from ..tune.driver import restart_knobs_of
+        from ..tune.session import load_tune, state_head
+        from .facts import disk_key
+
+        self._refuse_if_busy()
+        try:
+            setup = load_tune(source, budget=budget, seed=seed, text=text, source=source)
+        except SpecError as err:
+            raise SpecError(f"host {self.host}: {err}") from None
+        exp = setup.exp
+        self.exp = exp
+        try:
+            exp.engine.apply(exp.fixed)
+            data_dir = exp.engine.data_dir()
+            env = collect_environment(exp.engine.info(), data_dir, {"dataset_rows": exp.spec.dataset.rows})
+            env["hostname"], env["host"] = env.get("host"), self.host
+            disk = disk_key(Path(data_dir) if data_dir else cache_root())
+            restart = restart_knobs_of(exp.knob_infos, [d.name for d in setup.dimensions])
+            declared = exp.engine.change_cost(ApplyClass.RESTART, restart) if restart else 0.0
+        except BaseException:
+            self.close()
+            raise
+        return {"host": self.host, "spec": setup.spec, "dimensions": setup.dimensions, "default": setup.default,
+                "restart_knobs": restart, "declared_restart_s": declared, "estimate_s": exp.workload.estimate_seconds() + 0.5,
+                "goal": exp.goal, "metric": exp.metric, "seed": exp.seed, "head": state_head(setup), "environment": env, "disk": disk}
+
+    def restart(self) -> str:
+        """A new engine instance for a tune's confirmation: stopped and started, caches empty."""
+        exp = self._exp()
+        exp.engine.stop()
+        exp.engine.start()
+        exp.engine.apply(exp.fixed)
+        return f"a restarted engine instance on {self.host}"
+
+    def config_lines(self, settings: dict[str, Any]) -> list[str]:
+        """A configuration as this host's engine takes it (ALTER SYSTEM, my.cnf, flags)."""
+        from ..tune.session import config_lines_of
+
+        return config_lines_of(self._exp(), settings)
+
+    def _refuse_if_busy(self) -> None:
+        with _LABS_LOCK:
+            others = [lab.run for key, lab in _LABS.items() if key != self.key and lab.exp is not None and lab.run != self.run]
+        if others:
+            raise FleetError(f"host {self.host} is measuring another run ({others[0]}); one run at a time per host: "
+                             "wait for it, or leave this host out with --hosts")
 
     def measure(self, cell: dict[str, Any]) -> dict[str, Any]:
         """One cell, as runner.measure_cell measures it; every row it made (a re-measure

@@ -109,11 +109,11 @@ def status(stats: list[AuxStat]) -> str:
     return next((s.pval2 for s in stats if s.sname == "SYSSTATS_INFO" and s.pname == "STATUS"), "")
 
 
-def document(stats: list[AuxStat], path: str) -> dict[str, Any]:
+def document(stats: list[AuxStat], path: str) -> dict[str, object]:
     """sysstats.json for the imported statistics: the aux_stats rows as
     `blocklab sysstats` writes them, each with its source line."""
     main = {s.pname: s.pval1 for s in stats if s.sname == "SYSSTATS_MAIN"}
-    doc: dict[str, Any] = {
+    doc: dict[str, object] = {
         "format": 1,
         "source": "import",
         "file": path,
@@ -157,7 +157,7 @@ def imported_run(stats: list[AuxStat], path: str, command: str) -> Any:
                        unit="", command=command, headline="Oracle's system statistics (SYS.AUX_STATS$), imported as saved")
 
 
-def verdict(stats: list[AuxStat], doc: dict[str, Any]) -> str:
+def verdict(stats: list[AuxStat], doc: dict[str, object]) -> str:
     main = {s.pname: s for s in stats if s.sname == "SYSSTATS_MAIN" and s.pval1 is not None}
     shown = ", ".join(f"{p} {exact(main[p])}{(' ' + main[p].unit) if main[p].unit else ''}" for p in
                       ("SREADTIM", "MREADTIM", "MBRC", "MAXTHR", "SLAVETHR", "IOSEEKTIM", "IOTFRSPEED", "CPUSPEED", "CPUSPEEDNW")

@@ -20,7 +20,6 @@ number keeps the file and line it came from (Value.loc).
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +28,7 @@ from typing import Any
 from .awr_model import (
     LOAD_NAMES,
     RAC_GLOBAL_HELP,
+    SNAP_TIME_HELP,
     AwrReport,
     Event,
     LoadProfile,
@@ -37,6 +37,7 @@ from .awr_model import (
     event_from_fields,
     host_idle_value,
     slob_vars,
+    snap_time,
 )
 from .common import (
     ImportInputError,
@@ -90,7 +91,7 @@ def _parse_text(lines: list[Line], name: str) -> AwrReport:
         not_read.append(NotRead("title", lines[0].number, "no 'WORKLOAD REPOSITORY report for' in the first lines: read as an "
                                 "excerpt of a report"))
     load = _optional(not_read, lambda: _load_profile(lines, name), "Load Profile")
-    top = _optional(not_read, lambda: _top_events(lines, name), "Top Foreground Events", missing_only=True)
+    top = _optional(not_read, lambda: _top_events(lines, name, not_read), "Top Foreground Events", missing_only=True)
     if load is None and top is None:
         raise end_error(lines, name, "Load Profile / Top events",
                         "neither a Load Profile section nor a 'Top 5 Timed Foreground Events' / 'Top 10 Foreground Events' "
@@ -98,7 +99,7 @@ def _parse_text(lines: list[Line], name: str) -> AwrReport:
                         "report again with @?/rdbms/admin/awrrpt.sql")
     no_header: tuple[dict[str, str], Loc | None] = ({}, None)
     header, release_loc = _optional(not_read, lambda: _header(lines, name), "DB Name / Release") or no_header
-    snaps = _optional(not_read, lambda: _snaps(lines, name), "Elapsed") or {}
+    snaps = _optional(not_read, lambda: _snaps(lines, name, not_read), "Elapsed") or {}
     top_title, top_events = top or ("", [])
     return AwrReport(
         path=name,
@@ -195,18 +196,18 @@ def _release(header: dict[str, str], loc: Loc | None, not_read: list[NotRead]) -
     return release
 
 
-_SNAP = re.compile(r"^\s*(Begin|End) Snap:\s+\d+\s+(\d\d-\w{3}-\d\d \d\d:\d\d:\d\d)")
+_SNAP = re.compile(r"^\s*(Begin|End) Snap:\s+\d+\s+(\S.*?\d:\d\d:\d\d)(?:\s|$)")
 _MINS = re.compile(r"^\s*(Elapsed|DB Time):\s+(\S+)\s+\(mins\)")
 
 
-def _snaps(lines: list[Line], name: str) -> dict[str, Any]:
+def _snaps(lines: list[Line], name: str, not_read: list[NotRead]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for ln in lines[:80]:
         if m := _SNAP.match(ln.text):
-            try:  # ISO, as blocklab's own rows record when they started
-                out[m.group(1).lower()] = dt.datetime.strptime(m.group(2), "%d-%b-%y %H:%M:%S").isoformat()
-            except ValueError:  # a month name in another language: kept as printed
-                out[m.group(1).lower()] = m.group(2)
+            iso = snap_time(m.group(2))
+            if iso is None:
+                not_read.append(NotRead(f"{m.group(1)} Snap time", ln.number, f"{m.group(2)!r} {SNAP_TIME_HELP}"))
+            out[m.group(1).lower()] = iso or ""
         elif m := _MINS.match(ln.text):
             loc = Loc(name, ln.number)
             minutes = number(m.group(2), loc, m.group(1))
@@ -251,10 +252,12 @@ def _load_profile(lines: list[Line], name: str) -> LoadProfile:
     return LoadProfile(out)
 
 
-def _event_table(lines: list[Line], i_title: int, name: str, title: str, lazy: bool = False) -> list[Event | ImportInputError]:
+def _event_table(lines: list[Line], i_title: int, name: str, title: str, lazy: bool = False,
+                 not_read: list[NotRead] | None = None) -> list[Event | ImportInputError]:
     """The events table under a title line: heading lines, dashes, rows. With
     lazy=True a row that cannot be read is kept as its error, raised only if
-    that event is asked for (a table of which one row is used)."""
+    that event is asked for (a table of which one row is used). not_read: see
+    event_from_fields."""
     j = _find(lines, lambda t: is_dash_line(t) and t.startswith("-"), i_title + 1)
     if j < 0 or j > i_title + 12:
         raise ImportInputError(name, lines[i_title].number, title, "no column heading (a line of dashes) under the title")
@@ -280,7 +283,8 @@ def _event_table(lines: list[Line], i_title: int, name: str, title: str, lazy: b
         if is_dash_line(t) or t.startswith("->") or not re.search(r"[A-Za-z0-9]", t):
             continue  # rules, notes, and a pasted elision ('.')
         try:
-            events.append(_event_row(ln, name, cols, kinds, names, title, time_label, avg_label, avg_unit, truncated))
+            events.append(_event_row(ln, name, cols, kinds, names, title, time_label, avg_label, avg_unit, truncated,
+                                     not_read))
         except ImportInputError as err:
             if not lazy:
                 raise
@@ -291,23 +295,25 @@ def _event_table(lines: list[Line], i_title: int, name: str, title: str, lazy: b
 
 
 def _event_row(ln: Line, name: str, cols: list[tuple[int, int]], kinds: list[str], names: list[str], title: str,
-               time_label: str, avg_label: str, avg_unit: str | None, truncated: bool) -> Event:
+               time_label: str, avg_label: str, avg_unit: str | None, truncated: bool,
+               not_read: list[NotRead] | None) -> Event:
     loc = Loc(name, ln.number)
     event = ln.text[: cols[kinds.index("name")][1]].strip()
     fields = dict(zip(kinds, cut(ln.text, cols, loc, [f"{title}: {n}" + (f" of {event!r}" if event else "") for n in names])))
-    return event_from_fields(event, fields, loc, title, time_label, avg_label, avg_unit, truncated)
+    return event_from_fields(event, fields, loc, title, time_label, avg_label, avg_unit, truncated, not_read)
 
 
 _TOP = re.compile(r"^Top \d+ .*Events")
 
 
-def _top_events(lines: list[Line], name: str) -> tuple[str, list[Event]]:
+def _top_events(lines: list[Line], name: str, not_read: list[NotRead]) -> tuple[str, list[Event]]:
     i = _find(lines, lambda t: bool(_TOP.match(t)))
     if i < 0:
         raise end_error(lines, name, "Top Foreground Events",
                         "the report has no 'Top 5 Timed Foreground Events' / 'Top 10 Foreground Events' table")
     title = lines[i].text.strip()
-    events = [e for e in _event_table(lines, i, name, title) if isinstance(e, Event)]  # not lazy: every row is used
+    # not lazy: every row is used; an overflowed Avg is left out and named
+    events = [e for e in _event_table(lines, i, name, title, not_read=not_read) if isinstance(e, Event)]
     return title, events
 
 

@@ -17,7 +17,6 @@ a new dependency would buy nothing here.
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from .awr_model import (
     CPU_EVENT,
     LOAD_NAMES,
     RAC_GLOBAL_HELP,
+    SNAP_TIME_HELP,
     AwrReport,
     Event,
     LoadProfile,
@@ -36,6 +36,7 @@ from .awr_model import (
     event_from_fields,
     host_idle_value,
     slob_vars,
+    snap_time,
 )
 from .common import ImportInputError, Line, Loc, Value, number
 
@@ -152,7 +153,7 @@ def parse_awr_html(text: str, name: str) -> AwrReport:
         raise ImportInputError(name, line, "title", RAC_GLOBAL_HELP)
     not_read: list[NotRead] = []
     load = _load(tables, name, not_read)
-    top_title, top = _top(tables, name)
+    top_title, top = _top(tables, name, not_read)
     if load is None and top is None:
         raise ImportInputError(name, last, "Load Profile / Top events",
                                "an HTML page with no 'load profile' table and no top events table: not an AWR report, or "
@@ -229,15 +230,18 @@ def _snaps(tables: list[Table], name: str, not_read: list[NotRead]) -> dict[str,
         # <h1> ("... PDB report (PDB snapshots)") sits above the DB Name table
         if not ("snapshot" in t.summary.lower() or "Snap Id" in t.header()):
             continue
+        cols = t.header()
         for row in t.body():
             label = row.cells[0].rstrip(":").strip() if row.cells else ""
             loc = Loc(name, row.line)
             if label in ("Begin Snap", "End Snap"):
-                when = next((c for c in row.cells if re.fullmatch(r"\d\d-\w{3}-\d\d \d\d:\d\d:\d\d", c)), "")
-                try:
-                    out[label.split()[0].lower()] = dt.datetime.strptime(when, "%d-%b-%y %H:%M:%S").isoformat()
-                except ValueError:
-                    out[label.split()[0].lower()] = when
+                # the Snap Time column's cell, else the row's cell ending in a time of day
+                cells = (row.cells[cols.index("Snap Time"):][:1] if "Snap Time" in cols else []) + row.cells[1:]
+                when = next((c for c in cells if re.search(r"\d:\d\d:\d\d$", c)), cells[0] if cells else "")
+                iso = snap_time(when)
+                if iso is None:
+                    not_read.append(NotRead(f"{label} time", row.line, f"{when!r} {SNAP_TIME_HELP}"))
+                out[label.split()[0].lower()] = iso or ""
             elif label in ("Elapsed", "DB Time"):
                 m = next((m for c in row.cells if (m := _MINS.search(c))), None)
                 if m is None:
@@ -290,7 +294,7 @@ def _is_top(t: Table) -> bool:
     return bool(re.search(r"top \d+ .*(wait )?events", s) or _TOP.search(t.heading))
 
 
-def _events(t: Table, name: str, title: str, lazy: bool) -> list[Event | ImportInputError]:
+def _events(t: Table, name: str, title: str, lazy: bool, not_read: list[NotRead] | None = None) -> list[Event | ImportInputError]:
     names = t.header()
     kinds = [classify(n) for n in names]
     for need, label in (("name", "Event"), ("time", "Time")):
@@ -306,7 +310,8 @@ def _events(t: Table, name: str, title: str, lazy: bool) -> list[Event | ImportI
         loc = Loc(name, row.line)
         fields = {k: v for k, v in zip(kinds, row.cells) if k != "skip"}
         try:
-            out.append(event_from_fields(fields.get("name", ""), fields, loc, title, time_label, avg_label, avg_unit))
+            out.append(event_from_fields(fields.get("name", ""), fields, loc, title, time_label, avg_label, avg_unit,
+                                         not_read=not_read))
         except ImportInputError as err:
             if not lazy:
                 raise
@@ -314,7 +319,7 @@ def _events(t: Table, name: str, title: str, lazy: bool) -> list[Event | ImportI
     return out
 
 
-def _top(tables: list[Table], name: str) -> tuple[str, list[Event] | None]:
+def _top(tables: list[Table], name: str, not_read: list[NotRead]) -> tuple[str, list[Event] | None]:
     found = _find(tables, _is_top)
     if not found:
         return "", None
@@ -322,7 +327,7 @@ def _top(tables: list[Table], name: str) -> tuple[str, list[Event] | None]:
     title = t.heading if _TOP.search(t.heading) else (t.summary or "Top events")
     m = _TOP.search(title)
     title = title[m.start():] if m else title
-    events = [e for e in _events(t, name, title, lazy=False) if isinstance(e, Event)]
+    events = [e for e in _events(t, name, title, lazy=False, not_read=not_read) if isinstance(e, Event)]
     if not events:
         raise ImportInputError(name, t.line, title, "the table has no rows")
     return title, events
@@ -371,8 +376,17 @@ def _parameters(tables: list[Table], name: str) -> dict[str, tuple[str, Loc]]:
     return out
 
 
+def _is_host_cpu(t: Table) -> bool:
+    """The Host CPU table: a %Idle column with %User and %System beside it, or under a 'Host CPU'
+    heading or summary (shared servers and dispatchers print a %Idle of their own)."""
+    cols = t.header()
+    if "%Idle" not in cols or t.says("instance cpu"):
+        return False
+    return {"%User", "%System"} <= set(cols) or t.says("host cpu") or t.says("system load statistics")
+
+
 def _host_idle(tables: list[Table], name: str, not_read: list[NotRead]) -> Value | None:
-    for t in _find(tables, lambda t: "%Idle" in t.header() and not t.says("instance cpu")):
+    for t in _find(tables, _is_host_cpu):
         body = t.body()
         if not body:
             return None

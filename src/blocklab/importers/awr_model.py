@@ -4,9 +4,9 @@ share (an events-table row, the Host CPU row, SLOB's DECLARE block)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 from .common import ImportInputError, Line, Loc, Value, duration_ms, number
 
@@ -37,7 +37,7 @@ class NotRead:
     def text(self, file: str) -> str:
         return f"{file}:{self.line}: {self.field}: {self.reason}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"field": self.field, "line": self.line, "reason": self.reason}
 
 
@@ -195,10 +195,40 @@ def classify(label: str) -> str:
     return "skip"
 
 
+_MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
+SNAP_TIME = re.compile(r"(\d{1,2})-(\S+?) ?-(\d\d) (\d\d):(\d\d):(\d\d)")
+SNAP_TIME_HELP = ("is not DD-MON-YY HH:MI:SS with an English month (23-Nov-26) or a numeric one (23-8月 -26): "
+                  "left out; awrrpt.sql prints the month in the session's NLS_DATE_LANGUAGE, so export the report again "
+                  "after ALTER SESSION SET NLS_DATE_LANGUAGE = AMERICAN to keep it")
+
+
+def snap_time(text: str) -> str | None:
+    """A Begin/End Snap time (DD-MON-RR HH24:MI:SS in the session's
+    NLS_DATE_LANGUAGE) as ISO, as blocklab's own rows record when they started.
+    English months, and the numbered months of Chinese and Japanese ('8月',
+    padded to '8月 ') and Korean ('8월'): the number is the month, so nothing
+    is guessed. Other languages' names (OKT, AOÛT, ...) give None."""
+    m = SNAP_TIME.fullmatch(text.strip())
+    if m is None:
+        return None
+    month_text = m.group(2).upper()
+    numbered = re.fullmatch(r"(\d{1,2})[月월]", month_text)
+    month = int(numbered.group(1)) if numbered else _MONTHS.index(month_text) + 1 if month_text in _MONTHS else 0
+    yy = int(m.group(3))
+    try:  # the year as strptime's %y reads it (00-68 -> 2000s)
+        when = dt.datetime(2000 + yy if yy < 69 else 1900 + yy, month, int(m.group(1)),
+                           int(m.group(4)), int(m.group(5)), int(m.group(6)))
+    except ValueError:
+        return None
+    return when.isoformat()
+
+
 def event_from_fields(event: str, fields: dict[str, str], loc: Loc, title: str, time_label: str, avg_label: str,
-                      avg_unit: str | None, truncated: bool = False) -> Event:
+                      avg_unit: str | None, truncated: bool = False, not_read: list[NotRead] | None = None) -> Event:
     """One events-table row from its cells by kind (name, waits, time, avg, pct,
-    class), as the text and the HTML report both print them."""
+    class), as the text and the HTML report both print them. Given not_read, an
+    Avg that overflowed its column ('######') is left out and named there (the
+    mean wait is then Time / Waits); without it, it is an error."""
     if not event:
         raise loc.error(f"{title}: Event", "the row has no event name")
     what = f"{title}: {{}} of {event!r}"
@@ -208,6 +238,10 @@ def event_from_fields(event: str, fields: dict[str, str], loc: Loc, title: str, 
     waits = number(waits_text, loc, what.format("Waits"), suffix=True) if waits_text else None
     time_s = number(fields.get("time", ""), loc, what.format(time_label), suffix=True)
     avg_text = fields.get("avg", "")
+    if not_read is not None and re.fullmatch(r"#+", avg_text.strip()):
+        not_read.append(NotRead(what.format(avg_label or "Avg"), loc.line, f"shows {avg_text.strip()!r}: the value overflowed "
+                                "its column in the report; left out (the mean wait is Time / Waits)"))
+        avg_text = ""
     avg = duration_ms(avg_text, loc, what.format(avg_label or "Avg"), avg_unit) if avg_text else None
     pct_text = fields.get("pct", "")
     pct = number(pct_text, loc, what.format("% DB time")) if pct_text else None

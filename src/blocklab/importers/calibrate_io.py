@@ -45,6 +45,7 @@ from .common import (
 from .limits import calibration
 
 _PRINTED = re.compile(r"^\s*(max[_ ]iops|max[_ ]mbps|max[_ ]pmbps|(?:actual[_ ])?latency)\s*[:=]\s*(\S*)\s*$", re.IGNORECASE)
+_COMPLETED = re.compile(r"^\s*PL/SQL procedure successfully completed\.?\s*$", re.IGNORECASE)
 COLUMNS = ("MAX_IOPS", "MAX_MBPS", "MAX_PMBPS", "LATENCY", "NUM_PHYSICAL_DISKS")
 
 
@@ -131,11 +132,19 @@ def _view_starts(lines: list[Line]) -> list[int]:
 
 
 def _printed(lines: list[Line], shown: str) -> list[CalibrateIo]:
-    """Runs of 'max_iops = N' / 'latency = N' / 'max_mbps = N' lines. A value
-    printed twice (the procedure's and a script's own print) is one run; a key
-    that comes back with another value starts the next run."""
+    """Runs of 'max_iops = N' / 'latency = N' / 'max_mbps = N' lines. SQL*Plus's
+    'PL/SQL procedure successfully completed.' ends a run. Within one, a value
+    printed again alike (the procedure's and a script's own print) stays in the
+    run; a key that comes back with another value starts the next run, which
+    takes the lines repeated alike just before it (two runs with the same
+    max_iops pasted without the feedback line)."""
     runs: list[dict[str, Value]] = [{}]
+    repeated: list[tuple[str, Value]] = []  # lines since the run's last new key that printed a value it holds
     for ln in lines:
+        if _COMPLETED.match(ln.text):
+            runs.append({})
+            repeated = []
+            continue
         m = _PRINTED.match(ln.text)
         if not m:
             continue
@@ -148,10 +157,17 @@ def _printed(lines: list[Line], shown: str) -> list[CalibrateIo]:
                              comma_hint="CALIBRATE_IO's OUT parameters are whole numbers, concatenated without a format"),
                       loc, f"CALIBRATE_IO {m.group(1)}")
         current = runs[-1]
-        if key in current and current[key].value != value.value:
-            runs.append({})
-            current = runs[-1]
-        current.setdefault(key, value)
+        if key not in current:
+            current[key] = value
+            repeated = []
+        elif current[key].value == value.value:
+            repeated.append((key, value))
+        else:
+            since = [k for k, _ in repeated]
+            carried = repeated[len(since) - since[::-1].index(key):] if key in since else repeated
+            runs.append(dict(carried))
+            runs[-1].setdefault(key, value)
+            repeated = []
     runs = [r for r in runs if r]
     if not runs:
         raise end_error(lines, shown, "max_iops", "no 'max_iops = N' / 'max_mbps = N' line and no DBA_RSRC_IO_CALIBRATE "

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..device.calibrate import CALIBRATION_FILE, Calibration, PlannedPoint
 from ..device.fio import Point
@@ -21,9 +21,12 @@ from ..results import ENVIRONMENT_FILE, PLAN_FILE, SUMMARY_FILE, ResultRow, RunD
 from .common import MIB
 from .rundir import check_new, unranked
 
+if TYPE_CHECKING:
+    from ..spec import Scalar
 
-def save_imported_calibration(run_dir: RunDir, cal: Calibration, *, sources: list[dict[str, str]], environment: dict[str, Any],
-                              extra: dict[str, Any] | None = None, runs_note: str = "") -> RunDir:
+
+def save_imported_calibration(run_dir: RunDir, cal: Calibration, *, sources: list[dict[str, str]], environment: dict[str, object],
+                              extra: dict[str, object] | None = None, runs_note: str = "") -> RunDir:
     """Write the calibration; `sources[i]` says where point i's numbers came from;
     `extra` maps a file name to a JSON document written beside (e.g. orion.json)."""
     from .. import __version__
@@ -100,7 +103,7 @@ def _write_summary(run_dir: RunDir, cal: Calibration, ids: list[str]) -> None:
     run_dir.write_json(SUMMARY_FILE, summary)
 
 
-def _settings(p: Point) -> dict[str, Any]:
+def _settings(p: Point) -> dict[str, Scalar]:
     return {"pattern": p.pattern, "block_size": p.block_size, "iodepth": p.iodepth}
 
 

@@ -272,7 +272,7 @@ def import_orion(given: Path, *, device: str | None = None, latency_unit_option:
     return cal, sources, document, summary
 
 
-def _runs_doc(runs: list[OrionSummary], chosen: int, run: int | None) -> list[dict[str, Any]]:
+def _runs_doc(runs: list[OrionSummary], chosen: int, run: int | None) -> list[dict[str, object]]:
     why = f"--run {run}" if run else ("the only run" if len(runs) == 1 else f"the last of {len(runs)} runs pasted in the summary "
                                                                           "file; --run N imports another")
     return [{"run": i + 1, "line": r.first_line, "version": r.version, "test": r.test, "imported": i == chosen,
@@ -282,7 +282,7 @@ def _runs_doc(runs: list[OrionSummary], chosen: int, run: int | None) -> list[di
 
 
 def _summary_only(s: OrionSummary, prefix: Path, unit: str, device: str | None,
-                  ) -> tuple[Calibration, list[dict[str, str]], dict[str, Any]]:
+                  ) -> tuple[Calibration, list[dict[str, str]], dict[str, object]]:
     """Points from the summary's own lines when the CSVs are not there: Maximum
     Small IOPS (its latency from 'Small Read Latency: avg=' at the same point,
     11.2+) and Maximum Large MBPS. Minimum Small Latency stays in orion.json and

@@ -117,11 +117,11 @@ def _settings(reports: list[AwrReport], paths: list[Path], labels: list[str] | N
     return [{"report": s} for s in stems]
 
 
-def _environment(reports: list[AwrReport]) -> dict[str, Any]:
+def _environment(reports: list[AwrReport]) -> dict[str, object]:
     def joined(values: list[str]) -> str:
         return " / ".join(dict.fromkeys(v for v in values if v))
 
-    env: dict[str, Any] = {
+    env: dict[str, object] = {
         "engine_version": joined([r.release for r in reports]),
         "host": joined([r.header.get("Host Name", "") for r in reports]),
         "machine": joined([r.header.get("Platform", "") for r in reports]),

@@ -29,6 +29,7 @@ from ..results import (
     ResultRow,
     RunDir,
 )
+from ..spec import Scalar
 from ..units import human, label_of
 from .common import ImportOptionError
 
@@ -42,7 +43,7 @@ class ImportedRun:
     workload: str  # "slob", "awr_profile"
     knobs: dict[str, list[Any]]  # knob -> its values, in order
     rows: list[ResultRow]  # settings, metrics, notes filled in; cell and block are set here
-    environment: dict[str, Any]
+    environment: dict[str, object]
     metric: str
     goal: str
     unit: str
@@ -54,9 +55,9 @@ class ImportedRun:
 IMPORT_NOTES_FILE = "import-notes.json"
 
 
-def import_notes(report: Any, marks: list[str]) -> dict[str, Any]:
+def import_notes(report: Any, marks: list[str]) -> dict[str, object]:
     """A row's notes on what the import left out (not_read) and what its consistency checks marked."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     not_read = [n.text(report.path) for n in getattr(report, "not_read", [])]
     if not_read:
         out["not_read"] = not_read
@@ -148,10 +149,10 @@ def write_run(run_dir: RunDir, run: ImportedRun) -> dict[str, Any]:
     return summary
 
 
-def _cells(rows: list[ResultRow]) -> tuple[list[ResultRow], list[dict[str, Any]], list[dict[str, Any]]]:
+def _cells(rows: list[ResultRow]) -> tuple[list[ResultRow], list[dict[str, Scalar]], list[dict[str, object]]]:
     """Number the rows; the n-th row of a setting is its block n (a repeat)."""
     seen: dict[str, int] = {}
-    settings: list[dict[str, Any]] = []
+    settings: list[dict[str, Scalar]] = []
     out, cells = [], []
     for index, row in enumerate(rows):
         label = label_of(row.settings)

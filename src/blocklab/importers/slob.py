@@ -32,7 +32,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..results import ResultRow
 from .awr import cpu_marks, parse_awr
@@ -40,6 +40,9 @@ from .awr_info import AwrInfoRow, parse_awr_info, point_metrics
 from .awr_model import AwrReport
 from .common import ImportInputError, ImportOptionError, Loc, Value, read_lines
 from .rundir import ImportedRun, import_notes
+
+if TYPE_CHECKING:
+    from ..spec import Scalar
 
 LATENCY_SOURCE = "AWR: db file sequential read"
 READ_EVENT = "db file sequential read"
@@ -55,11 +58,11 @@ class Point:
     metrics: dict[str, float]
     sources: dict[str, str]
     started: str = ""
-    database: dict[str, Any] = field(default_factory=dict)
+    database: dict[str, str] = field(default_factory=dict)
     parameters: dict[str, str] = field(default_factory=dict)
     slob: dict[str, str] = field(default_factory=dict)
     loc: Loc | None = None  # an awr_info line
-    extra: dict[str, Any] = field(default_factory=dict)  # not_read / marks for the run's import-notes.json
+    extra: dict[str, object] = field(default_factory=dict)  # not_read / marks for the run's import-notes.json
 
 
 # ---------------------------------------------------------------------- finding the files
@@ -269,7 +272,7 @@ def info_points(rows: list[AwrInfoRow], path: Path, root: Path, update_pct: floa
 
 
 def import_slob(paths: list[Path], *, update_pct: float | None = None, block_size: int | None = None,
-                environment: dict[str, Any] | None = None, command: str = "blocklab import slob") -> ImportedRun:
+                environment: dict[str, object] | None = None, command: str = "blocklab import slob") -> ImportedRun:
     """Read every report under `paths` into the rows of one slob run."""
     if update_pct is not None and not 0 <= update_pct <= 100:
         raise ImportOptionError(f"--update-pct {update_pct:g}: give a percentage from 0 to 100")
@@ -312,7 +315,7 @@ def _num(x: float) -> float | int:
 
 
 def _row(p: Point) -> ResultRow:
-    settings = {"workload.sessions": p.sessions, "workload.update_pct": _num(p.update_pct), "block_size": p.block_size}
+    settings: dict[str, Scalar] = {"workload.sessions": p.sessions, "workload.update_pct": _num(p.update_pct), "block_size": p.block_size}
     metrics = {"sessions": float(p.sessions), "update_pct": float(p.update_pct), "block_size": float(p.block_size), **p.metrics}
     notes = {"file": p.shown, "kind": p.kind, "sources": p.sources, "latency_source": LATENCY_SOURCE, **p.extra}
     if p.slob:

@@ -37,7 +37,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Protocol, cast
 
 from ..engines.base import CpuProfileDialect, Engine, ProfileTargets
 
@@ -191,7 +191,7 @@ class FoldedProfile:
         """One `frame;frame;...;leaf count` line per stack, heaviest first."""
         return "".join(f"{stack} {n}\n" for stack, n in sorted(self.stacks.items(), key=lambda kv: (-kv[1], kv[0])))
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, object]:
         return {"samples": self.samples, "cpu_s": round(self.cpu_s, 6), "unnamed_samples": self.unnamed_leaf,
                 "unnamed_share": round(self.unnamed_share, 4),
                 "unnamed_objects": dict(self.unnamed_objects.most_common(5))}
@@ -325,7 +325,7 @@ class PerfWindow:
             self._command("disable", 10.0)
             self._paused = True
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._proc is None:
             return
         try:
@@ -403,7 +403,7 @@ class _CellWindow:
     def pause(self) -> None:
         self.perf.pause()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.perf.__exit__(*exc)
         self.owner.profile.merge(self.perf.profile)
         self.owner.windows += 1
@@ -416,11 +416,11 @@ class ObserverWindow(Protocol):
 
     def start(self) -> None: ...
 
-    def __enter__(self) -> Any: ...
+    def __enter__(self) -> ObserverWindow: ...
 
     def pause(self) -> None: ...
 
-    def __exit__(self, *exc: Any) -> None: ...
+    def __exit__(self, *exc: object) -> None: ...
 
 
 class CellObserver(Protocol):

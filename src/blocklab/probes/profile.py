@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 CPU = "CPU"
 UNACCOUNTED = "UNACCOUNTED_TIME"
@@ -65,7 +64,7 @@ class SessionProfile:
         parts = sorted(self.parts().items(), key=lambda kv: (-kv[1], kv[0]))
         return [(TOTAL, self.elapsed_s), *parts]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "pid": self.pid,
             "elapsed_s": self.elapsed_s,

@@ -29,7 +29,7 @@ OTHER = "other waits"  # the waits folded into one line of a table or one colour
 @dataclass
 class SettingProfile:
     label: str
-    settings: dict[str, Any]
+    settings: dict[str, object]
     runs: int
     slowest: SessionProfile | None  # None: an instance-wide profile (AWR) has no sessions of its own
     total: SessionProfile
@@ -53,14 +53,14 @@ def _rows_of(source: Any) -> list[Any]:
     return out
 
 
-def _label(settings: dict[str, Any]) -> str:
+def _label(settings: dict[str, object]) -> str:
     return label_of(settings)
 
 
 def setting_profiles(source: Any, order: Iterable[str] | None = None) -> list[SettingProfile]:
     """The mean profile per setting label, for the rows that have one."""
     groups: dict[str, list[dict[str, float]]] = {}
-    settings: dict[str, dict[str, Any]] = {}
+    settings: dict[str, dict[str, object]] = {}
     for row in _rows_of(source):
         if not row.ok or ("profile.slowest.total_s" not in row.metrics and "profile.total.total_s" not in row.metrics):
             continue

@@ -85,8 +85,8 @@ class FunctionTrace:
             for k, v in theirs.items():
                 mine[k] = mine.get(k, 0) + v
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"function": self.function, "calls": self.calls, "total_ns": self.total_ns,
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {"function": self.function, "calls": self.calls, "total_ns": self.total_ns,
                                "hist_ns": {str(k): v for k, v in sorted(self.hist_ns.items())}}
         if self.arg is not None:
             out.update(arg=self.arg, arg_sum=self.arg_sum, hist_arg={str(k): v for k, v in sorted(self.hist_arg.items())})
@@ -199,7 +199,7 @@ class TraceWindow:
         if self._proc is not None and self._stopped is None:
             self._stopped = self._stop()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._proc is None:
             return
         self.pause()
@@ -239,6 +239,6 @@ class _TracerWindow:
     def pause(self) -> None:
         self.window.pause()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.window.__exit__(*exc)
         self.owner.result.merge(self.window.trace)

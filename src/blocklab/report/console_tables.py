@@ -9,7 +9,7 @@ out."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from rich import box
@@ -31,11 +31,13 @@ from ..analysis.overhead import (
     setting_text,
     settings_key,
 )
-from ..analysis.slob_view import points, saturation_points, series_label
+from ..analysis.slob_view import SlobRow, points, saturation_points, series_label
 from ..engines.base import Capabilities
+from ..jsonvalue import as_list
 from ..probes.profile import CPU, TOTAL, UNACCOUNTED
 from ..probes.profile_view import AWR_CAPTION, OTHER, SettingProfile, is_awr, setting_profiles, short_labels
 from ..results import ResultRow
+from ..spec import Scalar
 from ..units import MISSING, human
 
 MINOR = 0.005  # waits under 0.5% of the time in both columns are folded into one line
@@ -167,7 +169,7 @@ def profile_tables(summary_or_rows: Any, describe: Callable[[str], str] | None =
 
 
 # ---------------------------------------------------------------------- SLOB
-def slob_table(rows: Iterable[Any]) -> Any:
+def slob_table(rows: Iterable[SlobRow]) -> Table:
     """A rich Table: every point (series, sessions, IOPS, MB/s, latency, ops/s, CPU) with the saturation point marked."""
     rows = list(rows)
     sat = {(s.update_pct, s.block_size): s for s in saturation_points(rows)}
@@ -222,7 +224,7 @@ def settings_table(summary: dict[str, Any], unit: str, describe: Callable[[str],
     return table
 
 
-def ratio_text(entry: dict[str, Any]) -> str:
+def ratio_text(entry: dict[str, object]) -> str:
     """A setting's ratio to the best: '0.93x [0.85, 1.02]'; the point alone without an interval."""
     r, lo, hi = entry.get("ratio_to_best"), entry.get("ratio_to_best_ci_low"), entry.get("ratio_to_best_ci_high")
     if not _finite(r):
@@ -232,9 +234,9 @@ def ratio_text(entry: dict[str, Any]) -> str:
     return f"{r:.2f}x"
 
 
-def explain_text(summary: dict[str, Any]) -> str:
+def explain_text(summary: Mapping[str, object]) -> str:
     """`--explain`: how the verdict's figures were judged (summary.json's explain), a paragraph a line."""
-    lines = [str(line) for line in summary.get("explain") or []]
+    lines = [str(line) for line in as_list(summary.get("explain"))]
     if not lines:
         return "How to read this: nothing to explain yet (no measurement)."
     return "How to read this:\n" + "\n".join(f"- {line}" for line in lines)
@@ -332,7 +334,7 @@ def overhead_tables(rows: Iterable[ResultRow], metric: str = "elapsed_s", *, see
         t.add_column("level")
         for b in blocks:
             t.add_column("normalised" if b is None else f"block {setting_text(BLOCK_KNOB, b)}", justify="right")
-        grouped: dict[tuple, dict[Any, Normalised]] = {}
+        grouped: dict[tuple, dict[Scalar | None, Normalised]] = {}
         for n in norm:
             grouped.setdefault((settings_key(n.context), settings_key(n.level)), {})[n.block_size] = n
         for (_, _), by_block in grouped.items():

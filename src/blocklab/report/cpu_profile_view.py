@@ -113,20 +113,20 @@ def _pair_member(flame_id: str, diff_id: str) -> bool:
     return flame_id.removeprefix("flame-") in (a, b)
 
 
-def _graph(g: FlameGraph, open_: bool) -> dict[str, Any]:
+def _graph(g: FlameGraph, open_: bool) -> dict[str, object]:
     # inline, not an <img>: the frames' tooltips (<title>) work only in an inline SVG; the
     # SVG is ours, every text in it escaped (flame.py)
     svg = g.svg.decode().replace("<svg ", '<svg style="width:100%;height:auto" ', 1)
     return {"id": g.id, "title": g.title, "svg": Markup(svg), "file": f"plots/{g.id}.svg", "open": open_}
 
 
-def _text(v: Any) -> str:
+def _text(v: object) -> str:
     if isinstance(v, bool):
         return "on" if v else "off"
     return str(v)
 
 
-def _us(x: Any) -> str:
+def _us(x: float | None) -> str:
     return f"{float(x) * 1e6:,.3f}" if x is not None and math.isfinite(float(x)) else "–"
 
 
@@ -146,7 +146,7 @@ def _ratio(entry: list[float]) -> str:
     return f"×{v:.2f} [{lo:.2f}, {hi:.2f}]" if math.isfinite(lo) and math.isfinite(hi) else f"×{v:.2f}"
 
 
-def html_context(data: RunData, graphs: list[FlameGraph]) -> dict[str, Any] | None:
+def html_context(data: RunData, graphs: list[FlameGraph]) -> dict[str, object] | None:
     """What the template shows of the run's profiles; None when it has none."""
     profile = data.summary.get("cpu_profile")
     if not profile:

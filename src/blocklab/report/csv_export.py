@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import io
-from typing import Any
 
 from ..results import ResultRow
 from ..units import label_of
@@ -29,9 +28,9 @@ def columns(data: RunData) -> list[str]:
     return [*base, *knobs, *(f"applied.{k}" for k in applied), *metrics]
 
 
-def record(row: ResultRow, cols: list[str]) -> dict[str, Any]:
+def record(row: ResultRow, cols: list[str]) -> dict[str, object]:
     """One row as a flat dict over `cols` (None where a cell has no value)."""
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "cell": row.cell,
         "cell_id": row.cell_id,
         "block": row.block,
@@ -63,7 +62,7 @@ def export_csv(data: RunData) -> bytes:
     return buf.getvalue().encode("utf-8")
 
 
-def _cell(value: object) -> Any:
+def _cell(value: object) -> object:
     if value is None:
         return ""
     if isinstance(value, bool):

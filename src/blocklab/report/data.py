@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -446,9 +447,12 @@ def _optional_json(rd: RunDir, name: str, notes: list[str]) -> dict[str, Any]:
 
 
 def _summary_stale(summary: dict[str, Any], rows: list[ResultRow]) -> bool:
+    """The summary counts other rows than results.jsonl holds. Ok, failed and invalid
+    rows are counted apart (validity_counts); a summary without cells_invalid counted
+    the invalid ones among the failed."""
     if not summary:
         return True
-    counted = int(summary.get("cells_ok") or 0) + int(summary.get("cells_failed") or 0)
+    counted = sum(int(summary.get(key) or 0) for key in ("cells_ok", "cells_failed", "cells_invalid"))
     return counted != len(rows)
 
 
@@ -468,7 +472,7 @@ def _refresh_stale_summary(data: RunData) -> None:
 def recompute_summary(data: RunData) -> dict[str, Any]:
     """The summary of a loaded run, as the runner would write it today."""
     from ..analysis.load import load_axes_of
-    from ..analysis.summary import summarise  # scipy: loaded when a summary is computed, not for every report
+    from ..analysis.summary import summarise, validity_counts  # scipy: loaded when a summary is computed, not for every report
     from ..search import sequential_looks
 
     old = data.summary
@@ -490,9 +494,11 @@ def recompute_summary(data: RunData) -> dict[str, Any]:
         cells_planned=data.cells_planned,
         load_axes=load_axes_of(str((data.spec.get("workload") or {}).get("kind") or ""), data.knobs),
     )
+    summary.update(validity_counts(data.rows))  # as the runner counts them: failed, invalid and flagged apart
     for key in ("experiment", "cells_planned", "seed", "settle"):
         if key in old:
             summary[key] = old[key]
+    _add_why(summary, data, old)
     if old.get("words_from") == "import":  # an importer's own headline and verdict (device limits, system statistics,
         for key in ("headline", "verdict", "limits", "words_from"):  # SLOB series): the rows do not change on import
             if key in old:
@@ -508,6 +514,31 @@ def recompute_summary(data: RunData) -> dict[str, Any]:
 
     add_to_summary(summary, data.path, data.describe_label)  # the disk's line and the bottleneck's reasoning, as the runner adds them
     return summary
+
+
+def _add_why(summary: dict[str, object], data: RunData, old: Mapping[str, object]) -> None:
+    """A profiled or traced run's sections (measure.cpu_profile, measure.trace_function),
+    computed from the rows as the runner adds them; an old section is kept when they
+    cannot be (a workload blocklab no longer has)."""
+    from ..analysis.cpu_profile import add_to_summary as add_cpu_profile
+    from ..analysis.function_trace import add_to_summary as add_trace
+    from ..spec import SpecError
+    from ..workloads import workload_class
+
+    measure = data.spec.get("measure") or {}
+    if not (measure.get("cpu_profile") or measure.get("trace_function")):
+        return
+    try:
+        work = workload_class(str((data.spec.get("workload") or {}).get("kind") or ""), data.source).work
+    except (SpecError, AttributeError):
+        work = None
+    if measure.get("cpu_profile") and work is not None:
+        add_cpu_profile(summary, data.rows, data.path, data.knobs, work, dict(measure.get("cpu_profile_where") or {}))
+    if measure.get("trace_function") and work is not None:
+        add_trace(summary, data.rows, label_of, str(measure["trace_function"]), measure.get("trace_arg"), work)
+    for key in ("cpu_profile", "profile_verdict", "trace"):
+        if key not in summary and key in old:
+            summary[key] = old[key]
 
 
 def _older_statistics_note(data: RunData) -> None:

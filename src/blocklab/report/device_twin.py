@@ -9,15 +9,15 @@ table, no change.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from matplotlib.axes import Axes
+from matplotlib.lines import Line2D
 
 from ..analysis import efficiency
 from ..analysis.efficiency import SettingEfficiency
 from ..device.interleave import load_replays
 from ..device.twin import load as load_twins
-from ..units import human, unit_of
+from ..units import first_upper, human, unit_of
 from .data import RunData
 
 GREEN = "#2e8b57"
@@ -39,7 +39,7 @@ def has_device(data: RunData) -> bool:
 
 
 # ====================================================================== plots
-def device_line(ax: Axes, data: RunData, knob: str, metric: str) -> tuple[Any, str]:
+def device_line(ax: Axes, data: RunData, knob: str, metric: str) -> tuple[Line2D | None, str]:
     """The disk's line on a sweep's axes: at each setting, what `metric` would be if
     the engine got all that fio gets for its I/O. Returns (legend handle, the caption's
     sentence), (None, '') when the run has no twin."""
@@ -83,7 +83,7 @@ PETAL_SENTENCE = (" Dashed lines with crosses: the device twin, fio replaying ea
 
 
 # ====================================================================== the page
-def html_context(data: RunData) -> dict[str, Any]:
+def html_context(data: RunData) -> dict[str, object]:
     """The report's 'engine against the device' section: empty when there is nothing to show."""
     effs = efficiencies(data)
     twins = load_twins(data.path)
@@ -111,7 +111,7 @@ def html_context(data: RunData) -> dict[str, Any]:
     elif twins.status != "measured":
         status = f"Device twin {twins.status}: {twins.reason}."
     else:
-        status = twins.summary_line().removeprefix("device twin: ").capitalize() + "."
+        status = first_upper(twins.summary_line().removeprefix("device twin: ")) + "."
     commands = []
     if twins is not None:
         for twin in twins.twins.values():

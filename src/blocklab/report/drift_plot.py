@@ -11,9 +11,9 @@ the difference a DBA is looking for.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -53,7 +53,7 @@ def drift_figure(data: RunData) -> tuple[Figure, str] | None:
     fig.suptitle("Drift between blocks", x=0.01, ha="left")
     ax = fig.add_subplot()
 
-    def pct(logs: Any) -> Any:
+    def pct(logs: npt.ArrayLike) -> npt.NDArray[np.float64]:
         return (np.exp(logs) - 1.0) * 100.0
 
     # each cell divided by its setting's level: what is left is its block's drift and its own noise
@@ -94,7 +94,7 @@ def drift_figure(data: RunData) -> tuple[Figure, str] | None:
     return fig, caption
 
 
-def drift_plot(data: RunData, limits: dict[str, float]) -> tuple[str, str, str, Any] | None:
+def drift_plot(data: RunData, limits: dict[str, float]) -> tuple[str, str, str, Figure] | None:
     """plots.EXTRA_FIGURES entry: (id, title, caption, figure) or None."""
     made = drift_figure(data)
     if made is None:

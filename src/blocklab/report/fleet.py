@@ -12,11 +12,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from matplotlib.artist import Artist
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from ..analysis.fleet import Sweep, fleet_summary
-from ..units import human, metric_title
+from ..jsonvalue import as_object
+from ..units import first_upper, human, metric_title
 from .data import RunData
 
 PLOT_ID = "fleet-hosts"
@@ -42,8 +44,8 @@ def fleet_part(data: RunData) -> dict[str, Any]:
         return dict(saved)
     sweep = _sweep(data)
     planned = {h: int(info.get("cells") or 0) for h, info in (data.plan.get("fleet") or {}).get("hosts", {}).items()}
-    return dict(fleet_summary(sweep, data.rows, planned, name=data.name, seed=int(data.seed or 0),
-                              lost=(saved or {}).get("lost"))["fleet"])
+    return dict(as_object(fleet_summary(sweep, data.rows, planned, name=data.name, seed=int(data.seed or 0),
+                                        lost=(saved or {}).get("lost"))["fleet"]))
 
 
 def _sweep(data: RunData) -> Sweep:
@@ -57,7 +59,7 @@ def _sweep(data: RunData) -> Sweep:
                  knob_label=", ".join(data.knobs) or "setting", unit=data.unit)
 
 
-def fleet_context(data: RunData) -> dict[str, Any] | None:
+def fleet_context(data: RunData) -> dict[str, object] | None:
     """What the template's hosts section shows; None for a run on one machine."""
     if not is_fleet(data):
         return None
@@ -143,11 +145,11 @@ def fleet_figure(data: RunData, limits: dict[str, float]) -> tuple[str, str, str
     sweep = _sweep(data)
     hosts = hosts_of(data)
     unit = sweep.unit
-    title = f"{_metric_words(sweep.metric).capitalize()} per host"
+    title = f"{first_upper(_metric_words(sweep.metric))} per host"
     fig, ax = new_figure(data, title)
     ax.set_title(_subtitle(data, part, hosts), loc="left", color="#4d4d4d", pad=10)
     knob = single_numeric_knob(data)
-    handles: list[Any] = []
+    handles: list[Artist] = []
     top = 0.0
     labels = [label for label in data.labels if any(((part.get("hosts") or {}).get(h) or {}).get("settings", {}).get(label, {}).get("n") for h in hosts)]
     for i, host in enumerate(hosts):
@@ -197,8 +199,8 @@ def fleet_figure(data: RunData, limits: dict[str, float]) -> tuple[str, str, str
     ax.yaxis.set_major_formatter(ScaledFormatter())
     better = "higher is better" if sweep.goal == "max" else "lower is better"
     ax.set_ylabel(f"{unit}  ({better})" if unit else f"{sweep.metric}  ({better})")
-    fig.legend(handles, [h.get_label() for h in handles], loc="outside lower center", ncol=min(len(handles), 6), frameon=False)
-    caption = (f"{_metric_words(sweep.metric).capitalize()} per setting on each host, on the same axes: "
+    fig.legend(handles, [str(h.get_label()) for h in handles], loc="outside lower center", ncol=min(len(handles), 6), frameon=False)
+    caption = (f"{first_upper(_metric_words(sweep.metric))} per setting on each host, on the same axes: "
                + ("each line joins a host's medians, its band is their 95% bootstrap interval and its star the host's best."
                   if knob is not None else "each bar is a host's median with its 95% bootstrap interval; a black edge marks the host's best."))
     return PLOT_ID, f"{title}: the hosts side by side", caption, fig

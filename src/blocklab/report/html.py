@@ -7,12 +7,13 @@ import base64
 import datetime as dt
 import math
 import statistics
-from typing import Any
+from typing import TypeGuard
 
 import jinja2
 
 from .. import __version__
 from ..analysis.entry import figure_of, standing_note
+from ..results import ResultRow
 from ..units import SHORT_NAMES, fmt_bytes, human, label_of, metric_title
 from .cpu_profile_view import FlameGraph, flame_graphs
 from .cpu_profile_view import html_context as cpu_profile_context
@@ -48,7 +49,7 @@ def render_html(data: RunData, plots: list[Plot], *, generated: str | None = Non
 
 
 def context(data: RunData, plots: list[Plot], *, generated: str | None = None,
-            flames: list[FlameGraph] | None = None) -> dict[str, Any]:
+            flames: list[FlameGraph] | None = None) -> dict[str, object]:
     summary = data.summary
     metric, unit = data.metric, data.unit
     measured = len({r.cell_id for r in data.rows})
@@ -128,7 +129,7 @@ def _verdict_lines(data: RunData) -> list[str]:
     return verdict.splitlines()
 
 
-def _settings_table(data: RunData) -> list[dict[str, Any]]:
+def _settings_table(data: RunData) -> list[dict[str, object]]:
     summary = data.summary
     entries = summary.get("settings") or {}
     best = summary.get("best_label")
@@ -214,15 +215,15 @@ def _settings_caption(data: RunData) -> str:
     )
 
 
-def _interval(lo: Any, hi: Any, n: int, series: bool = False) -> str:
+def _interval(lo: object, hi: object, n: int, series: bool = False) -> str:
     if n < 2 and not series:
         return "one run: no interval"
-    if not _finite(lo) or not _finite(hi):
-        return "–"
-    return f"{human(lo)} – {human(hi)}"
+    if _finite(lo) and _finite(hi):
+        return f"{human(lo)} – {human(hi)}"
+    return "–"
 
 
-def _ratio(r: Any, lo: Any, hi: Any) -> str:
+def _ratio(r: object, lo: object, hi: object) -> str:
     if not _finite(r):
         return "–"
     text = f"{r:.2f}×"
@@ -231,11 +232,11 @@ def _ratio(r: Any, lo: Any, hi: Any) -> str:
     return text
 
 
-def _finite(x: Any) -> bool:
+def _finite(x: object) -> TypeGuard[float]:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def _other_metrics(data: RunData) -> dict[str, Any]:
+def _other_metrics(data: RunData) -> dict[str, object]:
     """Median of the other headline metrics per setting (MB/s, read size, elapsed ...)."""
     metrics = data.headline_metrics()
     if not metrics:
@@ -271,7 +272,7 @@ def _metric_text(metric: str, value: float | None) -> str:
     return human(value)
 
 
-def _plot_context(p: Plot) -> dict[str, Any]:
+def _plot_context(p: Plot) -> dict[str, object]:
     return {
         "id": p.id,
         "title": p.title,
@@ -281,7 +282,7 @@ def _plot_context(p: Plot) -> dict[str, Any]:
     }
 
 
-def _failed(data: RunData, row: Any) -> dict[str, Any]:
+def _failed(data: RunData, row: ResultRow) -> dict[str, object]:
     return {
         "cell": row.cell,
         "block": row.block + 1,
@@ -357,7 +358,7 @@ def _short(metric: str) -> str:
     return SHORT_NAMES.get(metric, metric)
 
 
-def _raw_rows(data: RunData) -> list[dict[str, Any]]:
+def _raw_rows(data: RunData) -> list[dict[str, object]]:
     metrics = _raw_metrics(data)
     out = []
     for row in sorted(data.rows, key=lambda r: r.cell):
@@ -374,6 +375,6 @@ def _raw_rows(data: RunData) -> list[dict[str, Any]]:
     return out
 
 
-def _on_host(row: Any, text: str) -> str:
+def _on_host(row: ResultRow, text: str) -> str:
     """A fleet row's setting with the host that measured it: 'host-a: 16 (128 kB)'."""
     return f"{row.host}: {text}" if row.host else text

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
 
 from .data import RunData
 
 EXPORT_FORMAT = 1
 
 
-def document(data: RunData) -> dict[str, Any]:
+def document(data: RunData) -> dict[str, object]:
     return {
         "blocklab_export": EXPORT_FORMAT,
         "experiment": data.name,
@@ -37,7 +36,7 @@ def export_json(data: RunData) -> bytes:
     return (text + "\n").encode("utf-8")
 
 
-def _finite(value: object) -> Any:
+def _finite(value: object) -> object:
     """NaN and infinities -> null: strict JSON, readable by every tool."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None

@@ -9,7 +9,6 @@ per-second series (series_plot.py) and the fleet's hosts (fleet.py).
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from matplotlib import ticker
 from matplotlib.axes import Axes
@@ -29,7 +28,7 @@ GREY = "#4d4d4d"
 LIGHT = "#9a9a9a"
 RED = "#c0392b"
 
-STYLE: dict[str, Any] = {
+STYLE: dict[str, object] = {
     "font.family": "DejaVu Sans",
     "font.size": 11,
     "axes.titlesize": 10,
@@ -68,13 +67,13 @@ class ScaledFormatter(ticker.Formatter):
         texts = tick_labels(locs + [x])
         return texts[-1]
 
-    def format_ticks(self, values: Any) -> list[str]:
+    def format_ticks(self, values: list[float]) -> list[str]:
         self.set_locs(values)
         return tick_labels(list(values))
 
 
 # ====================================================================== the figure
-def new_figure(data: RunData, title: str) -> tuple[Figure, Any]:
+def new_figure(data: RunData, title: str) -> tuple[Figure, Axes]:
     """A figure of the usual size titled `title`, the run's context beneath: (figure, its one axes)."""
     fig = Figure(figsize=SIZE, dpi=100, layout="constrained")
     FigureCanvasAgg(fig)

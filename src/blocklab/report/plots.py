@@ -20,8 +20,8 @@ What these share (colours, style, the knob's axis) is in plot_style.py.
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -36,6 +36,8 @@ from .scan_plot import scan_sweep
 from .sweep_plot import generic_sweep
 
 PNG_DPI = 150
+# a recipe-specific picture: the run and the device limits -> (id, title, caption, figure), or None
+FigureMaker = Callable[[RunData, dict[str, float]], "tuple[str, str, str, Figure] | None"]
 
 
 @dataclass(frozen=True)
@@ -120,7 +122,7 @@ def _checksum_overhead(data: RunData, limits: dict[str, float]) -> tuple[str, st
     return "checksum-overhead", "Checksum overhead, normalised", caption, fig
 
 
-def _slob_petal(which: int, plot_id: str, title: str, caption: str) -> Any:
+def _slob_petal(which: int, plot_id: str, title: str, caption: str) -> FigureMaker:
     """One of the SLOB petal plots (0: latency vs IOPS, 1: latency vs MB/s)."""
 
     def make(data: RunData, limits: dict[str, float]) -> tuple[str, str, str, Figure] | None:
@@ -171,7 +173,7 @@ def _fleet_hosts(data: RunData, limits: dict[str, float]) -> tuple[str, str, str
 
 
 # Recipe-specific pictures: each takes the run and returns (id, title, caption, figure) or None.
-EXTRA_FIGURES = [
+EXTRA_FIGURES: list[FigureMaker] = [
     _block_drift,
     _per_second,
     _fleet_hosts,

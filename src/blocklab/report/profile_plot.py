@@ -4,11 +4,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..engines.base import Capabilities
 from ..probes.profile import CPU, UNACCOUNTED, SessionProfile
 from ..probes.profile_view import AWR_CAPTION, OTHER, SettingProfile, is_awr, setting_profiles, short_labels
+
+if TYPE_CHECKING:
+    from matplotlib.artist import Artist
+    from matplotlib.figure import Figure
 
 
 def method_caption(profiles: list[SettingProfile], capabilities: Capabilities) -> str:
@@ -27,7 +31,7 @@ _UNACCOUNTED_COLOUR = "#bdbdbd"
 _OTHER_COLOUR = "#7f7f7f"
 
 
-def profile_figure(rows: Any, describe: Callable[[str], str] | None = None, order: Iterable[str] | None = None, top: int = 6) -> Any:
+def profile_figure(rows: Any, describe: Callable[[str], str] | None = None, order: Iterable[str] | None = None, top: int = 6) -> Figure | None:
     """Stacked horizontal bars of time by class per setting: the slowest
     session (left) and all sessions summed (right). The `top` wait events
     over the whole run get their own colour; the rest is "other waits".
@@ -81,7 +85,7 @@ def profile_figure(rows: Any, describe: Callable[[str], str] | None = None, orde
             ax.spines[side].set_visible(False)
     axes[0].set_yticks(ypos, labels)
     axes[0].invert_yaxis()
-    seen: dict[str, Any] = {}
+    seen: dict[str, Artist] = {}
     for ax in axes:
         for handle, name in zip(*ax.get_legend_handles_labels()):
             seen.setdefault(name, handle)

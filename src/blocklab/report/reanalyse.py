@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from ..jsonvalue import str_or_none
 from ..results import PLAN_FILE, RESULTS_FILE, SUMMARY_FILE, ResultsError, RunDir
 from .data import load_run, recompute_summary
 
@@ -30,7 +30,7 @@ class AnalyseError(ValueError):
 @dataclass(frozen=True)
 class Reanalysis:
     path: Path
-    summary: dict[str, Any]
+    summary: dict[str, object]
     previous_verdict: str | None  # None when there was no summary.json
     previous_version: int | None  # statistics_version of the old summary (None: before versions)
     written: bool
@@ -67,13 +67,18 @@ def reanalyse(path: Path | str, *, write: bool = True) -> Reanalysis:
     return Reanalysis(
         path=path,
         summary=summary,
-        previous_verdict=old_summary.get("verdict") if old_summary else None,
-        previous_version=old_summary.get("statistics_version", 1) if old_summary else None,
+        previous_verdict=str_or_none(old_summary.get("verdict")) if old_summary else None,
+        previous_version=_version(old_summary.get("statistics_version", 1)) if old_summary else None,
         written=write,
     )
 
 
-def _old_summary(run_dir: RunDir) -> dict[str, Any]:
+def _version(value: object) -> int | None:
+    """summary.json's statistics_version (an int; anything else: unknown)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _old_summary(run_dir: RunDir) -> dict[str, object]:
     if not run_dir.file(SUMMARY_FILE).exists():
         return {}
     try:

@@ -13,12 +13,13 @@ import math
 from typing import Any
 
 from matplotlib import ticker
+from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from ..units import fmt_bytes, label_of, metric_title, unit_of
+from ..units import first_upper, fmt_bytes, label_of, metric_title, unit_of
 from .data import RunData
 from .device_twin import device_line
 from .plot_style import (
@@ -43,7 +44,7 @@ def scan_sweep(data: RunData, knob: str, metric: str, limits: dict[str, float]) 
     unit = unit_of(metric)
     what = "Full-scan throughput" if metric == "rows_per_s" else "Full-scan read bandwidth"
     if (data.spec.get("workload") or {}).get("kind") not in (None, "full_scan"):
-        what = metric_title(metric).capitalize()
+        what = first_upper(metric_title(metric))
     knob_words = KNOB_WORDS.get(knob, knob)
     title = f"{what} vs {knob_words}"
 
@@ -68,17 +69,17 @@ def scan_sweep(data: RunData, knob: str, metric: str, limits: dict[str, float]) 
 
     io_handles = _io_size_axis(ax, data, knob, xs, log2)
 
-    legend = [
+    legend: list[Any] = [  # Artists and (Line2D, Patch) tuples: matplotlib's stub omits the tuples HandlerTuple draws
         Line2D([], [], color=LIGHT, marker="o", ls="none", ms=5, alpha=0.8, label="one run"),
         (Line2D([], [], color=BLUE, marker="o", lw=2.2, ms=6), Patch(color=BAND, alpha=0.55)),
         *handles,
         *([limit_handle] if limit_handle else []),
         *io_handles,
     ]
-    labels = ["one run", f"{data.figure_word(metric).removesuffix(' level')} {unit}, CI band", *[h.get_label() for h in handles]]
+    labels = ["one run", f"{data.figure_word(metric).removesuffix(' level')} {unit}, CI band", *[str(h.get_label()) for h in handles]]
     if limit_handle:
-        labels.append(limit_handle.get_label())
-    labels += [h.get_label() for h in io_handles]
+        labels.append(str(limit_handle.get_label()))
+    labels += [str(h.get_label()) for h in io_handles]
     fig.legend(legend, labels, loc="outside lower center", ncol=3, frameon=False)
 
     plot_id = f"{data.name}-{metric}".replace("_", "-")
@@ -92,7 +93,7 @@ def scan_sweep(data: RunData, knob: str, metric: str, limits: dict[str, float]) 
     return plot_id, title, caption, fig
 
 
-def _io_size_axis(ax: Axes, data: RunData, knob: str, xs: list[float], log2: bool) -> list[Any]:
+def _io_size_axis(ax: Axes, data: RunData, knob: str, xs: list[float], log2: bool) -> list[Artist]:
     """Right axis: the measured average read size per setting, and the size asked for."""
     io_figs = {f.label: f for f in data.figures("avg_read_kb")}
     points = []
@@ -111,7 +112,7 @@ def _io_size_axis(ax: Axes, data: RunData, knob: str, xs: list[float], log2: boo
     ax2.grid(False)
     ax2.spines["right"].set_visible(True)
     ax2.spines["right"].set_color(LIGHT)
-    handles = []
+    handles: list[Artist] = []
     if requested:
         h = ax2.plot([p[0] for p in requested], [p[1] for p in requested], ls=":", color=LIGHT, lw=1.5, marker="_", ms=10, zorder=2)[0]
         h.set_label("read size requested (kB)")

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import json
 import statistics
-from typing import Any
+from collections.abc import Mapping
 
+from ..jsonvalue import as_object
 from ..results import WORKLOAD_FILE
 from .data import RunData
 
 
-def scripts_context(data: RunData) -> dict[str, Any] | None:
+def scripts_context(data: RunData) -> dict[str, object] | None:
     path = data.path / WORKLOAD_FILE
     if not path.exists():
         return None
@@ -35,24 +36,24 @@ def scripts_context(data: RunData) -> dict[str, Any] | None:
     }
 
 
-def _parameters(record: dict[str, Any]) -> list[tuple[str, str]]:
+def _parameters(record: Mapping[str, object]) -> list[tuple[str, str]]:
     out = [("sessions", str(record.get("sessions")))]
     if record.get("transactions"):
         out.append(("transactions per session", str(record["transactions"])))
     else:
         out.append(("duration per cell", f"{record.get('duration_s')} s"))
-    out += [(f":{k}", str(v)) for k, v in sorted((record.get("variables") or {}).items())]
+    out += [(f":{k}", str(v)) for k, v in sorted(as_object(record.get("variables")).items())]
     out.append(("random seed", str(record.get("seed"))))
     out.append(("writes on a DSN", "allowed, on copies" if record.get("allow_writes") else "refused (READ ONLY)"))
     return out
 
 
-def _statement_row(data: RunData, statement: dict[str, Any], labels: list[str]) -> dict[str, Any]:
+def _statement_row(data: RunData, statement: Mapping[str, object], labels: list[str]) -> dict[str, object]:
     key = statement["key"]
     cells = []
     for label in labels:
         p50 = data.samples(f"stmt.{key}.p50_ms").get(label) or []
         p95 = data.samples(f"stmt.{key}.p95_ms").get(label) or []
         cells.append(f"{statistics.median(p50):.2f} / {statistics.median(p95):.2f}" if p50 and p95 else "–")
-    where = f"{statement['script'].rsplit('/', 1)[-1]}:{statement['line']}"
+    where = f"{str(statement['script']).rsplit('/', 1)[-1]}:{statement['line']}"
     return {"where": where, "text": statement["text"], "cells": cells}

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import math
 import textwrap
-from typing import Any
+from collections.abc import Mapping
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from ..results import ResultRow
 from ..units import SERIES_TITLES, label_of
 from .data import RunData
 from .plot_style import ScaledFormatter
@@ -29,7 +30,7 @@ SHADE = "#d9d9d9"
 DEFAULT_KEYS = ("device_read_iops", "device_mb_per_s")
 
 
-def _key_of(row: Any) -> str | None:
+def _key_of(row: ResultRow) -> str | None:
     named = (row.notes.get("steady") or {}).get("series")
     if named and named in row.series:
         return str(named)
@@ -82,7 +83,7 @@ def series_figure(data: RunData) -> tuple[Figure, str] | None:
     return fig, caption
 
 
-def _title(data: RunData, settings: dict[str, Any], varying: list[str]) -> str:
+def _title(data: RunData, settings: Mapping[str, object], varying: list[str]) -> str:
     """The knobs that differ between the panels, shortly: 'sessions=4, update_pct=30'."""
     shown = {k: v for k, v in settings.items() if k in varying} or settings
     if len(shown) == 1 and len(settings) == 1:

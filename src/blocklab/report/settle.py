@@ -5,13 +5,11 @@ verdict settled, each undecided pair with the blocks estimated to settle it
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..analysis.settle import undecided_lines
 from .data import RunData
 
 
-def settle_context(data: RunData) -> dict[str, Any] | None:
+def settle_context(data: RunData) -> dict[str, object] | None:
     """None for a run without a budget (its plan was fixed)."""
     settle = data.summary.get("settle")
     if not isinstance(settle, dict):

@@ -6,17 +6,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..analysis.slob_view import device_series, points, saturation_points, series_label
+from ..analysis.slob_view import SlobRow, device_series, points, saturation_points, series_label
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 LIMIT_SPAN = 3.0  # a device limit further than this many times the busiest point is written, not drawn
 _MARKERS = ("o", "s", "^", "D", "v", "P")
 _LABEL_OFFSETS = ((5, 4), (5, -11), (-5, 4), (-5, -11))  # session labels of neighbouring series apart
 
 
-def petal_figures(rows: Iterable[Any], limits: dict[str, Any] | None = None,
-                  device: Mapping[str, Mapping[str, float]] | None = None, latency_source: str = "") -> tuple[Any, Any]:
+def petal_figures(rows: Iterable[SlobRow], limits: dict[str, Any] | None = None,
+                  device: Mapping[str, Mapping[str, float]] | None = None, latency_source: str = "") -> tuple[Figure, Figure]:
     """(latency vs IOPS, latency vs MB/s): matplotlib Figures, one line per
     series joined in session order, each point labelled with its session
     count, the saturation point ringed. `limits` (e.g. from a calibration:
@@ -113,7 +116,7 @@ def petal_figures(rows: Iterable[Any], limits: dict[str, Any] | None = None,
     return figures[0], figures[1]
 
 
-def _latency_source(rows: list[Any], declared: str) -> str:
+def _latency_source(rows: list[SlobRow], declared: str) -> str:
     """Where the engine's read times came from (the axis says which clock it is).
     Imported rows name theirs in notes["latency_source"] (e.g. an AWR event);
     a measured run's engine declared its own."""

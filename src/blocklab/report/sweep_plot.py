@@ -9,12 +9,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from ..units import human, metric_title, unit_of
+from ..units import first_upper, human, metric_title, unit_of
 from .data import RunData, SettingFigures
 from .plot_style import (
     BAND,
@@ -43,7 +44,7 @@ def generic_sweep(data: RunData, metric: str, limits: dict[str, float]) -> tuple
     unit = unit_of(metric)
     knob = single_numeric_knob(data)
     knob_text = ", ".join(data.knobs) or "setting"
-    title = f"{metric_title(metric).capitalize()} per {KNOB_WORDS.get(knob_text, knob_text)}"
+    title = f"{first_upper(metric_title(metric))} per {KNOB_WORDS.get(knob_text, knob_text)}"
     fig, ax = new_figure(data, title)
     better = "higher is better" if data.goal == "max" else "lower is better"
     best, close = best_and_close(data, metric, figs)
@@ -55,22 +56,22 @@ def generic_sweep(data: RunData, metric: str, limits: dict[str, float]) -> tuple
         handles = mark_best(ax, figs, xs, best, close, data, unit, metric)
         knob_ticks(ax, data, knob, xs, log2)
         ax.set_xlabel(knob_axis_label(data, knob, log2))
-        legend = [
+        legend: list[Any] = [  # Artists and (Line2D, Patch) tuples: matplotlib's stub omits the tuples HandlerTuple draws
             Line2D([], [], color=LIGHT, marker="o", ls="none", ms=5, label="one run"),
             (Line2D([], [], color=BLUE, marker="o", lw=2.2, ms=6), Patch(color=BAND, alpha=0.55)),
             *handles,
         ]
-        labels = ["one run", f"{data.figure_word(metric).removesuffix(' level')} {unit}, CI band".replace("  ", " "), *[h.get_label() for h in handles]]
+        labels = ["one run", f"{data.figure_word(metric).removesuffix(' level')} {unit}, CI band".replace("  ", " "), *[str(h.get_label()) for h in handles]]
     else:
         handles = _bars(ax, data, figs, best, close, unit, metric)
-        legend = handles
-        labels = [h.get_label() for h in handles]
+        legend = list(handles)
+        labels = [str(h.get_label()) for h in handles]
         several = len(data.knobs) > 1
         ax.set_xlabel(f"{knob_text} (top to bottom)" if several else knob_text)
     limit_handle = limit_line(ax, metric, limits)
     if limit_handle:
         legend.append(limit_handle)
-        labels.append(limit_handle.get_label())
+        labels.append(str(limit_handle.get_label()))
     if figs:
         ax.set_ylim(bottom=0, top=y_top(figs, limits, metric))
     ax.yaxis.set_major_formatter(ScaledFormatter())
@@ -79,7 +80,7 @@ def generic_sweep(data: RunData, metric: str, limits: dict[str, float]) -> tuple
     fig.legend(legend, labels, loc="outside lower center", ncol=3 if longest_label <= 40 else 1, frameon=False)
     plot_id = f"{data.name}-{metric}".replace("_", "-")
     caption = (
-        f"{metric_title(metric).capitalize()} ({metric}) per setting: every dot is one run; "
+        f"{first_upper(metric_title(metric))} ({metric}) per setting: every dot is one run; "
         + (f"the line joins the {figure_words(data, metric)}." if knob else
            f"the bar is the {figure_words(data, metric, bars=True)}.")
     )
@@ -87,7 +88,7 @@ def generic_sweep(data: RunData, metric: str, limits: dict[str, float]) -> tuple
 
 
 def _bars(ax: Axes, data: RunData, figs: list[SettingFigures], best: str | None, close: list[str], unit: str,
-          metric: str) -> list[Any]:
+          metric: str) -> list[Artist]:
     positions = list(range(len(figs)))
     colours = [ORANGE if f.label == best else ("#f3b27a" if f.label in close else BAND) for f in figs]
     ax.bar(positions, [f.median for f in figs], color=colours, width=0.62, zorder=2, edgecolor="white")
@@ -108,7 +109,7 @@ def _bars(ax: Axes, data: RunData, figs: list[SettingFigures], best: str | None,
         for tick in ax.get_xticklabels():
             tick.set_rotation(30)
             tick.set_horizontalalignment("right")
-    handles: list[Any] = [
+    handles: list[Artist] = [
         Line2D([], [], color=BLUE, marker="o", ls="none", ms=4, label="one run"),
         Patch(color=BAND, label=f"{data.figure_word(metric)} {unit}".strip() + ", whisker: CI"),
     ]
@@ -179,10 +180,10 @@ def best_and_close(data: RunData, metric: str, figs: list[SettingFigures]) -> tu
 def mark_best(
     ax: Axes, figs: list[SettingFigures], xs: list[float], best: str | None, close: list[str],
     data: RunData, unit: str, metric: str,
-) -> list[Any]:
+) -> list[Artist]:
     """The best setting starred, those as good as it ringed, those the run cannot
     separate from it yet ringed in grey dashes; their legend handles, the best first."""
-    handles: list[Any] = []
+    handles: list[Artist] = []
     by_label = {f.label: (f, x) for f, x in zip(figs, xs)}
     near = [by_label[c] for c in close if c in by_label]
     if near:
@@ -205,7 +206,7 @@ def mark_best(
     return handles
 
 
-def limit_line(ax: Axes, metric: str, limits: dict[str, float]) -> Any:
+def limit_line(ax: Axes, metric: str, limits: dict[str, float]) -> Line2D | None:
     """The device's limit from a calibration as a red dashed line; None without one for this metric."""
     key_unit = LIMIT_FOR_METRIC.get(metric)
     if not key_unit:

@@ -5,7 +5,10 @@ report's <pre>."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
+
+from ..analysis.function_trace import TraceEntry
 
 BAR = 40
 
@@ -23,7 +26,7 @@ def quantize_text(hist: dict[str, int], title: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def setting_text(label: str, entry: dict[str, Any], function: str, unit: str) -> str:
+def setting_text(label: str, entry: TraceEntry, function: str, unit: str) -> str:
     """The seed's block of one setting: '#calls', 'elapsed (ns)' with its histogram, the argument's."""
     out = [f"{label}  ({entry['cells']} cell(s); figures per cell)",
            f"  #calls {entry['calls']:>31,.0f}" + (f"   ({entry['calls_per_unit']:.4f} per {unit})" if entry.get("calls_per_unit") else ""),
@@ -35,7 +38,7 @@ def setting_text(label: str, entry: dict[str, Any], function: str, unit: str) ->
     return text
 
 
-def trace_context(summary: dict[str, Any], describe: Any) -> dict[str, Any] | None:
+def trace_context(summary: Mapping[str, Any], describe: Callable[[str], str]) -> dict[str, object] | None:
     trace = summary.get("trace")
     if not trace:
         return None

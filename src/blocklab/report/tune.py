@@ -47,6 +47,42 @@ def write_tune_report(run_dir: RunDir | Path | str) -> list[Path]:
     return [report, *written]
 
 
+def write_fleet_tune_report(run_dir: RunDir | Path | str) -> Path:
+    """report.html of a fleet tune's directory (fleet-tune.json): each host's verdict, whether
+    the hosts agree, every host's winner measured on every host; each host's own tune has
+    its report under hosts/HOST."""
+    run_dir = run_dir if isinstance(run_dir, RunDir) else RunDir(Path(run_dir))
+    if not run_dir.file("fleet-tune.json").exists():
+        raise ResultsError(f"{run_dir.path}: not a fleet tune directory (no fleet-tune.json)")
+    state = run_dir.read_json("fleet-tune.json")
+    agreement = state.get("agreement") or {}
+    parts = [f"<h1>blocklab tune on a fleet: {_e(state.get('experiment', ''))}</h1>",
+             f"<p class='verdict'>{_e(agreement.get('verdict', ''))}</p>",
+             f"<p>{len(state.get('hosts') or [])} hosts, each its own tune (budget {_e(state.get('budget_per_host') or 'the file’s')} "
+             f"per host), seed {state.get('seed')}. Each host's search, race and confirmation: its own report.</p>",
+             "<h2>Each host's tune</h2><table><tr><th>host</th><th>winner</th><th>recommended</th><th>verdict</th><th>cells</th></tr>"]
+    for host, t in (state.get("tunes") or {}).items():
+        link = f"<a href='{_e(t['dir'])}/report.html'>{_e(host)}</a>"
+        parts.append(f"<tr><td>{link}</td><td>{_e(t.get('winner'))}</td><td>{_e(t.get('recommended'))}</td>"
+                     f"<td>{_e(t.get('verdict'))}</td><td>{t.get('spent_cells')}</td></tr>")
+    parts.append("</table>")
+    hosts = agreement.get("hosts") or {}
+    if any(h.get("others") for h in hosts.values()):
+        parts.append("<h2>Every host's winner on every host</h2><p>Fresh blocks on each host holding each host's winner once, "
+                     "in a random order (beyond each host's budget: " +
+                     ", ".join(f"{_e(h)} {n} cells" for h, n in (state.get("cross_cells") or {}).items()) +
+                     "). Each other winner against the host's own, paired on that host's blocks; a host's comparisons share 95%. "
+                     "Above 1: the other winner is better there.</p>")
+        parts.append("<table><tr><th>on host</th><th>its own winner</th><th>another host's winner</th><th>ratio [interval]</th></tr>")
+        for host, h in hosts.items():
+            for other, adv in (h.get("others") or {}).items():
+                parts.append(f"<tr><td>{_e(host)}</td><td>{_e(h['own'])}</td><td>{_e(other)}</td><td>{_e(_interval(adv))}</td></tr>")
+        parts.append("</table>")
+    report = run_dir.file(TUNE_REPORT)
+    write_atomic(report, _page(parts).encode())
+    return report
+
+
 # ---------------------------------------------------------------- plots
 def _png(fig: Figure) -> bytes:
     FigureCanvasAgg(fig)
@@ -98,11 +134,11 @@ def importance_png(state: dict[str, Any]) -> bytes | None:
 
 
 # ---------------------------------------------------------------- html
-def _e(x: Any) -> str:
+def _e(x: object) -> str:
     return html.escape(str(x))
 
 
-def _interval(adv: dict[str, Any] | None) -> str:
+def _interval(adv: dict[str, object] | None) -> str:
     if not adv:
         return "–"
     if adv.get("low") is None:
@@ -123,20 +159,25 @@ def render(state: dict[str, Any], images: dict[str, str]) -> str:
     parts.append(f"<p>Winner: <b>{_e(state.get('winner'))}</b> (default: {_e(state.get('default'))})</p>")
     parts.append("<pre>" + _e("\n".join(state.get("config_lines") or [])) + "</pre>")
     adv = conf.get("winner_vs_default") if conf else None
-    if adv and (adv.get("low") is None or adv["low"] <= 1.0):
-        parts.append("<p><b>The confirmation did not show the winner better than the default:</b> these lines are what the "
-                     "search chose; the evidence says to keep the default until a longer tune (a larger budget) tells them apart.</p>")
+    if conf and state.get("winner") != state.get("default") and (not adv or adv.get("low") is None or adv["low"] <= 1.0):
+        parts.append("<p><b>Keep the default: the confirmation did not show the winner better than it.</b> These lines are what "
+                     "the search chose; the evidence says to keep the default until a longer tune (a larger budget) tells them apart.</p>")
     if state.get("fixed_lines"):
         parts.append("<p>Held fixed while tuning (part of what was measured):</p><pre>" + _e("\n".join(state["fixed_lines"])) + "</pre>")
     parts.append("<h2>Confirmation on fresh blocks</h2>")
     if conf:
         parts.append(f"<p>{conf.get('blocks')} blocks on {_e(conf.get('instance'))}; each block holds "
                      f"{_e(', '.join(conf.get('entrants') or []))} once, in a random order. Paired intervals from the per-block "
-                     "ratios; the claims share 95% (Bonferroni). A ratio above 1 is better.</p>")
-        parts.append("<table><tr><th>claim</th><th>ratio [interval]</th></tr>")
+                     "ratios; the claims share 95% (Bonferroni). A ratio above 1 is better. The confidence interval holds the "
+                     "true ratio; the prediction interval is where the estimate of a re-measurement of as many fresh blocks "
+                     "falls (wider: that estimate is noisy too).</p>")
+        parts.append("<table><tr><th>claim</th><th>ratio [confidence interval]</th><th>a re-measurement's estimate</th></tr>")
         for name, key in (("winner / default", "winner_vs_default"), ("runner-up / winner", "runner_up_vs_winner"),
                           ("runner-up / default", "runner_up_vs_default")):
-            parts.append(f"<tr><td>{name}</td><td>{_e(_interval(conf.get(key)))}</td></tr>")
+            claim = conf.get(key)
+            predicted = (f"[{claim['predict_low']:.3f}, {claim['predict_high']:.3f}]" if claim and claim.get("predict_low") is not None
+                         else "–")
+            parts.append(f"<tr><td>{name}</td><td>{_e(_interval(claim))}</td><td>{_e(predicted)}</td></tr>")
         parts.append("</table>")
     else:
         parts.append("<p>Not measured yet.</p>")
@@ -168,6 +209,10 @@ def render(state: dict[str, Any], images: dict[str, str]) -> str:
         mark = " (winner)" if t["label"] == state.get("winner") else " (default)" if t["label"] == state.get("default") else ""
         parts.append(f"<tr><td>{_e(t['label'])}{mark}</td><td>{t['round'] or '–'}</td><td>{t['blocks']}</td><td>{est_text}</td><td>{_e(dropped)}</td></tr>")
     parts.append("</table>")
+    return _page(parts)
+
+
+def _page(parts: list[str]) -> str:
     style = ("body{font-family:DejaVu Sans,sans-serif;max-width:1100px;margin:2em auto;color:#222} table{border-collapse:collapse}"
              "td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;font-size:13px} .verdict{font-size:18px;font-weight:bold}"
              "pre{background:#f4f4f4;padding:8px}")

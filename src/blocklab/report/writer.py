@@ -16,10 +16,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..results import ResultsError, RunDir, write_atomic
 from .data import RunData, load_run
+
+if TYPE_CHECKING:
+    from ..device.calibrate import Summary as CalibrationSummary
 
 REPORT_FILE = "report.html"
 PLOTS_DIR = "plots"
@@ -104,7 +107,7 @@ def device_limits(data: RunData) -> dict[str, float] | None:
     return None
 
 
-def _limits(summary: Any) -> dict[str, float]:
+def _limits(summary: CalibrationSummary) -> dict[str, float]:
     limits: dict[str, float] = {}
     if summary.max_large_mb_per_s is not None:
         limits["max_mb_per_s"] = float(summary.max_large_mb_per_s.value)

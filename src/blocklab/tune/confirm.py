@@ -8,6 +8,22 @@ each block holding the three once in a random order. Two claims are made from
 them, each with a paired t interval (the per-block ratios, analysis/paired.py)
 at 1 - 0.05/2 so that both hold together with 95%: the winner against the
 default (its advantage) and the runner-up against the winner.
+
+Each claim carries two intervals, both from the confirmation's blocks alone:
+the confidence interval of the true advantage (`low`, `high`: the true ratio
+lies in it with the stated confidence), and the prediction interval of a
+re-measurement (`predict_low`, `predict_high`: where the estimate of another
+`blocks` fresh blocks will fall with the same confidence). A re-measurement is
+itself noisy, so its estimate falls inside the confidence interval less often
+than the interval's confidence; the prediction interval widens the confidence
+interval's half-width by sqrt(1 + n/m) for a re-measurement of m blocks
+(`predict(claim, m)`: the difference of two independent means, the spread
+estimated from the confirmation's n blocks, Student t with its n - 1 degrees
+of freedom).
+
+The winner is recommended only when the confirmation shows it better than
+the default (the interval's lower end above 1); otherwise the verdict says to
+keep the default, whatever the search's estimates said.
 """
 
 from __future__ import annotations
@@ -16,6 +32,8 @@ import math
 import random
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any
+
+from scipy import stats as scipy_stats
 
 from ..analysis.paired import BlockCell, fit_blocks
 from ..plan import Cell, costly_key, order_block
@@ -44,7 +62,27 @@ def advantage(cells: list[BlockCell], a: Hashable, b: Hashable, goal: str, claim
            "log_se": effect.se if math.isfinite(effect.se) else None, "df": effect.df}
     if not (math.isfinite(low) and math.isfinite(high)):
         out.update(low=None, high=None)
+    out["predict_low"], out["predict_high"] = predict(out, effect.blocks)
     return out
+
+
+def predict(claim: dict[str, Any], blocks: int) -> tuple[float | None, float | None]:
+    """Where the estimate of a re-measurement of `blocks` fresh blocks (paired, the
+    same design) falls with the claim's confidence: the ratio times
+    exp(+-t * log_se * sqrt(1 + n/blocks)), t of the claim's n - 1 degrees of freedom.
+    (None, None) when the claim has no interval."""
+    se, df, n = claim.get("log_se"), float(claim.get("df") or 0.0), int(claim.get("blocks") or 0)
+    if se is None or not math.isfinite(se) or df <= 0 or n < 2 or blocks < 1:
+        return None, None
+    t = float(scipy_stats.t.ppf(1.0 - (1.0 - claim["confidence"]) / 2.0, df))
+    half = t * se * math.sqrt(1.0 + n / blocks)
+    centre = math.log(claim["ratio"])
+    return math.exp(centre - half), math.exp(centre + half)
+
+
+def shown_better(claim: dict[str, Any] | None) -> bool:
+    """Does the confirmation show the winner better than the default (its interval above 1)?"""
+    return bool(claim) and claim["low"] is not None and claim["low"] > 1.0  # type: ignore[index]
 
 
 def verdict(winner: str, default: str, adv: dict[str, Any] | None, runner_up: str | None = None,
@@ -57,15 +95,21 @@ def verdict(winner: str, default: str, adv: dict[str, Any] | None, runner_up: st
                      f"{runner_adv['high'] - 1:+.1%}] against it on fresh blocks.")
         return text
     if adv is None or adv["low"] is None:
-        return f"The winner is {winner}; the confirmation has too few blocks for an interval on its advantage over the default."
+        return (f"The search's winner {winner} was not shown better than the default: the confirmation has too few blocks "
+                f"for an interval on its advantage; keep the default ({default}).")
     gain = adv["ratio"] - 1.0
     band = f"[{adv['low'] - 1:+.1%}, {adv['high'] - 1:+.1%}]"
     conf = f"{adv['confidence']:.1%}"
     if adv["low"] > 1.0:
-        return f"The winner {winner} is {gain:+.1%} {band} better than the default ({conf} interval, fresh blocks)."
+        text = f"The winner {winner} is {gain:+.1%} {band} better than the default ({conf} interval, {adv['blocks']} fresh blocks)."
+        if adv.get("predict_low") is not None:
+            text += (f" A re-measurement of {adv['blocks']} blocks should find {adv['predict_low'] - 1:+.1%} to "
+                     f"{adv['predict_high'] - 1:+.1%} ({conf} prediction interval).")
+        return text
     if adv["high"] < 1.0:
-        return f"The winner {winner} is {gain:+.1%} {band} against the default on fresh blocks: worse; keep the default."
-    return f"The winner {winner} is {gain:+.1%} {band} against the default on fresh blocks: not told apart from it."
+        return f"The search's winner {winner} is {gain:+.1%} {band} against the default on fresh blocks: worse; keep the default ({default})."
+    return (f"The search's winner {winner} is {gain:+.1%} {band} against the default on fresh blocks: not shown better; "
+            f"keep the default ({default}).")
 
 
 def confirm_winner(search: Search, found: SearchResult, *, blocks: int, missing: Callable[[list[Cell]], bool],
@@ -96,7 +140,8 @@ def confirm_winner(search: Search, found: SearchResult, *, blocks: int, missing:
     adv = advantage(measured, found.winner, found.default, goal, claims) if found.winner != found.default else None
     runner = advantage(measured, found.runner_up, found.winner, goal, claims) if found.runner_up else None
     runner_vs_default = advantage(measured, found.runner_up, found.default, goal, claims) if found.runner_up else None
-    return {"entrants": entrants, "blocks": blocks, "first_block": first, "instance": fresh,
+    recommended = found.winner if found.winner != found.default and shown_better(adv) else found.default
+    return {"entrants": entrants, "blocks": blocks, "first_block": first, "instance": fresh, "recommended": recommended,
             "winner_vs_default": adv, "runner_up_vs_winner": runner, "runner_up_vs_default": runner_vs_default,
             "cells": [{"block": c.block, "label": c.key, "value": c.value} for c in measured],
             "verdict": verdict(found.winner, found.default, adv, found.runner_up, runner_vs_default)}

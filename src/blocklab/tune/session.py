@@ -217,7 +217,7 @@ def run_tune(setup: TuneSetup, run_dir: RunDir, *, say: Callable[[str], None] = 
     finally:
         signal.signal(signal.SIGTERM, previous_sigterm)
     state = _write_state(setup, run_dir, search, found, confirmation)
-    _report(run_dir, say)
+    write_report(run_dir, say)
     return state
 
 
@@ -247,23 +247,33 @@ def _confirm(setup: TuneSetup, found: SearchResult, search: Search, cells: _Cell
                           new_instance=new_instance, say=say)
 
 
+def state_head(setup: TuneSetup) -> dict[str, Any]:
+    """What tune.json says of the experiment, the same all along (a fleet's host computes it)."""
+    exp = setup.exp
+    return {"experiment": exp.spec.name, "engine": exp.spec.engine.kind, "metric": exp.metric, "goal": exp.goal, "seed": exp.seed,
+            "space": setup.spec.to_dict(), "space_size": setup.spec.size(), "fixed_lines": config_lines_of(exp, exp.fixed)}
+
+
 def _write_state(setup: TuneSetup, run_dir: RunDir, search: Search, found: SearchResult | None,
                  confirmation: dict[str, Any] | None = None) -> dict[str, Any]:
-    exp = setup.exp
+    return write_state(run_dir, state_head(setup), search, found, confirmation, lambda c: config_lines_of(setup.exp, c))
+
+
+def write_state(run_dir: RunDir, head: dict[str, Any], search: Search, found: SearchResult | None,
+                confirmation: dict[str, Any] | None, lines: Callable[[dict[str, Any]], list[str]]) -> dict[str, Any]:
+    """tune.json: `head` (state_head), the search so far, the confirmation; `lines` renders a
+    configuration as the engine takes it."""
     winner = found.winner if found else search.incumbent
     config = search.trials[winner].config
+    fixed_lines = head.get("fixed_lines") or []
     state: dict[str, Any] = {
-        "experiment": exp.spec.name,
-        "engine": exp.spec.engine.kind,
-        "metric": exp.metric,
-        "goal": exp.goal,
-        "seed": exp.seed,
-        "space": setup.spec.to_dict(),
-        "space_size": setup.spec.size(),
+        **{k: v for k, v in head.items() if k != "fixed_lines"},
         "default": search.default_label,
         "winner": winner,
         "winner_config": config,
         "runner_up": found.runner_up if found else None,
+        # what the verdict recommends: the winner only when the confirmation showed it better than the default
+        "recommended": confirmation["recommended"] if confirmation else None,
         "done": confirmation is not None,
         "rounds": found.rounds if found else None,
         "stop_reason": found.stop_reason if found else "",
@@ -277,14 +287,14 @@ def _write_state(setup: TuneSetup, run_dir: RunDir, search: Search, found: Searc
         "levels": {str(k): v for k, v in (found.levels if found else {}).items()},
         "confirmation": confirmation,
         "importance": search.optimiser.importance() if found else {},
-        "config_lines": _lines(exp, config),
-        "fixed_lines": _lines(exp, exp.fixed),
+        "config_lines": lines(config),
+        "fixed_lines": fixed_lines,
     }
     run_dir.write_json(TUNE_FILE, state)
     return state
 
 
-def _lines(exp: Experiment, settings: dict[str, Any]) -> list[str]:
+def config_lines_of(exp: Experiment, settings: dict[str, Any]) -> list[str]:
     engine_settings = {k: v for k, v in settings.items() if not k.startswith("workload.")}
     if not engine_settings:
         return []
@@ -294,7 +304,7 @@ def _lines(exp: Experiment, settings: dict[str, Any]) -> list[str]:
         return [f"# could not render the configuration: {err}"]
 
 
-def _report(run_dir: RunDir, say: Callable[[str], None]) -> None:
+def write_report(run_dir: RunDir, say: Callable[[str], None]) -> None:
     try:
         from ..report.tune import write_tune_report
 
@@ -303,4 +313,5 @@ def _report(run_dir: RunDir, say: Callable[[str], None]) -> None:
         say(f"the report could not be written: {type(err).__name__}: {err}")
 
 
-__all__ = ["TuneSetup", "load_tune", "load_saved_tune", "run_tune", "TUNE_FILE"]
+__all__ = ["TuneSetup", "load_tune", "load_saved_tune", "run_tune", "state_head", "write_state", "write_report", "config_lines_of",
+           "TUNE_FILE"]

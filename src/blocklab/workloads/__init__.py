@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from pathlib import Path
-from typing import Any
 
 from pydantic import ValidationError
 
@@ -18,7 +17,7 @@ from ..engines import available as available_engines
 from ..engines import engine_class
 from ..engines.base import DialectBase
 from ..spec import DatasetSpec, SpecError, WorkloadSpec
-from .base import Workload, missing_methods
+from .base import Options, Workload, WorkloadClass, missing_methods
 
 
 def available() -> list[str]:
@@ -31,7 +30,7 @@ def available() -> list[str]:
     return sorted(names)
 
 
-def workload_class(kind: str, source: str = "experiment") -> Any:
+def workload_class(kind: str, source: str = "experiment") -> WorkloadClass:
     if kind not in available():
         raise SpecError(f"{source}: workload.kind: {kind!r} is not accepted; accepted: {', '.join(available())}")
     return importlib.import_module(f"{__name__}.{kind}").WORKLOAD
@@ -42,7 +41,7 @@ def engines_for(kind: str) -> list[str]:
     return [e for e in available_engines(listed_only=False) if kind in engine_class(e).dialects]
 
 
-def dialect_class(cls: Any, engine_kind: str, source: str) -> type[DialectBase]:
+def dialect_class(cls: WorkloadClass, engine_kind: str, source: str) -> type[DialectBase]:
     """The engine's dialect for workload class `cls`, checked against the
     workload's Dialect protocol; SpecError saying what is missing."""
     engine_cls = engine_class(engine_kind)
@@ -75,7 +74,7 @@ def make_workload(
     dataset: DatasetSpec,
     engine_kind: str,
     source: str = "experiment",
-    axis_values: dict[str, Any] | None = None,
+    axis_values: dict[str, object] | None = None,
 ) -> Workload:
     """The workload object for a spec; its options are validated here, before anything runs.
     `axis_values` are swept options of one cell (knobs named workload.X, without the prefix)."""
@@ -103,7 +102,7 @@ def make_workload(
     return workload
 
 
-def _refuse_unused_options(options: Any, dialect: type[DialectBase], engine_kind: str, source: str) -> None:
+def _refuse_unused_options(options: Options, dialect: type[DialectBase], engine_kind: str, source: str) -> None:
     """Options an engine's dialect has no use for (its `refused_options`: name ->
     why), set to anything but their default, are refused before anything runs;
     so are options a dialect can honour at one value only (its `required_options`:

@@ -12,12 +12,17 @@ its own with `engine.dialect(self.name)`.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
 from ..engines.base import Capabilities, DialectBase, Engine, missing_methods, protocol_methods
+from ..jsonvalue import as_list, as_object
+
+if TYPE_CHECKING:
+    from ..spec import DatasetSpec
 
 # Figures the probes add to any workload's run where the engine or host reports them
 # (its I/O counters, CPU, the device's): measure.metric may name these too, and any
@@ -29,7 +34,7 @@ COMMON_METRICS = (
 )
 
 
-def metric_accepted(workload: Any, metric: str) -> bool:
+def metric_accepted(workload: Workload, metric: str) -> bool:
     """Whether `metric` is a figure a run of this workload can report."""
     return metric in workload.metrics or metric in COMMON_METRICS or metric.startswith("pattern.")
 
@@ -74,6 +79,25 @@ class Workload(Protocol):
         (its dialect's bytes_per_row), checked against the free space before anything runs."""
 
 
+
+_Options = Options  # the base class, under a name WorkloadClass's own `Options` attribute does not shadow
+
+
+class WorkloadClass(Protocol):
+    """A workload's class as the registry hands it out (its module's WORKLOAD): what it
+    declares before it is made, and how it is made from its validated options."""
+
+    name: str
+    needs: str
+    default_metric: str
+    rows_option: str | None
+    work: tuple[str, str]
+    Dialect: type
+    Options: type[_Options]
+
+    def __call__(self, options: _Options, dataset: DatasetSpec) -> Workload: ...
+
+
 def timed_series(workload: object) -> tuple[dict[str, list[float]], str] | None:
     """A timed workload's per-second series of its last run and the name of the
     series its steadiness is judged on (analysis/series.py drift()); None for a
@@ -86,7 +110,7 @@ def timed_series(workload: object) -> tuple[dict[str, list[float]], str] | None:
     return dict(getattr(workload, "series", None) or {}), str(key)
 
 
-def workload_cold_problem(workload: Any, engine: Engine) -> str | None:
+def workload_cold_problem(workload: object, engine: Engine) -> str | None:
     """Why this workload's relations cannot be evicted on this engine although the engine
     evicts its own data sets (a workload over the user's own tables says so with a
     `own_relations_cold_problem(engine)` method); None for the others."""
@@ -94,7 +118,7 @@ def workload_cold_problem(workload: Any, engine: Engine) -> str | None:
     return ask(engine) if ask is not None else None
 
 
-def workload_check(workload: Any, engine: Engine) -> None:
+def workload_check(workload: object, engine: Engine) -> None:
     """What a workload checks on the started engine before anything runs, changing nothing
     (its `check(engine)`: the sql workload's check run of the user's scripts); SpecError."""
     check = getattr(workload, "check", None)
@@ -102,19 +126,19 @@ def workload_check(workload: Any, engine: Engine) -> None:
         check(engine)
 
 
-def workload_record(workload: Any) -> dict[str, Any] | None:
+def workload_record(workload: object) -> dict[str, object] | None:
     """What a workload keeps with its run for the report (its `report_record()`: the user's
     scripts, for workload `sql`), written as workload.json; None for the others."""
     record = getattr(workload, "report_record", None)
     return record() if record is not None else None
 
 
-def changed_files(record: dict[str, Any], base: Path) -> str | None:
+def changed_files(record: Mapping[str, object], base: Path) -> str | None:
     """The first file of a workload.json (`report_record()`: scripts, setup, load, each with its sha256)
     whose content is no longer what the run started with, and how; None: all as they were. A
     relative name (a run recorded before paths were kept absolute) is found from `base`."""
-    entries = [*(record.get("scripts") or []), record.get("setup"), record.get("load")]
-    for entry in (e for e in entries if e and e.get("sha256")):
+    entries = [as_object(e) for e in (*as_list(record.get("scripts")), record.get("setup"), record.get("load"))]
+    for entry in (e for e in entries if e.get("sha256")):
         path = base / str(entry["file"])
         try:
             digest = hashlib.sha256(path.read_text(encoding="utf-8").encode()).hexdigest()

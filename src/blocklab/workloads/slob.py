@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from typing import Any, ClassVar, Protocol, cast
+from typing import ClassVar, Protocol, cast
 
 from pydantic import Field
 
@@ -43,7 +43,7 @@ from .together import run_together
 class SlobDialect(Protocol):
     """What a SLOB point needs from an engine."""
 
-    table_shape: ClassVar[dict[str, Any]]  # the layout's parameters, part of the tables' fingerprint
+    table_shape: ClassVar[dict[str, object]]  # the layout's parameters, part of the tables' fingerprint
 
     def build_slob_table(self, table: str, rows: int, fingerprint: str) -> None:
         """One session's table of `rows` rows, keys in random page order, an index

@@ -8,11 +8,14 @@
     sessions = 4                       # threads, each its own connection
     duration_s = 10                    # or transactions = N per session (pgbench -t)
     variables = { scale = 1 }          # pgbench's -D NAME=VALUE
+    protocol = "simple"                # or "prepared": pgbench's -M (default: the engine's own)
 
 Each session runs transactions until the time is up: a script chosen by weight,
 its `\\set` evaluated in Python, its statements sent to the engine with the
-`:name`s as bound parameters (workloads/pgscript.py parses the files). A
-transaction is one run of a script, as pgbench counts it.
+`:name`s as bound parameters, or on PostgreSQL with `protocol = "simple"` written
+into the statement as SQL literals (workloads/pgscript.py parses the files). A
+transaction is one run of a script, as pgbench counts it; the timed loop is
+workloads/sql_run.py.
 
 What differs between engines is the `sql` dialect (engines/<name>/sqlscript.py):
 the engine's placeholders, its sessions (read only, the schema looked in first),
@@ -31,7 +34,8 @@ that would undo it, or the search path, are refused here before anything runs,
 SESSION_ESCAPE); a script that writes is refused before anything runs
 unless `allow_writes` (--allow-writes), and then it writes copies of the tables
 it names, made in a schema of blocklab's own that the sessions look in first
-(`blocklab clean --dsn` removes it); the check run is repeated on the copies and
+(`blocklab clean --dsn` removes it) and refilled from the originals before every
+cell, so that every cell starts from the same rows; the check run is repeated on the copies and
 every write must land there.
 """
 
@@ -39,16 +43,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import random
 import re
-import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, cast
+from typing import Any, ClassVar, Literal, NoReturn, Protocol, cast
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
@@ -56,8 +58,10 @@ from ..engines.base import Engine, Session, SessionProfiler
 from ..probes.io import RunProbe
 from ..spec import DatasetSpec, SpecError
 from .base import Options
-from .pgscript import PREDEFINED, Runner, Script, SetCommand, SleepCommand, Statement, after_comments, load_script
+from .pgscript import PREDEFINED, Runner, Script, SetCommand, Statement, after_comments, load_script
 from .pgscript_expr import ScriptError, Value
+from .sql_run import Tally, compile_steps, run_session, tally_metrics
+from .sql_run import percentiles as percentiles
 from .together import run_together
 
 
@@ -89,6 +93,23 @@ class SessionAccess:
     schemas: tuple[str, ...]  # looked in first, in this order (the data set's, blocklab's copies)
 
 
+Bound = Callable[[dict[str, Value]], int]  # a statement bound to a session: run(env) -> rows
+PROTOCOLS = {
+    "prepared": "each session prepares each statement once and sends only its values (pgbench -M prepared)",
+    "simple": "each statement sent whole, its values written into its text as SQL literals (pgbench -M simple, its default)",
+}
+
+
+def bind_by_execute(dialect: SqlDialect, session: Session, statements: Sequence[Statement]) -> list[Bound]:
+    """bind() through execute(): for engines whose driver has one way of sending a statement."""
+    execute = dialect.execute
+
+    def make(text: str, names: tuple[str, ...]) -> Bound:
+        return lambda env: execute(session, text, [env[n] for n in names])
+
+    return [make(dialect.driver_sql(st.chunks), st.names) for st in statements]
+
+
 class SqlDialect(Protocol):
     """What running the user's scripts needs from an engine."""
 
@@ -116,6 +137,13 @@ class SqlDialect(Protocol):
     def execute(self, session: Session, sql: str, params: Sequence[Value]) -> int:
         """One statement; the rows it returned or changed."""
 
+    def protocols(self) -> tuple[str, ...]:
+        """How this engine can send a statement's values (PROTOCOLS), its default first."""
+
+    def bind(self, session: Session, statements: Sequence[Statement], protocol: str) -> list[Bound]:
+        """Each statement as one call run(env) -> the rows it returned or changed, on this session,
+        its variables' values taken from env: the timed loop's one call per statement."""
+
     def statement_error(self, err: BaseException) -> tuple[str, int | None] | None:
         """The engine's own error as (its message, 0-based offset in the server's text); None: not the engine's."""
 
@@ -123,7 +151,8 @@ class SqlDialect(Protocol):
         """Run the statements once in a READ ONLY transaction, rolled back: see the module's doc."""
 
     def copy_tables(self, tables: list[str]) -> str:
-        """Copies of these tables (rows, indexes) in blocklab's own schema, made once; that schema."""
+        """Copies of these tables (rows, indexes) in blocklab's own schema, with the originals' rows (made at
+        the first cell, emptied and refilled at each later one: every cell starts from the same contents); that schema."""
 
     def cold_problem(self) -> str | None:
         """Why the user's relations cannot be evicted here (None: they can, as the built-in data sets)."""
@@ -142,6 +171,9 @@ class SqlOptions(Options):
     transactions: int | None = Field(default=None, ge=1, description="transactions per session instead of a duration (pgbench -t)")
     variables: dict[str, int | float] = Field(default_factory=dict, description="variables as pgbench -D NAME=VALUE (scale = 1 unless set)")
     allow_writes: bool = Field(default=False, description="on a DSN, let a writing script run, on copies of the tables it writes")
+    protocol: Literal["prepared", "simple"] | None = Field(
+        default=None, description="how values reach the server: prepared (PostgreSQL's and SQLite's default) or simple "
+                                  "(PostgreSQL; MariaDB's only way): pgbench's -M")
     seed: int | None = Field(default=None, ge=0, description="seed of the scripts' random numbers (default: drawn, recorded)")
     sample_ms: float = Field(default=10.0, gt=0, le=1000, description="the session profiler's interval")
     sample: bool = Field(default=True, description="run the engine's session profiler (the time profile)")
@@ -190,7 +222,6 @@ SESSION_ESCAPE = re.compile(  # what would undo a DSN session's READ ONLY or its
     r"|^(?:set|reset)\s+(?:session\s+|local\s+)?(?:role|session\s+authorization)\b"
     r"|\b(?:default_transaction_read_only|transaction_read_only|tx_read_only|search_path)\b",  # SET, RESET, set_config(...)
     re.IGNORECASE | re.DOTALL)
-SET, SLEEP, STATEMENT = 0, 1, 2  # the kinds of a compiled script's steps
 
 
 # ---------------------------------------------------------------------- the workload
@@ -228,7 +259,6 @@ class Sql:
         self.statements = [st for script in self.scripts for st in script.statements]
         self.owners = [s for s in self.scripts for _ in s.statements]  # each statement's script
         self.keys = [statement_key(i, s, st) for i, s in enumerate(self.scripts) for st in s.statements]
-        self._compiled: dict[int, list[tuple[int, Any, Any]]] = {}  # a script's steps, by its first statement's index
 
     # ------------------------------------------------------------------ data set
     def fingerprint(self) -> str:
@@ -244,6 +274,7 @@ class Sql:
         there already (a server by DSN, a data set built before), so that a SQL error or a
         write refused on a DSN stops the run at once, exit 2. Changes nothing."""
         dialect = cast(SqlDialect, engine.dialect(self.name))
+        self.protocol(dialect)
         if dialect.can_copy_tables() and (self.setup or self.load):
             raise SpecError("workload sql: setup and load are not run on a server given by --dsn: the scripts run on "
                             "its tables as they are; leave setup and load out")
@@ -359,6 +390,7 @@ class Sql:
             "duration_s": self.duration_s if self.options.transactions is None else None,
             "transactions": self.options.transactions,
             "seed": self.seed,
+            "protocol": self.options.protocol,
             "allow_writes": self.options.allow_writes,
             "statements": [{"key": k, "script": owner.path, "line": st.where.line, "text": st.first_line}
                            for k, owner, st in zip(self.keys, self.owners, self.statements)],
@@ -372,7 +404,6 @@ class Sql:
     def run(self, engine: Engine) -> dict[str, float]:
         o = self.options
         dialect = cast(SqlDialect, engine.dialect(self.name))
-        texts = [dialect.driver_sql(st.chunks) for st in self.statements]
         profiler = dialect.profiler(o.sample_ms, 19) if o.sample else None
         sessions: list[Session] = []
         self.series = {}
@@ -386,7 +417,7 @@ class Sql:
                 profiler if profiler is not None else nullcontext(),
                 RunProbe(engine, settle=True, sessions=sessions, per_second=True) as probe,
             ):
-                tallies = self._run_sessions(dialect, sessions, texts, profiler)
+                tallies = self._run_sessions(dialect, sessions, profiler)
             self.series = probe.host.series()
         finally:
             for session in sessions:
@@ -401,27 +432,31 @@ class Sql:
             metrics.update(profiler.metrics("profile"))
         return metrics
 
-    def _run_sessions(self, dialect: SqlDialect, sessions: list[Session], texts: list[str],
-                      profiler: SessionProfiler | None) -> list[Tally]:
+    def _run_sessions(self, dialect: SqlDialect, sessions: list[Session], profiler: SessionProfiler | None) -> list[Tally]:
         offsets = [0]
         for script in self.scripts:
             offsets.append(offsets[-1] + len(script.statements))
+        protocol = self.protocol(dialect)
         stop = [False]
+
+        def fail(index: int, err: Exception) -> NoReturn:
+            engine_error = dialect.statement_error(err)
+            if engine_error is None:
+                raise err
+            raise ScriptError(self.engine_error_text(dialect, index, *engine_error)) from None
 
         def one(i: int) -> Tally:
             session = sessions[i]
+            bound = dialect.bind(session, self.statements, protocol)
+            plans = [compile_steps(script, offsets[k], bound) for k, script in enumerate(self.scripts)]
             runner = Runner(self.scripts, {**self.variables, "client_id": i}, self.seed * 1000 + i)
             tally = Tally(len(self.statements))
             t0 = profiler.begin(session) if profiler is not None else time.perf_counter()
-            deadline = t0 + self.duration_s
-            count = self.options.transactions
-            done = 0
-            while not stop[0] and (done < count if count is not None else time.perf_counter() < deadline):
-                k = runner.choose()
-                self._transaction(dialect, session, runner, self.scripts[k], offsets[k], texts, tally)
-                done += 1
-            tally.t0 = t0
-            tally.t1 = profiler.end(session) if profiler is not None else time.perf_counter()
+            try:
+                run_session(plans, runner, stop, t0 + self.duration_s, self.options.transactions, fail, tally)
+            finally:
+                tally.t0 = t0
+                tally.t1 = profiler.end(session) if profiler is not None else time.perf_counter()
             return tally
 
         def cancel(i: int) -> None:
@@ -430,73 +465,18 @@ class Sql:
 
         return run_together(len(sessions), one, "blocklab-sql", cancel)
 
-    def _transaction(self, dialect: SqlDialect, session: Session, runner: Runner, script: Script, first: int,
-                     texts: list[str], tally: Tally) -> None:
-        """One run of a script. The commands are compiled once (compiled()): at thousands of
-        statements a second the loop itself is part of what the client costs."""
-        clock = time.perf_counter
-        env, rng, execute, latencies = runner.env, runner.rng, dialect.execute, tally.latencies
-        start = clock()
-        for kind, first_arg, second_arg in self.compiled(script, first, texts):
-            if kind == STATEMENT:
-                index, names, text = first_arg, second_arg, texts[first_arg]
-                t = clock()
-                try:
-                    rows = execute(session, text, [env[n] for n in names])
-                except Exception as err:
-                    engine_error = dialect.statement_error(err)
-                    if engine_error is None:
-                        raise
-                    raise ScriptError(self.engine_error_text(dialect, index, *engine_error)) from None
-                latencies[index].append(clock() - t)
-                if rows > 0:
-                    tally.rows += rows
-            elif kind == SET:
-                env[first_arg] = second_arg(env, rng)
-            else:
-                time.sleep(max(0.0, float(first_arg(env, rng))) * second_arg)
-        tally.transactions.append(clock() - start)
-
-    def compiled(self, script: Script, first: int, texts: list[str]) -> list[tuple[int, Any, Any]]:
-        """The script as (kind, a, b) steps: (SET, name, evaluate), (SLEEP, evaluate, seconds per unit),
-        (STATEMENT, its index among all statements, its variables' names)."""
-        steps = self._compiled.get(first)
-        if steps is None:
-            steps, index = [], first
-            for command in script.commands:
-                if isinstance(command, SetCommand):
-                    steps.append((SET, command.name, command.expr.run))
-                elif isinstance(command, SleepCommand):
-                    steps.append((SLEEP, command.amount.run, command.seconds_per_unit))
-                else:
-                    steps.append((STATEMENT, index, command.names))
-                    index += 1
-            self._compiled[first] = steps
-        return steps
+    def protocol(self, dialect: SqlDialect) -> str:
+        """The protocol the sessions use: the option's, or the engine's default; one it cannot use is refused."""
+        accepted = dialect.protocols()
+        chosen = self.options.protocol or accepted[0]
+        if chosen not in accepted:
+            raise SpecError(f"workload.protocol = {chosen!r}: this engine sends statements only as "
+                            f"{' or '.join(repr(p) for p in accepted)} ({'; '.join(f'{p}: {PROTOCOLS[p]}' for p in accepted)}); "
+                            "leave protocol out or set one of those")
+        return chosen
 
     def tally_metrics(self, tallies: list[Tally]) -> dict[str, float]:
-        elapsed = max(t.t1 for t in tallies) - min(t.t0 for t in tallies)
-        secs = elapsed if elapsed > 0 else 1e-9
-        latencies = [x for t in tallies for x in t.transactions]
-        statements = sum(len(x) for t in tallies for x in t.latencies)
-        m: dict[str, float] = {
-            "tps": len(latencies) / secs,
-            "statements_per_s": statements / secs,
-            "transactions": float(len(latencies)),
-            "statements": float(statements),
-            "rows": float(sum(t.rows for t in tallies)),
-            "rows_per_s": sum(t.rows for t in tallies) / secs,
-            "elapsed_s": elapsed,
-            "sessions": float(len(tallies)),
-            "random_seed": float(self.seed),
-        }
-        m.update(percentiles("latency", latencies))
-        for i, key in enumerate(self.keys):
-            values = [x for t in tallies for x in t.latencies[i]]
-            if values:
-                m.update(percentiles(f"stmt.{key}", values))
-                m[f"stmt.{key}.count"] = float(len(values))
-        return m
+        return tally_metrics(tallies, self.keys, self.seed)
 
     def describe(self, m: dict[str, float]) -> str:
         text = (f"{m['tps']:,.1f} tps ({m['sessions']:.0f} sessions), {m['statements_per_s']:,.0f} statements/s, "
@@ -521,17 +501,7 @@ class Sql:
 WORKLOAD = Sql
 
 
-# ---------------------------------------------------------------------- tallies
-class Tally:
-    """One session's counts: every transaction's and every statement's time."""
-
-    def __init__(self, statements: int):
-        self.latencies: list[list[float]] = [[] for _ in range(statements)]
-        self.transactions: list[float] = []
-        self.rows = 0
-        self.t0 = self.t1 = 0.0
-
-
+# ---------------------------------------------------------------------- statements' names
 def _digest(script: Script) -> str:
     return hashlib.sha256(script.text.encode()).hexdigest()
 
@@ -543,18 +513,3 @@ def statement_key(script_index: int, script: Script, statement: Statement) -> st
 
 def _shares_line(script: Script, statement: Statement) -> bool:
     return sum(1 for s in script.statements if s.where.line == statement.where.line) > 1
-
-
-def percentiles(prefix: str, seconds: list[float]) -> dict[str, float]:
-    """mean, p50, p95, p99 and max in milliseconds; a percentile is the nearest rank's value
-    (the smallest value at or above which q of the values lie: the ceil(q*n)-th of n)."""
-    if not seconds:
-        return {}
-    ordered = sorted(seconds)
-
-    def at(q: float) -> float:
-        rank = math.ceil(q * len(ordered) - 1e-9)  # 1-based; the epsilon: 0.95 * 20 is not always 19.0 in floats
-        return ordered[min(len(ordered), max(1, rank)) - 1] * 1000
-
-    return {f"{prefix}.mean_ms": statistics.fmean(ordered) * 1000, f"{prefix}.p50_ms": at(0.50),
-            f"{prefix}.p95_ms": at(0.95), f"{prefix}.p99_ms": at(0.99), f"{prefix}.max_ms": ordered[-1] * 1000}

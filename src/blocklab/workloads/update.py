@@ -41,7 +41,7 @@ from __future__ import annotations
 import json
 import time
 from contextlib import nullcontext
-from typing import Any, ClassVar, Protocol, cast
+from typing import ClassVar, Protocol, cast
 
 from pydantic import Field
 
@@ -55,7 +55,7 @@ from .together import run_together
 class TableWindow(Protocol):
     """The table's state around a point (its size, how its rows were updated)."""
 
-    def __enter__(self) -> Any: ...
+    def __enter__(self) -> TableWindow: ...
 
     def __exit__(self, *exc: object) -> None: ...
 

@@ -56,12 +56,12 @@ from typing import Any, ClassVar
 
 import pymysql
 
-from ..base import ApplyClass, Capabilities, CounterWindow, EngineBase, EngineError, EngineInfo
+from ..base import ApplyClass, Capabilities, CounterWindow, EngineBase, EngineError, EngineInfo, Session
 from ..host import DirectoryLock, drop_os_cache_files, stop_at_exit, stopped
 from .capabilities import CAPABILITIES
 from .counters import innodb_window, read_counters
 from .cpu_profile import ProfileProcesses
-from .dsn import DATABASE, parse_dsn
+from .dsn import DATABASE, ConnectParams, parse_dsn
 from .instance import InstanceMixin, tail_of_log
 from .knobs import (
     ENGINE_NAME,
@@ -147,7 +147,7 @@ class MariadbEngine(InstanceMixin, KnobsMixin, DsnServerMixin, EngineBase):
         self._version = ""
         self._server_settings: dict[str, str] = {}  # native -> value for the command line (embedded)
         self._session_settings: dict[str, str] = {}  # native -> SET SESSION value
-        self._dsn_originals: dict[str, Any] = {}  # native -> @@GLOBAL value before blocklab changed it
+        self._dsn_originals: dict[str, object] = {}  # native -> @@GLOBAL value before blocklab changed it
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -214,9 +214,9 @@ class MariadbEngine(InstanceMixin, KnobsMixin, DsnServerMixin, EngineBase):
         return f"error log {log}:\n{tail_of_log(log, 0, lines)}"
 
     # ------------------------------------------------------------------ connections
-    def _connect_params(self) -> dict[str, Any]:
+    def _connect_params(self) -> ConnectParams:
         if self._dsn is not None:
-            return dict(self._dsn.params)
+            return self._dsn.params.copy()
         return {"unix_socket": str(self.socket_path), "user": "root", "password": ""}
 
     def _admin(self, database: str | None = None) -> pymysql.connections.Connection:
@@ -275,7 +275,7 @@ class MariadbEngine(InstanceMixin, KnobsMixin, DsnServerMixin, EngineBase):
                     cur.execute(f"SET SESSION {native} = %s", (sql_value(value),))
         return conn
 
-    def query(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+    def query(self, sql: str, params: Sequence[object] | None = None) -> list[tuple[Any, ...]]:
         """One statement on the engine's control connection (no session knobs), kept
         open between calls: a new connection costs ~20 ms here, and a slob --quick
         run asked 365 of them (7 s of its 55). A connection the server dropped (a
@@ -422,7 +422,7 @@ class MariadbEngine(InstanceMixin, KnobsMixin, DsnServerMixin, EngineBase):
                 out[name] = value.decode() if isinstance(value, bytes) else str(value)
         return out
 
-    def check_applied(self, settings: dict[str, Any]) -> list[str]:
+    def check_applied(self, settings: dict[str, object]) -> list[str]:
         """@@var read back in a new measuring session against the canonical values."""
         canonical = self.check_settings(settings)
         got = self.read_back(canonical)
@@ -528,7 +528,7 @@ class MariadbEngine(InstanceMixin, KnobsMixin, DsnServerMixin, EngineBase):
             cur.fetchall()
 
     # ------------------------------------------------------------------ cache control
-    def evict(self, relations: Iterable[str]) -> dict[str, Any]:
+    def evict(self, relations: Iterable[str]) -> dict[str, object]:
         """Cold cache: restart the private instance (its buffer pool is neither dumped
         at shutdown nor loaded at startup) and drop the tables' files from the OS
         page cache while it is down."""
@@ -579,15 +579,16 @@ class MariadbEngine(InstanceMixin, KnobsMixin, DsnServerMixin, EngineBase):
         (innodb_checksum_algorithm governs only tablespaces created afterwards)."""
         return self.table_checksum(table) not in (None, self.checksum_family())
 
-    def io_counters(self, session: Any = None) -> dict[str, float]:
+    def io_counters(self, session: Session | None = None) -> dict[str, float]:
         """Cumulative counters (counters.py): IO_KEYS, the Innodb_* status counters, file.*."""
         if session is not None:
+            assert isinstance(session, MariadbSession), session  # the measuring session is one of ours
             with session.conn.cursor() as cur:
                 return read_counters(cur)
         with self.sql_connect(session=False) as conn, conn.cursor() as cur:
             return read_counters(cur)
 
-    def io_window(self, session: Any = None, *, settle: bool = False, sessions: Sequence[Any] = ()) -> CounterWindow:
+    def io_window(self, session: Session | None = None, *, settle: bool = False, sessions: Sequence[Session] = ()) -> CounterWindow:
         return innodb_window(self, session)  # status counters are global and current: nothing to settle
 
 

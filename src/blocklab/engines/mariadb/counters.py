@@ -15,13 +15,17 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pymysql
 
 from ..base import CounterWindow
+from .session import MariadbSession
 
 if TYPE_CHECKING:
+    from pymysql.cursors import Cursor
+
+    from ..base import Session
     from . import MariadbEngine
 
 DATA_FILE_EVENT = "wait/io/file/innodb/innodb_data_file"
@@ -50,7 +54,7 @@ STATUS_COUNTERS = (
 _FILE_KEYS = ("count", "wait_ps", "reads", "read_ps", "read_bytes", "writes", "write_ps", "write_bytes", "misc", "misc_ps")
 
 
-def read_global_status(cur: Any, names: Iterable[str] = STATUS_COUNTERS) -> dict[str, float]:
+def read_global_status(cur: Cursor, names: Iterable[str] = STATUS_COUNTERS) -> dict[str, float]:
     """SHOW GLOBAL STATUS for `names`; a counter this server does not have is absent."""
     names = tuple(names)
     cur.execute("SHOW GLOBAL STATUS WHERE Variable_name IN (" + ", ".join(["%s"] * len(names)) + ")", names)
@@ -64,7 +68,7 @@ def read_global_status(cur: Any, names: Iterable[str] = STATUS_COUNTERS) -> dict
     return out
 
 
-def read_data_file_waits(cur: Any, event: str = DATA_FILE_EVENT) -> dict[str, float] | None:
+def read_data_file_waits(cur: Cursor, event: str = DATA_FILE_EVENT) -> dict[str, float] | None:
     """performance_schema's cumulative file I/O on InnoDB data files (all threads):
     counts, picoseconds and bytes; None when performance_schema is off (its
     tables are then empty) or this user may not read it."""
@@ -85,7 +89,7 @@ def read_data_file_waits(cur: Any, event: str = DATA_FILE_EVENT) -> dict[str, fl
     return {k: float(v or 0) for k, v in zip(_FILE_KEYS, row)}
 
 
-def read_counters(cur: Any) -> dict[str, float]:
+def read_counters(cur: Cursor) -> dict[str, float]:
     """Cumulative counters: the status counters under their own names, the
     data-file I/O as file.<key>, and the keys every engine gives (IO_KEYS):
     reads/writes and bytes from performance_schema (with times), or InnoDB's own
@@ -127,12 +131,13 @@ def counter_metrics(d: dict[str, float]) -> dict[str, float]:
     return out
 
 
-def innodb_window(engine: MariadbEngine, session: Any = None) -> CounterWindow:
+def innodb_window(engine: MariadbEngine, session: Session | None = None) -> CounterWindow:
     """The engine's I/O window (engines/base.py IoWindow): the counters before and
     after, read through the measuring session or a connection of its own."""
 
     def read() -> dict[str, float]:
         if session is not None:
+            assert isinstance(session, MariadbSession), session  # the measuring session is one of ours
             with session.conn.cursor() as cur:
                 return read_counters(cur)
         with engine.sql_connect(session=False) as conn, conn.cursor() as cur:

@@ -5,15 +5,18 @@ symbols (mariadb-server-core-dbgsym) are installed."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..base import EngineError, ProfileTargets
 from ..capabilities import DialectBase
 from .instance import mariadbd_path
 
+if TYPE_CHECKING:
+    from . import MariadbEngine
+
 
 class ProfileProcesses(DialectBase):
-    def __init__(self, engine: Any):
+    def __init__(self, engine: MariadbEngine):
         self.engine = engine
 
     def profile_targets(self) -> ProfileTargets:

@@ -9,22 +9,33 @@ import os
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from ..base import KnobError
 
 DATABASE = "blocklab"  # the only database blocklab works in, on any server
 
 
+
+class ConnectParams(TypedDict, total=False):
+    """The keyword arguments of pymysql.connect a DSN or the private server gives."""
+
+    unix_socket: str
+    host: str
+    port: int
+    user: str
+    password: str
+    read_default_file: str
+
 @dataclass(frozen=True)
 class Dsn:
-    params: dict[str, Any]  # pymysql.connect keyword arguments (password included, never shown)
+    params: ConnectParams  # pymysql.connect keyword arguments (password included, never shown)
     where: str  # printable: user@host:port or user@socket
 
 
 def parse_dsn(dsn: str) -> Dsn:
     """mysql://user[:password]@host[:port][/blocklab][?socket=PATH], mariadb://..., or a socket path."""
-    params: dict[str, Any] = {}
+    params: ConnectParams = {}
     if not dsn.strip() or "\x00" in dsn:
         raise KnobError(f"--dsn {dsn!r}: empty or holds a NUL byte; expected mysql://USER@HOST:PORT/ or a socket path")
     if dsn.startswith("/"):

@@ -103,6 +103,7 @@ class InstanceMixin:
         reinitialised: bool
 
         def _admin(self, database: str | None = None) -> pymysql.connections.Connection: ...
+        def stop(self) -> None: ...
 
     # ------------------------------------------------------------------ paths
     def home(self, page_size: int | None = None) -> Path:

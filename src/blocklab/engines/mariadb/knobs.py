@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +18,9 @@ from ...errors import nearest
 from ...units import fmt_bytes
 from ..vocabulary import ApplyClass, KnobError, KnobInfo, parse_bool, parse_int
 from .dsn import DATABASE
+
+if TYPE_CHECKING:
+    from pymysql.cursors import Cursor
 
 ENGINE_NAME = "mariadb"
 PAGE_SIZES = (4096, 8192, 16384, 32768, 65536)
@@ -91,7 +94,7 @@ class ServerVariable:
         return self.scope in ("SESSION", "SESSION ONLY")
 
 
-def _number(text: Any) -> int | float | None:
+def _number(text: str | int | float | None) -> int | float | None:
     if text is None or text == "":
         return None
     try:
@@ -111,7 +114,7 @@ def min_buffer_pool_bytes(page_size: int) -> int:
     return (320 * page_size // MIB + 1) * MIB
 
 
-def parse_page_size(value: Any) -> int:
+def parse_page_size(value: object) -> int:
     info = KnobInfo("innodb_page_size", "block_size", "size", ApplyClass.REINIT, unit="bytes", choices=tuple(map(str, PAGE_SIZES)))
     where = "knob 'block_size' (mariadb innodb_page_size)"
     try:
@@ -145,7 +148,7 @@ def _range_text(info: KnobInfo, var: ServerVariable) -> str:
     return text
 
 
-def server_value(value: Any) -> str:
+def server_value(value: object) -> str:
     """A canonical value as the server's command line and SET take it."""
     if isinstance(value, bool):
         return "ON" if value else "OFF"
@@ -154,7 +157,7 @@ def server_value(value: Any) -> str:
     return str(value)
 
 
-def sql_value(conf: str) -> Any:
+def sql_value(conf: str) -> int | float | str:
     """Numbers go to SET unquoted (a quoted number is refused for integer variables)."""
     if re.fullmatch(r"-?\d+", conf):
         return int(conf)
@@ -174,7 +177,7 @@ def same_setting(server_value: str | None, conf: str) -> bool:
     return False
 
 
-def wait_buffer_pool_resize(cur: Any, timeout: float = 120.0) -> None:
+def wait_buffer_pool_resize(cur: Cursor, timeout: float = 120.0) -> None:
     """Older 10.11 releases resize the buffer pool in the background; wait for it."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -200,7 +203,7 @@ class KnobsMixin:
         _version: str
 
         def start(self) -> None: ...
-        def query(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]: ...
+        def query(self, sql: str, params: Sequence[object] | None = None) -> list[tuple[Any, ...]]: ...
         def block_size(self) -> int: ...
         def _admin(self, database: str | None = None) -> pymysql.connections.Connection: ...
 
@@ -322,7 +325,7 @@ class KnobsMixin:
             default=var.global_value, description=desc, readings=readings, reading=reading,
         )
 
-    def config_lines(self, settings: dict[str, Any]) -> list[str]:
+    def config_lines(self, settings: dict[str, object]) -> list[str]:
         """my.cnf lines under [mysqld] (the page size only takes at a new data directory)."""
         lines = ["[mysqld]"]
         for name, value in settings.items():
@@ -331,10 +334,10 @@ class KnobsMixin:
             lines.append(f"{native} = {server_value(value)}{note}")
         return lines
 
-    def check_settings(self, settings: dict[str, Any], *, partial: bool = False) -> dict[str, Any]:
+    def check_settings(self, settings: dict[str, object], *, partial: bool = False) -> dict[str, Any]:
         """Canonical values for one setting; KnobError (naming the knob and what is
         accepted) for anything the server would refuse or silently round."""
-        out: dict[str, Any] = {}
+        out: dict[str, object] = {}
         for name, value in settings.items():
             info = self.knob(name)
             canonical = self._normalise(name, info, value)
@@ -411,7 +414,7 @@ class KnobsMixin:
             return info.normalise(value, ENGINE_NAME, name)
         return str(value)
 
-    def _check_session_values(self, settings: dict[str, Any]) -> None:
+    def _check_session_values(self, settings: dict[str, object]) -> None:
         """Session-scope values are tried on a throwaway session: the server's own
         verdict, including the warnings it gives when it would round a value."""
         session = {n: v for n, v in settings.items() if self.knob(n).apply == ApplyClass.SESSION}
@@ -429,7 +432,7 @@ class KnobsMixin:
                 if warnings:
                     raise KnobError(f"knob {name!r} (mariadb {native}): the server would not take {value!r} as is: {'; '.join(warnings)}")
 
-    def _check_dsn_allowed(self, name: str, info: KnobInfo, value: Any) -> None:
+    def _check_dsn_allowed(self, name: str, info: KnobInfo, value: object) -> None:
         var = self._catalog[info.native]
         if info.native == "innodb_page_size":
             return  # only the server's own size is among the choices

@@ -4,7 +4,7 @@ analysed so relation_bytes() is exact, and the timed COUNT(*)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..base import DialectBase
 
@@ -31,5 +31,5 @@ class ScanTables(DialectBase):
     def scan_session(self, parallel: bool) -> MariadbSession:
         return self.engine.connect()  # InnoDB scans a table in one thread: nothing to forbid
 
-    def count_rows(self, session: Any, table: str) -> int:
+    def count_rows(self, session: MariadbSession, table: str) -> int:
         return int(session.execute(f"SELECT COUNT(*) FROM `{table}`")[0][0])

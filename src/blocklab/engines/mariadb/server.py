@@ -12,6 +12,7 @@ instance.py's.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -36,12 +37,12 @@ class DsnServerMixin:
         _started: bool
         _catalog: dict[str, ServerVariable]
         _server_settings: dict[str, str]
-        _dsn_originals: dict[str, Any]
+        _dsn_originals: dict[str, object]
 
         @property
         def socket_path(self) -> Path: ...
 
-        def query(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]: ...
+        def query(self, sql: str, params: Sequence[object] | None = None) -> list[tuple[Any, ...]]: ...
         def health(self) -> str | None: ...
         def data_dir(self) -> str | None: ...
         def _admin(self, database: str | None = None) -> pymysql.connections.Connection: ...
@@ -96,7 +97,7 @@ class DsnServerMixin:
         self._started = False  # the next start makes the database again
         return done
 
-    def owed_restore(self) -> dict[str, Any]:
+    def owed_restore(self) -> dict[str, object]:
         if not self._dsn_originals or self._dsn is None:
             return {}
         params = self._dsn.params
@@ -106,7 +107,7 @@ class DsnServerMixin:
             dsn = f"mysql://{params['user']}@{params['host']}:{params['port']}/{DATABASE}"
         return {"engine": self.name, "dsn": dsn, "server": self._where(), "settings": dict(self._dsn_originals)}
 
-    def restore_owed(self, settings: dict[str, Any]) -> list[str]:
+    def restore_owed(self, settings: dict[str, object]) -> list[str]:
         self._dsn_originals = dict(settings)
         done = [f"{k} = {v}" for k, v in settings.items()]
         self._restore_dsn_settings()

@@ -23,7 +23,7 @@ class MariadbSession(SessionBase):
         self.conn = conn  # the PyMySQL connection, for this package's own code
         self.backend_id = int(conn.thread_id())
 
-    def execute(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+    def execute(self, sql: str, params: Sequence[object] | None = None) -> list[tuple[Any, ...]]:
         with self.conn.cursor() as cur:
             cur.execute(sql, params)
             rows = list(cur.fetchall()) if cur.description else []

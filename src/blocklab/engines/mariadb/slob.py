@@ -26,7 +26,7 @@ the writes of the point, as PostgreSQL's checkpointer/bgwriter writes are.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from ...errors import SpecError
 from ...workloads.slob import open_sessions
@@ -44,7 +44,7 @@ LOAD_SEED = 3  # RAND(seed) for the key permutation: the same table every build
 
 
 class SlobTables(DialectBase):
-    table_shape: ClassVar[dict[str, Any]] = {"layout": "innodb", "build": BUILD_VERSION, "filler": FILLER_BYTES}
+    table_shape: ClassVar[dict[str, object]] = {"layout": "innodb", "build": BUILD_VERSION, "filler": FILLER_BYTES}
     bytes_per_row: ClassVar[float] = 1700  # 1 kB rows and the id index: a 96 MB .ibd for 60,000 rows at 4k pages here
 
     def __init__(self, engine: MariadbEngine):
@@ -63,7 +63,7 @@ class SlobTables(DialectBase):
     def slob_session(self) -> MariadbSession:
         return self.engine.connect()
 
-    def slob_loop(self, session: Any, table: str, scale: int, work_unit: int, update_pct: float,
+    def slob_loop(self, session: MariadbSession, table: str, scale: int, work_unit: int, update_pct: float,
                   run_time_s: float, think_ms: float) -> tuple[int, int, float]:
         row = session.execute(f"CALL `{PROCEDURE}`(%s, %s, %s, %s, %s, %s)",
                               (table, scale, work_unit, update_pct, run_time_s, think_ms))[0]

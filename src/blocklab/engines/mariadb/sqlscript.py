@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 import pymysql
 
-from ...workloads.sql import CheckStatement, ScriptFacts, SessionAccess
+from ...workloads.pgscript import Statement
+from ...workloads.sql import Bound, CheckStatement, ScriptFacts, SessionAccess, bind_by_execute
 from ..base import DialectBase, EngineError
 from .dsn import DATABASE
 from .waits import SessionWaitProfiler
@@ -61,6 +62,12 @@ class SqlScripts(DialectBase):
             count = cur.execute(text, tuple(params) if params else None)
             cur.fetchall()
         return int(count or 0)
+
+    def protocols(self) -> tuple[str, ...]:
+        return ("simple",)  # PyMySQL writes the values into the statement's text
+
+    def bind(self, session: Any, statements: Sequence[Statement], protocol: str) -> list[Bound]:
+        return bind_by_execute(self, session, statements)
 
     def statement_error(self, err: BaseException) -> tuple[str, int | None] | None:
         if not isinstance(err, pymysql.err.MySQLError) or not err.args or not isinstance(err.args[0], int):

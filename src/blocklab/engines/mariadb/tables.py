@@ -20,7 +20,7 @@ InsertDialect, workloads/reload.py ReloadDialect).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from ..base import DialectBase
 from .waits import wait_for_purge
@@ -36,7 +36,7 @@ class _Tables(DialectBase):
     def __init__(self, engine: MariadbEngine):
         self.engine = engine
 
-    def flush_table(self, session: Any, table: str) -> None:
+    def flush_table(self, session: MariadbSession, table: str) -> None:
         session.execute(f"FLUSH TABLES `{table}` FOR EXPORT")  # the table's dirty pages written (and checksummed)
         session.execute("UNLOCK TABLES")
 
@@ -66,7 +66,7 @@ class InsertLoop(_Tables):
     def insert_session(self) -> MariadbSession:
         return self.engine.connect()
 
-    def insert_loop(self, session: Any, table: str, rows: int, batch: int) -> None:
+    def insert_loop(self, session: MariadbSession, table: str, rows: int, batch: int) -> None:
         session.execute("BEGIN")
         session.execute(f"CALL `{PROCEDURE}`(%s)", (int(rows),))  # one transaction ...
         session.execute("COMMIT")  # ... committed at its end, as the seed's loop
@@ -104,7 +104,7 @@ class ReloadTables(_Tables):
     def reload_session(self) -> MariadbSession:
         return self.engine.connect()
 
-    def delete_and_insert(self, session: Any, source: str, target: str) -> int:
+    def delete_and_insert(self, session: MariadbSession, source: str, target: str) -> int:
         conn = session.conn
         conn.begin()
         with conn.cursor() as cur:

@@ -44,7 +44,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from ...errors import SpecError
 from ..base import DialectBase
@@ -86,7 +86,7 @@ class UpdateTables(DialectBase):
         # PostgreSQL (no COMMIT round trip for the client's threads to delay under the GIL)
         return self.engine.connect()
 
-    def update_range(self, session: Any, table: str, lo: int, hi: int) -> int:
+    def update_range(self, session: MariadbSession, table: str, lo: int, hi: int) -> int:
         with session.conn.cursor() as cur:
             return int(cur.execute(f"UPDATE `{table}` SET val = val + 1 WHERE id BETWEEN %s AND %s", (lo, hi)))
 
@@ -110,7 +110,7 @@ class TableFiles:
         self.file0 = _tablespace_bytes(self.engine, self.table)
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         if exc[0] is None:
             self.file1 = _tablespace_bytes(self.engine, self.table)
 

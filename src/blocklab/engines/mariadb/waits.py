@@ -60,14 +60,18 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pymysql
 
 from ...probes.profile import SessionProfile, flatten_profile, sum_profiles
 from .counters import NOT_READABLE, PS_PER_S, read_global_status
+from .session import MariadbSession
 
 if TYPE_CHECKING:
+    from pymysql.cursors import Cursor
+
+    from ..base import Session
     from . import MariadbEngine
 
 
@@ -97,7 +101,7 @@ PURGE_WAIT_S = 120  # the longest wait for InnoDB's purge before a cell (a busy 
 _PURGE_NOT_WAITED = (1227, 1193, 1317, 1969)
 
 
-def wait_for_purge(cur: Any, timeout_s: float = PURGE_WAIT_S) -> bool:
+def wait_for_purge(cur: Cursor, timeout_s: float = PURGE_WAIT_S) -> bool:
     """Block until InnoDB has purged every committed transaction's undo
     (SET GLOBAL innodb_max_purge_lag_wait = 0: a wait, the variable keeps its
     value), at most `timeout_s` (max_statement_time for that statement).
@@ -168,6 +172,12 @@ class ProfilerUnavailable(RuntimeError):
     """performance_schema is off: no per-thread waits to read."""
 
 
+def _own(session: Session) -> MariadbSession:
+    """A session given to the profiler: always one of this engine's own."""
+    assert isinstance(session, MariadbSession), session
+    return session
+
+
 class SessionWaitProfiler:
     """Per-session wait profiles from performance_schema (see the module docstring)."""
 
@@ -175,7 +185,7 @@ class SessionWaitProfiler:
         self.engine = engine
         self.available = True
         self.synch_timed = False
-        self._pending: list[Any] = []  # sessions registered before the profiler started
+        self._pending: list[MariadbSession] = []  # sessions registered before the profiler started
         self._sessions: dict[int, _Session] = {}  # by id(session)
         self._lock = threading.Lock()
         self._enabled_instruments: list[tuple[str, str, str]] = []  # (name, was enabled, was timed)
@@ -218,7 +228,7 @@ class SessionWaitProfiler:
             raise
         return self
 
-    def _enable(self, cur: Any) -> None:
+    def _enable(self, cur: Cursor) -> None:
         """Enable and time the profile's instruments and consumers that are off,
         remembering each one to put it back."""
         where = " OR ".join(["NAME LIKE %s"] * len(PROFILE_INSTRUMENTS))
@@ -242,15 +252,17 @@ class SessionWaitProfiler:
             cur.execute(f"UPDATE performance_schema.setup_consumers SET ENABLED = 'YES' WHERE NAME IN ({names})", PROFILE_CONSUMERS)
 
     @staticmethod
-    def _all_timed(cur: Any, pattern: str) -> bool:
+    def _all_timed(cur: Cursor, pattern: str) -> bool:
         cur.execute(
             "SELECT COUNT(*), SUM(ENABLED = 'YES' AND TIMED = 'YES') FROM performance_schema.setup_instruments WHERE NAME LIKE %s",
             (pattern,),
         )
-        total, timed = cur.fetchone()
+        row = cur.fetchone()
+        assert row is not None  # an aggregate answers one row
+        total, timed = row
         return bool(total) and int(timed or 0) == int(total)
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._restore()
 
     def _restore(self) -> None:
@@ -280,11 +292,11 @@ class SessionWaitProfiler:
             return
         self._enabled_instruments, self._enabled_consumers = [], []
 
-    def register(self, session: Any) -> None:
+    def register(self, session: Session) -> None:
         """A session to profile (every session, before the profiler starts)."""
-        self._pending.append(session)
+        self._pending.append(_own(session))
 
-    def _register_thread(self, session: Any) -> None:
+    def _register_thread(self, session: MariadbSession) -> None:
         """Find the session's server thread."""
         if not self.available:
             return
@@ -303,7 +315,7 @@ class SessionWaitProfiler:
             self._sessions[id(session)] = _Session(int(connection_id), int(thread_id), int(os_tid) if os_tid else None)
 
     # -------------------------------------------------------------- the window (in the session's thread)
-    def _thread_waits(self, conn: Any, thread_id: int) -> dict[str, float]:
+    def _thread_waits(self, conn: pymysql.connections.Connection[Cursor], thread_id: int) -> dict[str, float]:
         t = time.perf_counter()
         with conn.cursor() as cur:
             cur.execute(
@@ -320,17 +332,17 @@ class SessionWaitProfiler:
             return None
         return _thread_schedstat(self._server_pid, s.os_tid)
 
-    def begin(self, session: Any) -> float:
+    def begin(self, session: Session) -> float:
         """Snapshot the session's thread, then start its clock; returns t0 (perf_counter)."""
         s = self._sessions.get(id(session)) if self.available else None
         if s is None:
             return time.perf_counter()
-        s.waits0 = self._thread_waits(session.conn, s.thread_id)
+        s.waits0 = self._thread_waits(_own(session).conn, s.thread_id)
         s.cpu0 = self._cpu(s)
         s.t0 = time.perf_counter()
         return s.t0
 
-    def end(self, session: Any) -> float:
+    def end(self, session: Session) -> float:
         """Stop the session's clock, then snapshot its thread; returns t1 (perf_counter)."""
         t1 = time.perf_counter()
         s = self._sessions.get(id(session)) if self.available else None
@@ -338,7 +350,7 @@ class SessionWaitProfiler:
             return t1
         s.t1 = t1
         s.cpu1 = self._cpu(s)
-        s.waits1 = self._thread_waits(session.conn, s.thread_id)
+        s.waits1 = self._thread_waits(_own(session).conn, s.thread_id)
         return t1
 
     # -------------------------------------------------------------- results

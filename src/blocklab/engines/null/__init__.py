@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..base import ApplyClass, CounterWindow, DialectBase, EngineBase, EngineInfo, KnobError, KnobInfo, SessionBase
+from ..base import ApplyClass, CounterWindow, DialectBase, EngineBase, EngineInfo, KnobError, KnobInfo, Session, SessionBase
 
 KNOBS = {
     "null.level": KnobInfo("level", None, "integer", ApplyClass.SESSION, minimum=0, maximum=1000, default=0),
@@ -24,7 +24,7 @@ class NullSession(SessionBase):
     def __init__(self, engine: NullEngine):
         self.engine = engine
 
-    def execute(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+    def execute(self, sql: str, params: Sequence[object] | None = None) -> list[tuple[Any, ...]]:
         return []
 
     def cancel(self) -> None:
@@ -44,7 +44,7 @@ class NullDialect(DialectBase):
         self.engine.tables[table] = (rows, fingerprint)
         self.engine.builds += 1
 
-    def count_rows(self, session: Any, table: str) -> int:
+    def count_rows(self, session: NullSession, table: str) -> int:
         return self.engine.tables[table][0]
 
     def level(self) -> int:
@@ -65,13 +65,13 @@ class NullEngine(EngineBase):
     install_bytes: ClassVar[float] = 0.0  # nothing on disk
     change_seconds: ClassVar[dict[ApplyClass, float]] = {}
 
-    def __init__(self, cache_dir: Path | None = None, **_: Any):
+    def __init__(self, cache_dir: Path | None = None, **_: object):
         self.mode = "null"
         self.started = False
         self.restarts = 0
         self.builds = 0
         self.current: dict[str, Any] = {}
-        self.applied_history: list[dict[str, Any]] = []
+        self.applied_history: list[dict[str, object]] = []
         self.tables: dict[str, tuple[int, str]] = {}
 
     def start(self) -> None:
@@ -85,10 +85,10 @@ class NullEngine(EngineBase):
             raise KnobError(f"unknown knob {name!r} on engine null; accepted: {', '.join(KNOBS)}")
         return KNOBS[name]
 
-    def check_settings(self, settings: dict[str, Any], *, partial: bool = False) -> dict[str, Any]:
+    def check_settings(self, settings: dict[str, object], *, partial: bool = False) -> dict[str, object]:
         return {k: self.knob(k).normalise(v, "null", k) for k, v in settings.items()}
 
-    def apply(self, settings: dict[str, Any]) -> dict[str, str]:
+    def apply(self, settings: dict[str, object]) -> dict[str, str]:
         if any(self.current.get(k) != v for k, v in settings.items() if KNOBS[k].apply >= ApplyClass.RESTART):
             self.restarts += 1
         self.current = dict(settings)
@@ -104,7 +104,7 @@ class NullEngine(EngineBase):
     def connect(self, *, session: bool = True) -> NullSession:
         return NullSession(self)
 
-    def query(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+    def query(self, sql: str, params: Sequence[object] | None = None) -> list[tuple[Any, ...]]:
         return []
 
     def data_dir(self) -> str | None:
@@ -131,7 +131,7 @@ class NullEngine(EngineBase):
     def cached_bytes(self, relations: Iterable[str]) -> float | None:
         return 0.0
 
-    def check_applied(self, settings: dict[str, Any]) -> list[str]:
+    def check_applied(self, settings: dict[str, object]) -> list[str]:
         return [f"{k} asked {v!r}, the null engine has {self.current.get(k)!r}" for k, v in settings.items() if self.current.get(k) != v]
 
     def cold_cache_problem(self) -> str | None:
@@ -146,13 +146,13 @@ class NullEngine(EngineBase):
     def direct_io_active(self) -> bool:
         return False
 
-    def evict(self, relations: Iterable[str]) -> dict[str, Any]:
+    def evict(self, relations: Iterable[str]) -> dict[str, object]:
         return {}
 
-    def io_counters(self, session: Any = None) -> dict[str, float]:
+    def io_counters(self, session: Session | None = None) -> dict[str, float]:
         return {}
 
-    def io_window(self, session: Any = None, *, settle: bool = False, sessions: Sequence[Any] = ()) -> CounterWindow:
+    def io_window(self, session: Session | None = None, *, settle: bool = False, sessions: Sequence[Session] = ()) -> CounterWindow:
         return CounterWindow(self.io_counters)
 
 

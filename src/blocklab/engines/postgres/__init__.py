@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 import psycopg
 from psycopg import sql
 
-from ..base import ApplyClass, Capabilities, EngineBase, EngineError, EngineInfo, KnobError, KnobInfo
+from ..base import ApplyClass, Capabilities, EngineBase, EngineError, EngineInfo, KnobError, KnobInfo, Session
 from ..host import ReadAhead, drop_os_cache_files, stop_at_exit, stopped
 from . import knobs
 from .capabilities import CAPABILITIES
@@ -195,7 +195,7 @@ class PostgresEngine(DsnServerMixin, EngineBase):
     def connect(self, *, session: bool = True) -> PgSession:
         return PgSession(self.pg_connect(session=session))
 
-    def query(self, sql_text: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+    def query(self, sql_text: str, params: Sequence[object] | None = None) -> list[tuple[Any, ...]]:
         """One statement on the engine's control connection (no session knobs), kept
         open between calls: a new backend costs ~5-10 ms here, more than the checks
         of a cell that use it. A connection the server dropped (a restart) is
@@ -238,9 +238,9 @@ class PostgresEngine(DsnServerMixin, EngineBase):
             return self.read_ahead.info(name)
         return knobs.resolve(name, self._catalog, self._version)
 
-    def check_settings(self, settings: dict[str, Any], *, partial: bool = False) -> dict[str, Any]:
+    def check_settings(self, settings: dict[str, object], *, partial: bool = False) -> dict[str, object]:
         """Canonical values for one setting; raise KnobError on anything the server would refuse."""
-        out: dict[str, Any] = {}
+        out: dict[str, object] = {}
         for name, value in settings.items():
             info = self.knob(name)
             canonical = info.normalise(value, ENGINE_NAME, name)
@@ -307,7 +307,7 @@ class PostgresEngine(DsnServerMixin, EngineBase):
                 time.sleep(0.1)
         return self.read_back(settings)
 
-    def config_lines(self, settings: dict[str, Any]) -> list[str]:
+    def config_lines(self, settings: dict[str, object]) -> list[str]:
         """ALTER SYSTEM lines (a restart-class parameter says so); what no ALTER
         SYSTEM sets (checksums, the block size, the disk's read-ahead) as a comment."""
         lines: list[str] = []
@@ -419,7 +419,7 @@ class PostgresEngine(DsnServerMixin, EngineBase):
         return False  # checksums and the page size are the whole cluster's: a table never lags behind
 
     # ------------------------------------------------------------------ cache control
-    def evict(self, relations: Iterable[str]) -> dict[str, Any]:
+    def evict(self, relations: Iterable[str]) -> dict[str, object]:
         """Evict from shared buffers, then drop the files from the OS page cache.
 
         PostgreSQL 18 evicts a whole relation (pg_buffercache_evict_relation), 17
@@ -429,9 +429,8 @@ class PostgresEngine(DsnServerMixin, EngineBase):
         blocklab rewrites its own table (VACUUM FULL writes a new file past shared
         buffers, and the old file's buffers go with it). The cold-start check
         (claims.py, pg_buffercache) proves the result either way."""
-        done: dict[str, Any] = {"engine_evicted_buffers": 0, "os_dropped_files": 0, "os_drop_possible": True}
+        buffers, files, possible_all = 0, 0, True
         how = self._eviction()
-        done["engine_eviction"] = how
         with self.pg_connect(session=False) as conn:
             conn.execute("CHECKPOINT")  # so no dirty buffer or page survives eviction
             for rel in relations:
@@ -446,11 +445,11 @@ class PostgresEngine(DsnServerMixin, EngineBase):
                     ).fetchone()
                 else:
                     evicted = (self._rewrite(conn, rel),)
-                done["engine_evicted_buffers"] += int(evicted[0]) if evicted else 0
+                buffers += int(evicted[0]) if evicted else 0
                 dropped, possible = drop_os_cache_files(self._relation_files(conn, rel))
-                done["os_dropped_files"] += dropped
-                done["os_drop_possible"] = done["os_drop_possible"] and possible
-        return done
+                files += dropped
+                possible_all = possible_all and possible
+        return {"engine_evicted_buffers": buffers, "os_dropped_files": files, "os_drop_possible": possible_all, "engine_eviction": how}
 
     def _rewrite(self, conn: psycopg.Connection, relation: str) -> int:
         """Empty shared buffers of one of blocklab's relations before PostgreSQL 17:
@@ -525,7 +524,7 @@ class PostgresEngine(DsnServerMixin, EngineBase):
         )
         return float(rows[0][0]) if rows else 0.0
 
-    def check_applied(self, settings: dict[str, Any]) -> list[str]:
+    def check_applied(self, settings: dict[str, object]) -> list[str]:
         """pg_settings in a new measuring session (raw units), the effective
         io_combine_limit being capped by io_max_combine_limit."""
         natives = {name: self.knob(name).native for name in settings if name != "read_ahead"}
@@ -554,15 +553,16 @@ class PostgresEngine(DsnServerMixin, EngineBase):
             return []
         return _segments(Path(base) / row[0])
 
-    def io_counters(self, session: Any = None) -> dict[str, float]:
+    def io_counters(self, session: Session | None = None) -> dict[str, float]:
         """pg_stat_io relation I/O summed over backend types (reads by I/O workers
         included). With the measuring session its own pending statistics count too."""
         if session is not None:
+            assert isinstance(session, PgSession), session  # the measuring session is one of ours
             return relation_totals(read_counters(session.conn, self._major))
         with self.pg_connect(session=False) as own:
             return relation_totals(read_counters(own, self._major))
 
-    def io_window(self, session: Any = None, *, settle: bool = False, sessions: Sequence[Any] = ()) -> StatIoWindow:
+    def io_window(self, session: Session | None = None, *, settle: bool = False, sessions: Sequence[Session] = ()) -> StatIoWindow:
         return StatIoWindow(self, session, settle=settle, sessions=sessions)
 
 

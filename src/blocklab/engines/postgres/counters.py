@@ -24,7 +24,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
+
+from .session import PgSession
+
+if TYPE_CHECKING:
+    from psycopg import Connection
+
+    from ..base import Session
+    from . import PostgresEngine
 
 COLUMNS = (
     "reads",
@@ -80,13 +88,13 @@ FROM pg_stat_database d, pg_stat_bgwriter b WHERE d.datname = current_database()
 Counters = dict[tuple[str, str], dict[str, float]]  # (backend_type, relation|wal) -> column -> value
 
 
-def flush_own_stats(conn: Any) -> None:
+def flush_own_stats(conn: Connection) -> None:
     """Make this session publish its pending I/O statistics now."""
     conn.execute("SELECT pg_stat_force_next_flush()")
     conn.execute("SELECT 1")  # the flush happens as the backend goes idle after the previous statement
 
 
-def read_counters(conn: Any, major: int = 18) -> Counters:
+def read_counters(conn: Connection, major: int = 18) -> Counters:
     """The I/O counters by (process type, relation|wal) on a server of this major version."""
     flush_own_stats(conn)
     if major < 16:
@@ -97,8 +105,10 @@ def read_counters(conn: Any, major: int = 18) -> Counters:
     return out
 
 
-def _legacy_counters(conn: Any) -> Counters:
-    reads, hits, read_ms, write_ms, checkpoint, clean, backend, backend_fsync, block = conn.execute(_SQL_15).fetchone()
+def _legacy_counters(conn: Connection) -> Counters:
+    found = conn.execute(_SQL_15).fetchone()
+    assert found is not None  # one row of sums
+    reads, hits, read_ms, write_ms, checkpoint, clean, backend, backend_fsync, block = found
 
     def row(**values: float) -> dict[str, float]:
         return {c: float(values.get(c, 0.0) or 0.0) for c in COLUMNS}
@@ -137,6 +147,12 @@ def relation_totals(counters: Counters) -> dict[str, float]:
     }
 
 
+def _pg(session: Session) -> PgSession:
+    """A session given to the window: always one of this engine's own."""
+    assert isinstance(session, PgSession), session
+    return session
+
+
 class StatIoWindow:
     """pg_stat_io before and after, per backend type, relation and WAL apart.
 
@@ -146,18 +162,18 @@ class StatIoWindow:
     reads a moment apart agree (background processes flush on their own
     schedule), at most `settle_s`."""
 
-    def __init__(self, engine: Any, session: Any = None, *, settle: bool = False, sessions: Sequence[Any] = (),
+    def __init__(self, engine: PostgresEngine, session: Session | None = None, *, settle: bool = False, sessions: Sequence[Session] = (),
                  settle_s: float = 1.5):
         self.engine = engine
         self.major = int(engine.major or 18)
-        self.conn = session.conn if session is not None else None
-        self.sessions = list(sessions)
+        self.conn = _pg(session).conn if session is not None else None
+        self.sessions = [_pg(s) for s in sessions]
         self.settle_s = settle_s if settle else 0.0
         self.by_type_and_object: Counters = {}
         self.deltas: dict[str, float] = {}
-        self._own: Any = None
+        self._own: Connection | None = None
 
-    def _conn(self) -> Any:
+    def _conn(self) -> Connection:
         if self.conn is not None:
             return self.conn
         if self._own is None:
@@ -168,7 +184,7 @@ class StatIoWindow:
         self._before = read_counters(self._conn(), self.major)
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         try:
             if exc[0] is None:
                 for session in self.sessions:

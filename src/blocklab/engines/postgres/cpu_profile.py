@@ -10,15 +10,18 @@ binary is not stripped: its functions have names (about 10,400 text symbols).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..base import EngineError, ProfileTargets
 from ..capabilities import DialectBase
 from .instance import pg_bin
 
+if TYPE_CHECKING:
+    from . import PostgresEngine
+
 
 class ProfileProcesses(DialectBase):
-    def __init__(self, engine: Any):
+    def __init__(self, engine: PostgresEngine):
         self.engine = engine
 
     def profile_targets(self) -> ProfileTargets:

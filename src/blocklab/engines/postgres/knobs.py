@@ -129,7 +129,7 @@ def check_combine_ceiling(settings: dict[str, Any], catalog: Catalog) -> None:
         )
 
 
-def conf_value(info: KnobInfo, value: Any) -> str:
+def conf_value(info: KnobInfo, value: object) -> str:
     """A canonical value as postgresql.conf and SET take it."""
     if info.native == "debug_io_direct" and info.kind == "bool":
         return "data" if value else ""
@@ -167,7 +167,7 @@ def _unit_label(unit: str) -> str:
     return {"8kB": "8 kB blocks", "kB": "kB", "MB": "MB", "B": "bytes"}.get(unit, unit)
 
 
-def _typed_default(boot: str | None, kind: str) -> Any:
+def _typed_default(boot: str | None, kind: str) -> int | bool | str | None:
     if boot is None:
         return None
     if kind == "integer":

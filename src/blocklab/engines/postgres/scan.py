@@ -4,7 +4,7 @@ server-side and frozen, and the timed count(*) (workloads/full_scan.py ScanDiale
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..base import DialectBase
 from .session import PgSession
@@ -28,7 +28,7 @@ class ScanTables(DialectBase):
             session.execute("SET max_parallel_workers_per_gather = 0")  # the seed's NOPARALLEL
         return session
 
-    def count_rows(self, session: Any, table: str) -> int:
+    def count_rows(self, session: PgSession, table: str) -> int:
         return int(session.execute(f'SELECT count(*) FROM "{table}"')[0][0])
 
 

@@ -11,6 +11,7 @@ embedded cluster's own lifecycle is in instance.py.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -52,7 +53,7 @@ class DsnServerMixin:
         _major: int
         _dsn_originals: dict[str, str | None]
 
-        def query(self, sql_text: str, params: Any = None) -> list[tuple[Any, ...]]: ...
+        def query(self, sql_text: str, params: Sequence[object] | None = None) -> list[tuple[Any, ...]]: ...
         def pg_connect(self, *, session: bool = True, autocommit: bool = True) -> psycopg.Connection: ...
         def health(self) -> str | None: ...
         def data_dir(self) -> str | None: ...
@@ -150,11 +151,11 @@ class DsnServerMixin:
             done.append(entry)
         return done
 
-    def owed_restore(self) -> dict[str, Any]:
+    def owed_restore(self) -> dict[str, object]:
         host = self.read_ahead.owed()
         if not self._dsn_originals and not host:
             return {}
-        owed: dict[str, Any] = {"engine": self.name, "dsn": None, "server": self.where(), "settings": dict(self._dsn_originals)}
+        owed: dict[str, object] = {"engine": self.name, "dsn": None, "server": self.where(), "settings": dict(self._dsn_originals)}
         if self.mode == "dsn":
             info = {k: v for k, v in psycopg.conninfo.conninfo_to_dict(self.dsn or "").items() if k != "password"}
             owed["dsn"] = psycopg.conninfo.make_conninfo("", **info)
@@ -162,8 +163,8 @@ class DsnServerMixin:
             owed["host"] = host  # the machine's, not the server's: put back by engines/host.py restore_host
         return owed
 
-    def restore_owed(self, settings: dict[str, Any]) -> list[str]:
-        self._dsn_originals = dict(settings)
+    def restore_owed(self, settings: dict[str, object]) -> list[str]:
+        self._dsn_originals = {k: None if v is None else str(v) for k, v in settings.items()}  # restore.json: text or null
         done = [f"{k} = {v}" if v is not None else f"{k} reset to the server's default" for k, v in settings.items()]
         self._restore_dsn_settings()
         return done

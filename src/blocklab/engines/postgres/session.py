@@ -20,7 +20,7 @@ class PgSession(SessionBase):
         self.backend_id = int(conn.info.backend_pid)
         self.prepared: dict[str, bytes] = {}  # statement text -> its prepared name (the sql workload's, sqlscript.py)
 
-    def execute(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+    def execute(self, sql: str, params: Sequence[object] | None = None) -> list[tuple[Any, ...]]:
         cur = self.conn.execute(sql, params)  # our SQL text, parameters bound by psycopg
         return list(cur.fetchall()) if cur.description else []
 

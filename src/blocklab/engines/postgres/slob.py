@@ -18,7 +18,7 @@ recipe), nearly every read is a physical read; the index stays cached.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from psycopg import sql
 
@@ -38,7 +38,7 @@ BUILD_VERSION = 2
 
 
 class SlobTables(DialectBase):
-    table_shape: ClassVar[dict[str, Any]] = {"build": BUILD_VERSION, "filler": FILLER_BYTES, "fillfactor": FILLFACTOR}
+    table_shape: ClassVar[dict[str, object]] = {"build": BUILD_VERSION, "filler": FILLER_BYTES, "fillfactor": FILLFACTOR}
     bytes_per_row: ClassVar[float] = 8192 + 40  # one heap page a row, and its index entry
 
     def __init__(self, engine: PostgresEngine):
@@ -66,7 +66,7 @@ class SlobTables(DialectBase):
             raise
         return session
 
-    def slob_loop(self, session: Any, table: str, scale: int, work_unit: int, update_pct: float,
+    def slob_loop(self, session: PgSession, table: str, scale: int, work_unit: int, update_pct: float,
                   run_time_s: float, think_ms: float) -> tuple[int, int, float]:
         row = session.execute(
             f"CALL {PROCEDURE}(%s, %s, %s, %s, %s, %s, NULL, NULL, NULL)",

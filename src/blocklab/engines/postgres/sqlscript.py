@@ -1,8 +1,13 @@
 """The `sql` workload on PostgreSQL (workloads/sql.py SqlDialect): the user's scripts.
 
-* Parameters are bound by the server ($1, $2 ... in the text it is sent, as text values it
-  casts to what the statement needs). A session prepares each statement once, at its
-  first run, and then only executes it, as pgbench -M prepared: straight through libpq
+* protocol "prepared" (the default): parameters are bound by the server ($1, $2 ... in
+  the text it is sent, as text values it casts to what the statement needs). A session
+  prepares each statement once, at its first run, and then only executes it, as pgbench
+  -M prepared. protocol "simple", as pgbench -M simple (its default): each statement is
+  sent whole, parsed and planned every time, its values written into its text as
+  psycopg's client-side cursor (ClientCursor) quotes them: a script's values are only
+  ints and floats, so literal() writes them itself, equal byte for byte to psycopg's
+  (tests/test_sql_protocol.py), at a tenth of its cost. Both go straight through libpq
   (psycopg's pq layer), because psycopg's cursor costs ~50 us of Python per statement,
   which at thousands of statements a second on two cores would measure the client.
 * The data set of a setup/load lives in a schema of its own, `blocklab_sql_<hash>`
@@ -21,7 +26,8 @@
   sql.py refuses the statements that would undo it); a script allowed to write
   works on copies in the schema `blocklab_sql` (CREATE TABLE (LIKE ... INCLUDING
   INDEXES, CONSTRAINTS, DEFAULTS, IDENTITY) + INSERT ... SELECT), looked in first
-  (search_path). server.py lists that schema among what blocklab made; `blocklab
+  (search_path). Every cell starts from the originals' rows: its copies are made
+  afresh before it. server.py lists that schema among what blocklab made; `blocklab
   clean` drops it.
 * Cold cache: PostgreSQL 17 evicts a relation's buffers (pg_buffercache_evict);
   before 17 blocklab evicts by rewriting its own tables (VACUUM FULL), never a
@@ -39,7 +45,8 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg import pq, sql
 
-from ...workloads.sql import CheckStatement, ScriptFacts, SessionAccess
+from ...workloads.pgscript import Statement
+from ...workloads.sql import Bound, CheckStatement, ScriptFacts, SessionAccess
 from ..base import DialectBase, EngineError
 from .session import PgSession
 from .waits import SessionSampler
@@ -56,7 +63,6 @@ TUPLES_OK, COMMAND_OK = pq.ExecStatus.TUPLES_OK, pq.ExecStatus.COMMAND_OK
 class SqlScripts(DialectBase):
     def __init__(self, engine: PostgresEngine):
         self.engine = engine
-        self._fresh_copies: set[str] = set()  # copies made from their originals by this run
 
     # ------------------------------------------------------------------ statements
     def placeholder(self, n: int) -> str:
@@ -69,22 +75,22 @@ class SqlScripts(DialectBase):
         return "".join(out)
 
     def execute(self, session: Any, text: str, params: Sequence[Any]) -> int:
-        pgconn = session.conn.pgconn
-        if session.read_only_guard and not read_only_default(pgconn):
+        if session.read_only_guard and not read_only_default(session.conn.pgconn):
             raise EngineError(TURNED_OFF)
-        name = session.prepared.get(text)
-        if name is None:
-            name = f"blocklab_sql_{len(session.prepared)}".encode()
-            _checked(pgconn.prepare(name, text.encode()))
-            session.prepared[text] = name
-        result = pgconn.exec_prepared(name, [str(p).encode() for p in params])  # str(float) is its repr
-        status = result.status
-        if status == TUPLES_OK:
-            return int(result.ntuples)
-        if status != COMMAND_OK:
-            raise psycopg.errors.error_from_result(result)
-        changed = result.command_tuples
-        return int(changed) if changed else 0
+        names = tuple(f"p{i}" for i in range(len(params)))
+        return _prepared(session, text, names)(dict(zip(names, params)))
+
+    def protocols(self) -> tuple[str, ...]:
+        return ("prepared", "simple")
+
+    def bind(self, session: Any, statements: Sequence[Statement], protocol: str) -> list[Bound]:
+        if protocol == "simple":
+            bound = [_simple(session, st.chunks, st.names) for st in statements]
+        else:
+            bound = [_prepared(session, self.driver_sql(st.chunks), st.names) for st in statements]
+        if session.read_only_guard:  # a DSN's READ ONLY session: checked before each statement, as execute() does
+            return [_guarded(session.conn.pgconn, run) for run in bound]
+        return bound
 
     def statement_error(self, err: BaseException) -> tuple[str, int | None] | None:
         if not isinstance(err, psycopg.Error) or isinstance(err, psycopg.OperationalError) and err.sqlstate is None:
@@ -192,9 +198,10 @@ class SqlScripts(DialectBase):
 
     # ------------------------------------------------------------------ copies on a DSN
     def copy_tables(self, tables: list[str]) -> str:
-        """Each copy is made afresh from its original once per run (this object lives for one run:
-        the cells after the first reuse it), records its original in its COMMENT, and has its own
-        sequences: a serial column's default would otherwise advance the user's sequence."""
+        """Each copy is made afresh from its original at every cell (runner.run_cell prepares the workload
+        at each: every cell starts from the originals' rows, not from what the cells before it wrote),
+        records its original in its COMMENT, and has its own sequences: a serial column's default would
+        otherwise advance the user's sequence."""
         names = [qualified.split(".", 1) for qualified in tables]
         for name in {n for _, n in names}:
             sources = sorted(f"{s}.{n}" for s, n in names if n == name)
@@ -208,18 +215,14 @@ class SqlScripts(DialectBase):
             for schema, name in names:
                 copy = sql.Identifier(COPY_SCHEMA, name)
                 source = _quoted(f"{schema}.{name}")
-                row = conn.execute("SELECT obj_description(to_regclass(%s), 'pg_class')", (_quoted(f"{COPY_SCHEMA}.{name}"),)).fetchone()
-                if row and row[0] == source and name in self._fresh_copies:
-                    continue  # made by an earlier cell of this run, from the same original
                 original = sql.Identifier(schema, name)
-                with conn.transaction():  # the copy made afresh: an earlier run's (written), or another original's
+                with conn.transaction():  # afresh at every cell: an earlier cell's or run's copy was written
                     conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(copy))
                     conn.execute(sql.SQL("CREATE TABLE {} (LIKE {} INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES "
                                          "INCLUDING IDENTITY)").format(copy, original))
                     _own_sequences(conn, name, source)
                     conn.execute(sql.SQL("INSERT INTO {} OVERRIDING SYSTEM VALUE SELECT * FROM {}").format(copy, original))
                     conn.execute(sql.SQL("COMMENT ON TABLE {} IS {}").format(copy, sql.Literal(source)))
-                self._fresh_copies.add(name)
                 conn.execute(sql.SQL("ANALYZE {}").format(copy))
         return COPY_SCHEMA
 
@@ -230,6 +233,92 @@ class SqlScripts(DialectBase):
                     "comes with 17), and blocklab evicts by rewriting only its own tables, never yours: your tables are "
                     "measured warm here, by design; set measure.cache = 'warm' or 'auto' (the --script shortcut's)")
         return None
+
+
+def _prepared(session: Any, text: str, names: tuple[str, ...]) -> Bound:
+    """The statement prepared on the session at its first run (as pgbench -M prepared), then only
+    executed: its values sent as text (str() of an int or a float: its repr), which the server
+    casts to what the statement needs."""
+    pgconn = session.conn.pgconn
+    exec_prepared = pgconn.exec_prepared
+    name: bytes | None = session.prepared.get(text)
+
+    def run(env: dict[str, Any]) -> int:
+        nonlocal name
+        if name is None:
+            name = _prepare(session, text)
+        result = exec_prepared(name, [str(env[n]).encode() for n in names])
+        return int(result.ntuples) if result.status == TUPLES_OK else _count(result)
+
+    return run
+
+
+def _guarded(pgconn: Any, run: Bound) -> Bound:
+    """A statement on a READ ONLY session of someone's server: run only while the session is still
+    READ ONLY (the server reports it: no round trip)."""
+    def guarded(env: dict[str, Any]) -> int:
+        if not read_only_default(pgconn):
+            raise EngineError(TURNED_OFF)
+        return run(env)
+
+    return guarded
+
+
+def _prepare(session: Any, text: str) -> bytes:
+    name: bytes | None = session.prepared.get(text)
+    if name is None:
+        name = f"blocklab_sql_{len(session.prepared)}".encode()
+        _checked(session.conn.pgconn.prepare(name, text.encode()))
+        session.prepared[text] = name
+    return name
+
+
+def _simple(session: Any, chunks: Sequence[str], names: tuple[str, ...]) -> Bound:
+    """The statement sent whole (as pgbench -M simple, its default): the server parses and plans it
+    every time. Its values are written into its text as psycopg's client-side cursor quotes them
+    (literal()): never pasted as they come."""
+    pgconn = session.conn.pgconn
+    exec_ = pgconn.exec_
+    if not names:
+        whole = chunks[0].encode()
+        return lambda env: _count(exec_(whole))
+    template = b"%s".join(c.encode().replace(b"%", b"%%") for c in chunks)  # bytes % (the literals,)
+
+    def run(env: dict[str, Any]) -> int:
+        result = exec_(template % tuple([literal(env[n]) for n in names]))
+        return int(result.ntuples) if result.status == TUPLES_OK else _count(result)
+
+    return run
+
+
+def literal(value: Any) -> bytes:
+    """A script's value (an int or a float) as a SQL literal, exactly as psycopg's ClientCursor
+    quotes it (tests/test_sql_protocol.py compares the two): a negative number with a space
+    before it, so that `-:x` never reads as a `--` comment; infinities and NaN as typed strings."""
+    if type(value) is int:
+        return b"%d" % value if value >= 0 else b" %d" % value
+    if isinstance(value, float):
+        if value != value:
+            return b"'NaN'::float8"
+        if value in (_INF, -_INF):
+            return b"'Infinity'::float8" if value > 0 else b"'-Infinity'::float8"
+        text = repr(value).encode()
+        return b" " + text if text[:1] == b"-" else text  # -0.0 too
+    raise TypeError(f"a script's value is an int or a float, not {type(value).__name__} ({value!r})")
+
+
+_INF = float("inf")
+
+
+def _count(result: Any) -> int:
+    """The rows a statement returned or changed; the server's error raised as psycopg raises it."""
+    status = result.status
+    if status == TUPLES_OK:
+        return int(result.ntuples)
+    if status != COMMAND_OK:
+        raise psycopg.errors.error_from_result(result)
+    changed = result.command_tuples
+    return int(changed) if changed else 0
 
 
 TURNED_OFF = ("a statement of the script turned the session's READ ONLY off (default_transaction_read_only = off; a "

@@ -27,7 +27,7 @@ import math
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import psycopg
 from psycopg import sql
@@ -85,7 +85,7 @@ class _Session:
     def __enter__(self) -> _Session:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 

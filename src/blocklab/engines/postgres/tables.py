@@ -15,7 +15,7 @@ InsertDialect, workloads/reload.py ReloadDialect).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from psycopg import sql
 
@@ -30,7 +30,7 @@ class _Tables(DialectBase):
     def __init__(self, engine: PostgresEngine):
         self.engine = engine
 
-    def flush_table(self, session: Any, table: str) -> None:
+    def flush_table(self, session: PgSession, table: str) -> None:
         session.execute("CHECKPOINT")  # the dirty pages written (and checksummed) now
 
     def after_run(self, table: str) -> None:
@@ -55,7 +55,7 @@ class InsertLoop(_Tables):
     def insert_session(self) -> PgSession:
         return self.engine.connect()
 
-    def insert_loop(self, session: Any, table: str, rows: int, batch: int) -> None:
+    def insert_loop(self, session: PgSession, table: str, rows: int, batch: int) -> None:
         body = sql.SQL("BEGIN FOR i IN 1..{} LOOP INSERT INTO {} VALUES (i); END LOOP; END").format(
             sql.Literal(int(rows)), sql.Identifier(table)
         )
@@ -92,7 +92,7 @@ class ReloadTables(_Tables):
     def reload_session(self) -> PgSession:
         return self.engine.connect()
 
-    def delete_and_insert(self, session: Any, source: str, target: str) -> int:
+    def delete_and_insert(self, session: PgSession, source: str, target: str) -> int:
         conn = session.conn
         src, dst = sql.Identifier(source), sql.Identifier(target)
         with conn.transaction():

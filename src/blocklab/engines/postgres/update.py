@@ -25,7 +25,7 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from psycopg import sql
 
@@ -62,7 +62,7 @@ class UpdateTables(DialectBase):
             raise
         return session
 
-    def update_range(self, session: Any, table: str, lo: int, hi: int) -> int:
+    def update_range(self, session: PgSession, table: str, lo: int, hi: int) -> int:
         cur = session.conn.execute(
             sql.SQL("UPDATE {} SET val = val + 1 WHERE id BETWEEN %s AND %s").format(sql.Identifier(table)), (lo, hi)
         )
@@ -87,7 +87,7 @@ class TableStats:
         self.shared_buffers = _shared_buffers_bytes(self.engine)
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         if exc[0] is None:
             self.after = _table_stats(self.engine, self.table)
 

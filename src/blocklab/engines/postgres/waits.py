@@ -47,10 +47,17 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...probes.os_stats import process_cpu_seconds
 from ...probes.profile import CPU, SessionProfile, flatten_profile, sum_profiles
+
+if TYPE_CHECKING:
+    from psycopg import Connection
+    from psycopg.pq.abc import PGconn
+
+    from ..base import Session
+    from . import PostgresEngine
 
 # pg_stat_get_activity() directly: the pg_stat_activity view joins pg_database
 # and pg_authid for names we do not need, and we only want our own pids. One
@@ -205,7 +212,7 @@ class WaitSampler:
     statement); sessions never marked are profiled over the sampler's life."""
 
     def __init__(
-        self, engine: Any, pids: Iterable[int], interval: float = 0.01, nice: int | None = 19, local: bool | None = None
+        self, engine: PostgresEngine | str, pids: Iterable[int], interval: float = 0.01, nice: int | None = 19, local: bool | None = None
     ):
         if interval <= 0:
             raise ValueError("interval must be positive")
@@ -221,7 +228,7 @@ class WaitSampler:
         self._whole_life: dict[int, _Window] = {}  # every pid, enter to exit
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._conn: Any = None
+        self._conn: Connection | None = None
         self._error: BaseException | None = None
         self._t_enter = 0.0
         self._t_exit: float | None = None
@@ -231,7 +238,7 @@ class WaitSampler:
         self._server_cpu_s: float | None = None  # the sampler's backend's CPU
 
     # -------------------------------------------------------------- lifecycle
-    def _connect(self) -> Any:
+    def _connect(self) -> Connection:
         if isinstance(self.engine, str):
             import psycopg
 
@@ -265,7 +272,7 @@ class WaitSampler:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:
@@ -282,7 +289,8 @@ class WaitSampler:
         if self._server_cpu0 is not None and server_cpu1 is not None:
             self._server_cpu_s = server_cpu1 - self._server_cpu0
         try:
-            self._conn.close()
+            if self._conn is not None:
+                self._conn.close()
         except Exception:
             pass
         if self._error is not None:
@@ -300,7 +308,7 @@ class WaitSampler:
             raise ValueError(f"end({pid}) without begin({pid})")
         _close_window(w, t)
 
-    def _sample(self, pgconn: Any) -> float:
+    def _sample(self, pgconn: PGconn) -> float:
         """One read of pg_stat_activity; raw values kept, classified later."""
         a = time.perf_counter()
         res = pgconn.exec_prepared(_STATEMENT, [self._param])  # libpq, without the GIL
@@ -313,6 +321,7 @@ class WaitSampler:
         return b
 
     def _loop(self) -> None:
+        assert self._conn is not None  # connected by __enter__ before the thread starts
         pgconn = self._conn.pgconn
         if self.nice is not None:
             _renice(threading.get_native_id(), self.nice)
@@ -392,14 +401,14 @@ class SessionSampler:
     """The PostgreSQL side of a workload's session profiler (engines/base.py
     SessionProfiler): a WaitSampler over the backends of the registered sessions."""
 
-    def __init__(self, engine: Any, interval: float = 0.01, nice: int | None = 19):
+    def __init__(self, engine: PostgresEngine, interval: float = 0.01, nice: int | None = 19):
         self.engine = engine
         self.interval = interval
         self.nice = nice
         self.pids: list[int] = []
         self.sampler: WaitSampler | None = None
 
-    def register(self, session: Any) -> None:
+    def register(self, session: Session) -> None:
         self.pids.append(int(session.backend_id))
 
     def __enter__(self) -> SessionSampler:
@@ -407,17 +416,17 @@ class SessionSampler:
         self.sampler.__enter__()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self.sampler is not None:
             self.sampler.__exit__(*exc)
 
-    def begin(self, session: Any) -> float:
+    def begin(self, session: Session) -> float:
         t0 = time.perf_counter()
         if self.sampler is not None:
             self.sampler.begin(int(session.backend_id), t0)
         return t0
 
-    def end(self, session: Any) -> float:
+    def end(self, session: Session) -> float:
         t1 = time.perf_counter()
         if self.sampler is not None:
             self.sampler.end(int(session.backend_id), t1)

@@ -51,6 +51,7 @@ from ..base import (
     EngineInfo,
     KnobError,
     KnobInfo,
+    Session,
     SessionBase,
 )
 from ..host import DirectoryLock
@@ -82,7 +83,7 @@ class RocksDbSession(SessionBase):
         outcome = self.process.outcome
         return outcome.result if outcome is not None else None
 
-    def execute(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+    def execute(self, sql: str, params: Sequence[object] | None = None) -> list[tuple[Any, ...]]:
         raise EngineError("RocksDB has no SQL: its workloads run db_bench benchmarks (engines/rocksdb/dialects.py)")
 
     def cancel(self) -> None:
@@ -91,6 +92,12 @@ class RocksDbSession(SessionBase):
     def close(self) -> None:
         self.process.close()
         self.engine._forget(self)
+
+
+def _own(session: Session) -> RocksDbSession:
+    """A session given to io_window: always one this engine opened."""
+    assert isinstance(session, RocksDbSession), session
+    return session
 
 
 class RocksDbEngine(EngineBase):
@@ -105,7 +112,7 @@ class RocksDbEngine(EngineBase):
     # a reinit builds the data set again: ~5 s for 500,000 keys of 400 bytes here
     change_seconds: ClassVar[dict[ApplyClass, float]] = {ApplyClass.REINIT: 5.0}
 
-    def __init__(self, cache_dir: Path | str | None = None, fixed: dict[str, Any] | None = None, **_: Any):
+    def __init__(self, cache_dir: Path | str | None = None, fixed: dict[str, object] | None = None, **_: object):
         if cache_dir is None:
             from ...paths import cache_root
 
@@ -117,7 +124,7 @@ class RocksDbEngine(EngineBase):
         self._table: FlagTable | None = None
         self._facts: dict[str, Any] = {}
         self._lock: DirectoryLock | None = None
-        self._settings: dict[str, Any] = {}
+        self._settings: dict[str, object] = {}
         self._infos: dict[str, KnobInfo] = {}
         self.flags: dict[str, str] = {}  # the current cell's db_bench flags (name -> text)
         self.build_flags: dict[str, str] = {}
@@ -177,8 +184,8 @@ class RocksDbEngine(EngineBase):
         supported = self._facts.get("compressions", {})
         return tuple(name for name, rocks in knobs.COMPRESSIONS.items() if name == "none" or supported.get(rocks))
 
-    def check_settings(self, settings: dict[str, Any], *, partial: bool = False) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def check_settings(self, settings: dict[str, object], *, partial: bool = False) -> dict[str, object]:
+        out: dict[str, object] = {}
         setter: dict[str, tuple[str, Any]] = {}  # db_bench flag -> (knob, canonical value)
         infos: dict[str, KnobInfo] = {}
         for name, value in settings.items():
@@ -204,7 +211,7 @@ class RocksDbEngine(EngineBase):
         return "+".join(knobs.GENERIC_FLAGS.get(knob, (knob,)))
 
     # ------------------------------------------------------------------ settings
-    def apply(self, settings: dict[str, Any]) -> dict[str, str]:
+    def apply(self, settings: dict[str, object]) -> dict[str, str]:
         """The cell's flags; what db_bench parses them as (gflags' own read-back) for each knob.
         Nothing is opened yet: the build flags pick the data sets' directory."""
         self._notes = {}  # first: a cell whose apply fails must not carry the previous cell's commands
@@ -249,7 +256,7 @@ class RocksDbEngine(EngineBase):
         compression = self.build_flags.get("compression_type", self.defaults().get("compression_type", "snappy"))
         return f"bs{block}-{checksum}-{compression}-{digest.hexdigest()[:10]}"
 
-    def check_applied(self, settings: dict[str, Any]) -> list[str]:
+    def check_applied(self, settings: dict[str, object]) -> list[str]:
         wanted = self.check_settings({**self.fixed, **settings})
         infos = {name: self.knob(name) for name in wanted}
         flags = knobs.to_flags(wanted, infos, self.defaults())
@@ -303,7 +310,7 @@ class RocksDbEngine(EngineBase):
         except (OSError, ValueError):
             return None
 
-    def build(self, table: str, rows: int, fingerprint: str) -> dict[str, Any]:
+    def build(self, table: str, rows: int, fingerprint: str) -> dict[str, object]:
         """The data set `table`: `rows` keys written once in order, then fully compacted,
         checked against the build flags; its record (fingerprint, manifest) written last."""
         db = self.root / "data" / self.build_key / table
@@ -374,7 +381,7 @@ class RocksDbEngine(EngineBase):
     def connect(self, *, session: bool = True) -> RocksDbSession:
         return self.session()
 
-    def query(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+    def query(self, sql: str, params: Sequence[object] | None = None) -> list[tuple[Any, ...]]:
         raise EngineError("RocksDB has no SQL: its workloads run db_bench benchmarks (engines/rocksdb/dialects.py)")
 
     def _forget(self, session: RocksDbSession) -> None:
@@ -388,7 +395,7 @@ class RocksDbEngine(EngineBase):
         with self._sessions_lock:
             return [s.process.pid for s in self._sessions if s.process.alive]
 
-    def run(self, session: RocksDbSession, table: str, benchmark: str, rows: int, **extra: Any) -> Result:
+    def run(self, session: RocksDbSession, table: str, benchmark: str, rows: int, **extra: object) -> Result:
         """One benchmark on the data set `table` (its directory this cell) in `session`'s
         process, with the cell's flags; the command and its per-second series go to the cell's notes."""
         db = self.table_dir(table)
@@ -434,12 +441,12 @@ class RocksDbEngine(EngineBase):
             notes["assertions_enabled"] = outcome.result.assertions
         self._notes["latency_source"] = "rocksdb.sst.read.micros"
 
-    def config_lines(self, settings: dict[str, Any]) -> list[str]:
+    def config_lines(self, settings: dict[str, object]) -> list[str]:
         """db_bench flags, one a line (--name=value), as blocklab passes them."""
         infos = {name: self.knob(name) for name in settings}
         return [f"--{flag}={text}" for flag, text in knobs.to_flags(settings, infos, self.defaults()).items()]
 
-    def cell_notes(self) -> dict[str, Any]:
+    def cell_notes(self) -> dict[str, object]:
         return dict(self._notes)
 
     # ------------------------------------------------------------------ cache
@@ -453,7 +460,7 @@ class RocksDbEngine(EngineBase):
         """The block cache lives in the db_bench process: none running, none cached."""
         return 0.0 if not self.server_pids() else None
 
-    def evict(self, relations: Iterable[str]) -> dict[str, Any]:
+    def evict(self, relations: Iterable[str]) -> dict[str, object]:
         dropped, possible = 0, True
         names = list(relations)
         for relation in names:
@@ -464,14 +471,14 @@ class RocksDbEngine(EngineBase):
                 "engine_cache": "none: the block cache belongs to the db_bench process, new in every cell"}
 
     # ------------------------------------------------------------------ I/O
-    def io_counters(self, session: Any = None) -> dict[str, float]:
-        return self._counters([session] if session is not None else [])
+    def io_counters(self, session: Session | None = None) -> dict[str, float]:
+        return self._counters([_own(session)] if session is not None else [])
 
-    def io_window(self, session: Any = None, *, settle: bool = False, sessions: Sequence[Any] = ()) -> BenchWindow:
-        watched = list(dict.fromkeys(s for s in [session, *sessions] if s is not None))
+    def io_window(self, session: Session | None = None, *, settle: bool = False, sessions: Sequence[Session] = ()) -> BenchWindow:
+        watched = list(dict.fromkeys(_own(s) for s in [session, *sessions] if s is not None))
         return BenchWindow(lambda: self._counters(watched), watched)
 
-    def _counters(self, sessions: list[Any]) -> dict[str, float]:
+    def _counters(self, sessions: list[RocksDbSession]) -> dict[str, float]:
         out = dict.fromkeys(IO_KEYS, 0.0)
         for session in dict.fromkeys(sessions):
             for key, value in session_counters(session).items():

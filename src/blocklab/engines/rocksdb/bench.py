@@ -27,7 +27,6 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ..base import EngineError
 from ..host import parent_death_preexec
@@ -60,7 +59,7 @@ class Outcome:
     stderr: str
     wall_s: float
     result: Result | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, object] = field(default_factory=dict)
 
     @property
     def how(self) -> str:

@@ -22,10 +22,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..base import CounterWindow
 from .output import series_metrics, sst_reads
+
+if TYPE_CHECKING:
+    from . import RocksDbSession
 
 SYNC_HISTOGRAMS = ("rocksdb.table.sync.micros", "rocksdb.wal.file.sync.micros", "rocksdb.manifest.file.sync.micros",
                    "rocksdb.compaction.outfile.sync.micros")
@@ -47,7 +50,7 @@ def proc_io(pid: int) -> dict[str, float]:
     return out
 
 
-def session_counters(session: Any) -> dict[str, float]:
+def session_counters(session: RocksDbSession) -> dict[str, float]:
     """The cumulative counters of one db_bench session (see the module's docstring)."""
     out: dict[str, float] = {}
     if session.process.alive:
@@ -103,7 +106,7 @@ def window_metrics(deltas: dict[str, float], user_reads: bool = True) -> dict[st
     return out
 
 
-def result_metrics(session: Any) -> dict[str, float]:
+def result_metrics(session: RocksDbSession) -> dict[str, float]:
     """db_bench's own figures of one session's run: its RESULT line, --histogram percentiles
     (µs, all threads merged), statistics histograms' P99s and the per-second series' spread."""
     result = session.result
@@ -133,7 +136,7 @@ class BenchWindow(CounterWindow):
     """The window around db_bench sessions' runs: their counters' deltas, and with one
     session (one process for the whole point) its RESULT line, percentiles and series."""
 
-    def __init__(self, read: Callable[[], dict[str, float]], sessions: list[Any]):
+    def __init__(self, read: Callable[[], dict[str, float]], sessions: list[RocksDbSession]):
         super().__init__(read, window_metrics)
         self.sessions = sessions
 

@@ -5,15 +5,18 @@ db_bench is stripped: the profile counts the samples it cannot name."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..base import ProfileTargets
 from ..capabilities import DialectBase
 from .flags import binary_path
 
+if TYPE_CHECKING:
+    from . import RocksDbEngine
+
 
 class ProfileProcesses(DialectBase):
-    def __init__(self, engine: Any):
+    def __init__(self, engine: RocksDbEngine):
         self.engine = engine
 
     def profile_targets(self) -> ProfileTargets:

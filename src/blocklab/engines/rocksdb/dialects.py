@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from ..base import DialectBase, EngineError
 from . import files
@@ -82,7 +82,7 @@ class Scan(_Dialect):
     def scan_session(self, parallel: bool) -> RocksDbSession:
         return self.engine.session(threads=1)
 
-    def count_rows(self, session: Any, table: str) -> int:
+    def count_rows(self, session: RocksDbSession, table: str) -> int:
         result = self.engine.run(session, table, "readseq", self._rows(table))
         self._unchanged(table)
         return result.operations
@@ -91,12 +91,12 @@ class Scan(_Dialect):
 class Slob(_Dialect):
     """slob: one db_bench readrandom process per point, its threads the sessions, all on one data set."""
 
-    table_shape: ClassVar[dict[str, Any]] = {"layout": "lsm", "build": 1}
+    table_shape: ClassVar[dict[str, object]] = {"layout": "lsm", "build": 1}
     refused_options: ClassVar[dict[str, str]] = {
         "update_pct": "the RocksDB point is db_bench readrandom, reads only; write physics: the writers recipe",
         "think_time_ms": "db_bench's readrandom threads do not pause between lookups",
     }
-    required_options: ClassVar[dict[str, tuple[Any, str]]] = {
+    required_options: ClassVar[dict[str, tuple[object, str]]] = {
         "work_unit": (1, "a db_bench lookup reads one key: one random block read when its block is not cached"),
         "shared_table": (True, "one db_bench process runs the sessions as threads on one database"),
     }
@@ -110,7 +110,7 @@ class Slob(_Dialect):
     def slob_sessions(self, count: int) -> list[RocksDbSession]:
         return [self.engine.session(threads=count)]
 
-    def slob_loop(self, session: Any, table: str, scale: int, work_unit: int, update_pct: float,
+    def slob_loop(self, session: RocksDbSession, table: str, scale: int, work_unit: int, update_pct: float,
                   run_time_s: float, think_ms: float) -> tuple[int, int, float]:
         # --duration is whole seconds in db_bench (the command in the cell's notes says which)
         result = self.engine.run(session, table, "readrandom", scale, duration=max(1, math.ceil(run_time_s)))
@@ -127,7 +127,7 @@ class PointRead(_Dialect):
     def point_session(self, threads: int) -> RocksDbSession:
         return self.engine.session(threads=threads)
 
-    def point_reads(self, session: Any, table: str, rows: int, reads: int) -> tuple[int, float]:
+    def point_reads(self, session: RocksDbSession, table: str, rows: int, reads: int) -> tuple[int, float]:
         per_thread = math.ceil(reads / session.threads)
         result = self.engine.run(session, table, "readrandom", rows, reads=per_thread)
         self._unchanged(table)
@@ -146,7 +146,7 @@ class Overwrite(_Dialect):
     def overwrite_session(self, threads: int) -> RocksDbSession:
         return self.engine.session(threads=threads)
 
-    def overwrite(self, session: Any, table: str, rows: int, writes: int) -> tuple[int, float]:
+    def overwrite(self, session: RocksDbSession, table: str, rows: int, writes: int) -> tuple[int, float]:
         per_thread = math.ceil(writes / session.threads)
         result = self.engine.run(session, table, "overwrite", rows, writes=per_thread)
         return result.operations, result.seconds
@@ -166,14 +166,14 @@ class Reload(_Dialect):
     def reload_session(self) -> RocksDbSession:
         return self.engine.session(threads=1)
 
-    def delete_and_insert(self, session: Any, source: str, target: str) -> int:
+    def delete_and_insert(self, session: RocksDbSession, source: str, target: str) -> int:
         self.engine.run(session, target, "compact", self._rows(source))
         # the rows written: the compaction's own count (its LOG event), not a re-read of the files
         log = (self.engine.table_dir(target) / "LOG").read_text(errors="replace")
         counts = [int(n) for n in _COMPACTION_FINISHED.findall(log)]
         return sum(counts)
 
-    def flush_table(self, session: Any, table: str) -> None:
+    def flush_table(self, session: RocksDbSession, table: str) -> None:
         pass  # compact returns once its output files are written and synced: nothing is left to flush
 
     def after_run(self, table: str) -> None:

@@ -165,13 +165,13 @@ _LOG_FACTS = {
 _COMPRESSION = re.compile(r"^\S+ \S+\s+(k\w+) supported: (\d)$", re.M)
 
 
-def read_log(db: Path) -> dict[str, Any]:
+def read_log(db: Path) -> dict[str, object]:
     """The block cache, the build facts and the compressions from a database's LOG."""
     try:
         text = (db / "LOG").read_text(errors="replace")
     except OSError:
         return {}
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     if m := _NO_BLOCK_CACHE.search(text):
         out["no_block_cache"] = m.group(1) == "1"
     if m := _CAPACITY.search(text):

@@ -84,14 +84,14 @@ class Flag:
         return text
 
 
-def _parse_integer(value: Any, where: str) -> int:
+def _parse_integer(value: object, where: str) -> int:
     if isinstance(value, str) and value.strip().lstrip("-").isdigit():
         return int(value.strip())
     # sizes (8MB, 64k) as bytes, as the generic knobs take them
     return parse_int(value, where, _BYTES)
 
 
-def flag_text(value: Any) -> str:
+def flag_text(value: object) -> str:
     """A canonical value as db_bench's command line takes it."""
     if isinstance(value, bool):
         return "true" if value else "false"

@@ -254,7 +254,7 @@ def canonical(name: str, info: KnobInfo, value: Any, flags: FlagTable) -> Any:
     return parsed
 
 
-def _checksum(value: Any, where: str) -> str:
+def _checksum(value: object, where: str) -> str:
     if value is False:
         return "none"
     text = str(value).strip()

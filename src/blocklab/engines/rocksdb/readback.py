@@ -28,7 +28,7 @@ import functools
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..base import EngineError, KnobInfo
 from . import files, knobs
@@ -76,7 +76,7 @@ class Readback:
     knob behind each flag in a problem; `wanted`: knob -> canonical value."""
 
     def __init__(self, engine: RocksDbEngine, flags: Mapping[str, str], infos: Mapping[str, KnobInfo],
-                 wanted: Mapping[str, Any]):
+                 wanted: Mapping[str, object]):
         self.engine = engine
         self.flags = dict(flags)
         self.names = {flag: knob for knob, info in infos.items() for flag in knobs.flags_of(knob, info)}
@@ -138,7 +138,7 @@ class Readback:
         files.remove_db(scratch)
         return out
 
-    def _cache_problem(self, size: int, log: dict[str, Any]) -> list[str]:
+    def _cache_problem(self, size: int, log: dict[str, object]) -> list[str]:
         if size == 0:
             return [] if log.get("no_block_cache") else [f"{self.name('cache_size')} asked 0 (no block cache), the LOG "
                                                          f"shows a block cache of {log.get('block_cache_capacity')} bytes"]
@@ -183,14 +183,14 @@ class Readback:
 
 
 @functools.lru_cache(maxsize=4)
-def _probe(binary: str, mtime_ns: int, scratch: str) -> dict[str, Any]:
+def _probe(binary: str, mtime_ns: int, scratch: str) -> dict[str, object]:
     version = run_tool([binary, "--version"], "db_bench --version", timeout_s=30).stdout.split()
     db = Path(scratch) / f"probe-{os.getpid()}"
     done = run_tool([binary, f"--db={db}", "--benchmarks=", "--use_existing_db=0", "--progress_reports=0"],
                     "db_bench (a dry open to read the build's facts)", timeout_s=120)
     log = files.read_log(db)
     files.remove_db(db)
-    facts: dict[str, Any] = {
+    facts: dict[str, object] = {
         "version": version[-1] if version else "?",
         "rocksdb_version": log.get("rocksdb_version", "?"),
         "compile_date": log.get("compile_date", "?"),
@@ -209,7 +209,7 @@ def _probe(binary: str, mtime_ns: int, scratch: str) -> dict[str, Any]:
     return facts
 
 
-def probe_binary(binary: str, scratch: Path) -> dict[str, Any]:
+def probe_binary(binary: str, scratch: Path) -> dict[str, object]:
     """Facts of this db_bench build: versions, compile date, fast CRC32, assertions, compressions."""
     scratch.mkdir(parents=True, exist_ok=True)
     return _probe(binary, os.stat(binary).st_mtime_ns, str(scratch))

@@ -44,7 +44,7 @@ from typing import Any, ClassVar
 
 import apsw
 
-from ..base import ApplyClass, Capabilities, CounterWindow, EngineBase, EngineError, EngineInfo, KnobError, KnobInfo, SessionBase
+from ..base import ApplyClass, Capabilities, CounterWindow, EngineBase, EngineError, EngineInfo, KnobError, KnobInfo, Session, SessionBase
 from ..host import DirectoryLock, drop_os_cache_files
 from .capabilities import CAPABILITIES
 from .cpu_profile import ProfileProcesses
@@ -83,7 +83,7 @@ class SqliteSession(SessionBase):
         self.conn = conn  # the apsw connection, for this package's own code
         self.backend_id = os.getpid()
 
-    def execute(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+    def execute(self, sql: str, params: Sequence[object] | None = None) -> list[tuple[Any, ...]]:
         return list(self.conn.execute(sql, tuple(params or ())).fetchall())
 
     def cancel(self) -> None:
@@ -115,7 +115,7 @@ class SqliteEngine(EngineBase):
     def __init__(
         self,
         path: Path | str | None = None,
-        fixed: dict[str, Any] | None = None,
+        fixed: dict[str, object] | None = None,
         *,
         cache_dir: Path | str | None = None,
     ):
@@ -135,7 +135,7 @@ class SqliteEngine(EngineBase):
         self._stat_conn: apsw.Connection | None = None
         self._conns: weakref.WeakSet[apsw.Connection] = weakref.WeakSet()
         self._checksum = False  # layout of the current file
-        self._session: dict[str, Any] = {}  # native -> canonical value, applied by connect()
+        self._session: dict[str, object] = {}  # native -> canonical value, applied by connect()
         self._sizes: dict[str, tuple[tuple[tuple[int, int], ...], int]] = {}  # relation_bytes() by the file's state
 
     # ------------------------------------------------------------------ lifecycle
@@ -195,7 +195,7 @@ class SqliteEngine(EngineBase):
             )
         return with_limits(KNOBS[GENERIC_TO_NATIVE[name]])
 
-    def config_lines(self, settings: dict[str, Any]) -> list[str]:
+    def config_lines(self, settings: dict[str, object]) -> list[str]:
         """PRAGMA lines (the page size takes only at a new file or a VACUUM; the
         checksum VFS is a load-time extension, not a PRAGMA)."""
         lines = []
@@ -208,10 +208,10 @@ class SqliteEngine(EngineBase):
                 lines.append(f"PRAGMA {native} = {text};" + ("  -- then VACUUM to rewrite the file" if native == "page_size" else ""))
         return lines
 
-    def check_settings(self, settings: dict[str, Any], *, partial: bool = False) -> dict[str, Any]:
+    def check_settings(self, settings: dict[str, object], *, partial: bool = False) -> dict[str, Any]:
         """Canonical values (ints, bools, lower-case names); KnobError on anything SQLite
         would refuse or silently ignore."""
-        out: dict[str, Any] = {}
+        out: dict[str, object] = {}
         seen: dict[str, tuple[str, Any]] = {}  # native -> (name given, value)
         for name, value in settings.items():
             info = self.knob(name)
@@ -349,7 +349,7 @@ class SqliteEngine(EngineBase):
     def vfs_name(self) -> str:
         return CKSUM_VFS if self._checksum else STAT_VFS
 
-    def query(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+    def query(self, sql: str, params: Sequence[object] | None = None) -> list[tuple[Any, ...]]:
         """Run one statement on a short-lived session connection; all rows."""
         conn = self.sqlite_connect()
         try:
@@ -433,7 +433,7 @@ class SqliteEngine(EngineBase):
         """SQLite's cache belongs to each connection: none open, nothing cached."""
         return 0.0 if not list(self._conns) else None
 
-    def check_applied(self, settings: dict[str, Any]) -> list[str]:
+    def check_applied(self, settings: dict[str, object]) -> list[str]:
         """The pragmas read back on a new connection against what was asked."""
         wanted = self.check_settings({**self.fixed, **settings})
         conn = self.sqlite_connect()
@@ -492,13 +492,13 @@ class SqliteEngine(EngineBase):
         return False  # SQLite always reads through the OS page cache
 
     # ------------------------------------------------------------------ cache control
-    def evict(self, relations: Iterable[str]) -> dict[str, Any]:
+    def evict(self, relations: Iterable[str]) -> dict[str, object]:
         """Cold cache. SQLite's page cache belongs to each connection, so the engine's
         connections are closed (the next connect() starts empty); then the database
         file is flushed and dropped from the OS page cache. All tables live in the one
         file, so `relations` only goes into the record."""
         self.start()
-        done: dict[str, Any] = {
+        done: dict[str, object] = {
             "relations": list(relations),
             "engine_closed_connections": self._close_connections(),
             "os_dropped_files": 0,
@@ -508,7 +508,7 @@ class SqliteEngine(EngineBase):
         done["os_dropped_files"], done["os_drop_possible"] = drop_os_cache_files(files)
         return done
 
-    def io_counters(self, session: Any = None) -> dict[str, float]:
+    def io_counters(self, session: Session | None = None) -> dict[str, float]:
         """Cumulative VFS calls and bytes (process-wide vfsstat) per file type, as
         `<file>_<stat>` (db_reads, wal_write_bytes, journal_syncs ...), plus the main
         database file's as reads, read_bytes, writes, write_bytes, fsyncs.
@@ -523,11 +523,12 @@ class SqliteEngine(EngineBase):
                             ("write_bytes", "db_write_bytes"), ("fsyncs", "db_syncs")):
             out[key] = out.get(source, 0.0)
         if session is not None:
+            assert isinstance(session, SqliteSession), session  # the measuring session is one of ours
             for key, op in CACHE_STATUS.items():
                 out[key] = float(session.conn.status(op)[0])
         return out
 
-    def io_window(self, session: Any = None, *, settle: bool = False, sessions: Sequence[Any] = ()) -> CounterWindow:
+    def io_window(self, session: Session | None = None, *, settle: bool = False, sessions: Sequence[Session] = ()) -> CounterWindow:
         return CounterWindow(lambda: self.io_counters(session))
 
     # ------------------------------------------------------------------ testing aids

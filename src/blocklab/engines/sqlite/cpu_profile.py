@@ -7,16 +7,19 @@ symbols: `--trace-function sqlite3BtreeInsert` probes it there."""
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING
 
 import apsw
 
 from ..base import ProfileTargets
 from ..capabilities import DialectBase
 
+if TYPE_CHECKING:
+    from . import SqliteEngine
+
 
 class ProfileProcesses(DialectBase):
-    def __init__(self, engine: Any):
+    def __init__(self, engine: SqliteEngine):
         self.engine = engine
 
     def profile_targets(self) -> ProfileTargets:

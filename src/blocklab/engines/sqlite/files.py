@@ -137,7 +137,7 @@ def read_pragmas(conn: apsw.Connection, full: bool = False) -> dict[str, str]:
     return out
 
 
-def pragma_literal(key: str, value: Any) -> str:
+def pragma_literal(key: str, value: object) -> str:
     if isinstance(value, bool):
         return "ON" if value else "OFF"
     if isinstance(value, int):
@@ -148,7 +148,7 @@ def pragma_literal(key: str, value: Any) -> str:
     return text.upper()
 
 
-def pragma_text(key: str, value: Any) -> str:
+def pragma_text(key: str, value: object) -> str:
     """A canonical value as read_pragmas() reports it."""
     if isinstance(value, bool):
         return "on" if value else "off"

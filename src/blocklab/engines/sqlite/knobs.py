@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-from typing import Any
 
 import apsw
 
@@ -67,7 +66,7 @@ SESSION_ORDER = ("journal_mode", "synchronous", "cache_size", "cell_size_check",
 # always in apply()'s answer, asked for or not
 ALWAYS_RECORDED = ("journal_mode", "synchronous")
 
-def checked_page_size(value: Any, info: KnobInfo) -> int:
+def checked_page_size(value: object, info: KnobInfo) -> int:
     where = f"knob {info.generic or 'sqlite.' + info.native!r} (sqlite page_size)"
     accepted = "a power of two from 512 to 65536 bytes: " + ", ".join(map(str, PAGE_SIZES))
     try:

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import apsw
 
-from ...workloads.sql import CheckStatement, ScriptFacts, SessionAccess
+from ...workloads.pgscript import Statement
+from ...workloads.sql import Bound, CheckStatement, ScriptFacts, SessionAccess, bind_by_execute
 from ..base import DialectBase, EngineError, SessionProfiler
 
 if TYPE_CHECKING:
@@ -45,6 +46,12 @@ class SqlScripts(DialectBase):
         before = conn.total_changes()  # changes() would repeat the last write's count after a COMMIT
         rows = conn.execute(text, tuple(params)).fetchall()
         return len(rows) if rows else int(conn.total_changes() - before)
+
+    def protocols(self) -> tuple[str, ...]:
+        return ("prepared",)  # apsw prepares each statement once (its statement cache) and binds its values
+
+    def bind(self, session: Any, statements: Sequence[Statement], protocol: str) -> list[Bound]:
+        return bind_by_execute(self, session, statements)
 
     def statement_error(self, err: BaseException) -> tuple[str, int | None] | None:
         if not isinstance(err, apsw.Error):

@@ -17,7 +17,7 @@ SQLite runs in this process, so "server-side" is the connection itself:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from ..base import DialectBase
 
@@ -29,7 +29,7 @@ class _Tables(DialectBase):
     def __init__(self, engine: SqliteEngine):
         self.engine = engine
 
-    def flush_table(self, session: Any, table: str) -> None:
+    def flush_table(self, session: SqliteSession, table: str) -> None:
         pass  # SQLite wrote the pages at the commit
 
     def after_run(self, table: str) -> None:
@@ -57,7 +57,7 @@ class InsertLoop(_Tables):
     def insert_session(self) -> SqliteSession:
         return self.engine.connect()
 
-    def insert_loop(self, session: Any, table: str, rows: int, batch: int) -> None:
+    def insert_loop(self, session: SqliteSession, table: str, rows: int, batch: int) -> None:
         conn = session.conn
         sql = f'INSERT INTO "{table}" VALUES (?)'
         for lo in range(1, rows + 1, batch):
@@ -104,7 +104,7 @@ class ReloadTables(_Tables):
     def reload_session(self) -> SqliteSession:
         return self.engine.connect()
 
-    def delete_and_insert(self, session: Any, source: str, target: str) -> int:
+    def delete_and_insert(self, session: SqliteSession, source: str, target: str) -> int:
         conn = session.conn
         conn.execute("BEGIN")
         conn.execute(f'DELETE FROM "{target}"')
