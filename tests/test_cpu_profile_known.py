@@ -44,7 +44,7 @@ int main(int argc, char **argv) {
     return 0;
 }
 """
-ROWS = 12_000
+ROWS = 100_000  # level 1 ~0.1 s of CPU a cell on a 2026 EPYC (12,000 rows gave 7-13 samples there, 20+ on the older Xeon)
 
 
 @pytest.fixture(scope="module")
@@ -157,7 +157,9 @@ def test_the_function_that_grows_with_the_knob_is_ranked_first_growing(native_en
         note = row.notes["cpu_profile"]
         folded = (tmp_path / "run" / note["file"]).read_text()
         assert "main;grows_with_level " in folded and "main;same_every_row " in folded, folded[:500]
-        assert note["call_graph"] == "dwarf" and note["samples"] > 20 and note["unnamed_share"] < 0.2
+        assert note["call_graph"] == "dwarf" and note["samples"] > 20 and note["unnamed_share"] < 0.2, note
+        # sampled at the rate asked for the CPU the program used (a sample lost here and there on a loaded machine)
+        assert note["samples"] >= 0.5 * note["cpu_s"] * note["hz"], note
     ranking = summary["cpu_profile"]["rankings"][0]
     assert ranking["knob"] == "native.level" and ranking["values"] == ["1", "9"]
     first = ranking["functions"][0]
