@@ -19,6 +19,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from ..results import ResultsError, RunDir, write_atomic
+from ..units import first_upper
 from .plot_style import BAND, BLUE, GREY, ORANGE
 
 TUNE_REPORT = "report.html"
@@ -153,8 +154,9 @@ def render(state: dict[str, Any], images: dict[str, str]) -> str:
     parts.append(
         f"<p>Engine {_e(state.get('engine'))}; goal: {_e(state.get('goal'))} {_e(state.get('metric'))}; space of "
         f"{state.get('space_size'):,} configurations; {state.get('measured_cells')} cells measured, "
-        f"{state.get('spent_cells')} spent with restarts priced in cells ({state.get('spent_seconds')} s); seed {state.get('seed')}. "
-        f"{_e(state.get('stop_reason', ''))}</p>")
+        f"{_cells(state.get('spent_cells'))} spent with each restart priced as the cells its time would measure "
+        f"({_cells(state.get('spent_seconds'))} s in all); seed {state.get('seed')}. "
+        f"{_e(first_upper(str(state.get('stop_reason', ''))))}</p>")
     parts.append("<h2>The configuration to paste</h2>")
     parts.append(f"<p>Winner: <b>{_e(state.get('winner'))}</b> (default: {_e(state.get('default'))})</p>")
     parts.append("<pre>" + _e("\n".join(state.get("config_lines") or [])) + "</pre>")
@@ -223,3 +225,8 @@ def _exp(x: float) -> float:
     import math
 
     return math.exp(x)
+
+
+def _cells(value: object) -> str:
+    """'51.3' for a spent share priced in cells (a restart costs a fraction of a cell's time)."""
+    return f"{value:.1f}" if isinstance(value, float) else _e(str(value))
