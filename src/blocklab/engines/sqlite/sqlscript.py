@@ -24,10 +24,11 @@ from ...jsonvalue import JsonObject, as_list, as_object
 from ...workloads.pgscript import Statement
 from ...workloads.sql import Bound, CheckStatement, ScriptFacts, SessionAccess, bind_by_execute
 from ..base import DialectBase, EngineError, SessionProfiler
+from .session import SqliteSession
 
 if TYPE_CHECKING:
     from ..base import Session
-    from . import SqliteEngine, SqliteSession
+    from . import SqliteEngine
 
 META = "blocklab_meta"
 DATASET_KEY = "blocklab_sql_dataset"  # its fingerprint: {"fingerprint": ..., "tables": [...]}
@@ -143,8 +144,6 @@ class SqlScripts(DialectBase):
 
 def _own(session: Session) -> SqliteSession:
     """A session given to the dialect: always one of this engine's own."""
-    from . import SqliteSession
-
     assert isinstance(session, SqliteSession), session
     return session
 
