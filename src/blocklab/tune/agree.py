@@ -14,10 +14,20 @@ worse than its own: that host needs its own configuration.
 from __future__ import annotations
 
 import random
+from typing import TypedDict
 
 from ..analysis.paired import BlockCell
 from ..plan import Cell, Setting, costly_key, order_block
 from .confirm import Claim, advantage
+
+
+class Agreement(TypedDict):
+    """The hosts' agreement (fleet-tune.json keeps it)."""
+
+    agree: bool
+    winners: dict[str, str]  # host -> its winner's label
+    hosts: dict[str, dict[str, object]]  # host -> its own winner and the others' claims against it
+    verdict: str
 
 
 def cross_plan(entrants: list[Setting], restart_knobs: list[str], seed: int, first_block: int, blocks: int) -> list[Cell]:
@@ -33,7 +43,7 @@ def cross_plan(entrants: list[Setting], restart_knobs: list[str], seed: int, fir
     return plan
 
 
-def judge(winners: dict[str, str], cells: dict[str, list[BlockCell]], goal: str) -> dict[str, object]:
+def judge(winners: dict[str, str], cells: dict[str, list[BlockCell]], goal: str) -> Agreement:
     """winners: host -> its winner's label; cells: host -> its cross blocks. Each host's
     comparisons of the other winners with its own, and the verdict."""
     distinct = list(dict.fromkeys(winners.values()))
