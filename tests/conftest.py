@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
@@ -42,21 +43,88 @@ def cache_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
-def pg_engine(cache_dir):
+def pg_engine(cache_dir, pristine_postgres):
     """One embedded PostgreSQL 18 for the session's engine tests."""
     from blocklab.engines.postgres import PostgresEngine
 
-    engine = PostgresEngine(cache_dir=cache_dir / "shared")
+    engine = PostgresEngine(cache_dir=pristine_postgres(cache_dir / "shared"))
     engine.start()
     yield engine
     engine.stop()
 
 
+@pytest.fixture(scope="session")
+def pristine_postgres_home(cache_dir) -> Path:
+    """The embedded PostgreSQL's home as blocklab's first run in an empty cache leaves it
+    before starting it (EmbeddedCluster.ensure: initdb, the include line, the service
+    user's ownership), made once for the session by that same code."""
+    from blocklab.engines.postgres.instance import EmbeddedCluster
+
+    cluster = EmbeddedCluster(cache_dir / "pristine" / "postgres")
+    cluster.home.mkdir(parents=True)  # start() makes it, taking the cluster's lock
+    cluster.ensure()
+    assert (cluster.pgdata / "PG_VERSION").exists() and not (cluster.pgdata / "postmaster.pid").exists()
+    return cluster.home
+
+
+@pytest.fixture(scope="session")
+def pristine_postgres(pristine_postgres_home) -> Callable[[Path], Path]:
+    """seed(cache) puts a copy of the pristine embedded PostgreSQL in the cache directory
+    `cache` (where PostgresEngine(cache_dir=cache) looks for it) and returns `cache`."""
+
+    def seed(cache: Path) -> Path:
+        cache.mkdir(parents=True, exist_ok=True)
+        target = cache / pristine_postgres_home.name
+        assert not target.exists(), f"{target} is there already: seed an empty cache"
+        subprocess.run(["cp", "-a", str(pristine_postgres_home), str(target)], check=True)
+        return cache
+
+    return seed
+
+
+@pytest.fixture(scope="session")
+def pristine_mariadb(cache_dir) -> Callable[..., Path]:
+    """seed(cache, *page_sizes) puts copies of pristine MariaDB data directories (one per
+    InnoDB page size, 16k by default) where MariadbEngine(cache_dir=cache) looks for them,
+    and returns `cache`. Each size is installed once a session, by the product's own
+    install step (mariadb-install-db into mariadb-SIZE/data), when a test first asks for it."""
+    from blocklab.engines.mariadb import MariadbEngine
+    from blocklab.engines.service_user import ensure_traversable
+
+    templates = cache_dir / "pristine-mariadb"
+
+    def template(size: int) -> Path:
+        engine = MariadbEngine(cache_dir=templates, page_size=size)
+        home = engine.home()
+        if not (engine.datadir / "mysql").is_dir():
+            home.mkdir(parents=True, exist_ok=True)  # start() makes it, taking the instance's lock
+            ensure_traversable(home)
+            engine._ensure_datadir()
+        return home
+
+    def seed(cache: Path, *page_sizes: int) -> Path:
+        cache.mkdir(parents=True, exist_ok=True)
+        for size in page_sizes or (16384,):
+            home = template(size)
+            target = cache / home.name
+            assert not target.exists(), f"{target} is there already: seed an empty cache"
+            subprocess.run(["cp", "-a", str(home), str(target)], check=True)
+        return cache
+
+    return seed
+
+
 @pytest.fixture
-def cli_env(cache_dir, tmp_path) -> dict[str, str]:
-    """Environment for running the `blocklab` command in a subprocess."""
+def cli_env(cache_dir, tmp_path, request) -> dict[str, str]:
+    """Environment for running the `blocklab` command in a subprocess. Each test has a
+    cache of its own; its embedded PostgreSQL is a copy of a pristine one (initdb's output,
+    made once a session: initdb costs seconds of CPU a test) unless the test is marked
+    empty_cache (a test about what a run leaves in an empty cache)."""
+    cache = cache_dir / f"cli-{tmp_path.name}"
+    if request.node.get_closest_marker("empty_cache") is None:
+        request.getfixturevalue("pristine_postgres")(cache)
     env = dict(os.environ)
-    env["BLOCKLAB_CACHE"] = str(cache_dir / f"cli-{tmp_path.name}")
+    env["BLOCKLAB_CACHE"] = str(cache)
     env["BLOCKLAB_RESULTS"] = str(tmp_path / "results")
     env.pop("FORCE_COLOR", None)
     # the device twin (fio after the cells, seconds per pattern) only where a test asks for it:

@@ -17,7 +17,8 @@ from blocklab.workloads import make_workload
 pytestmark = pytest.mark.engine
 
 
-def test_quick_run_mariadb_applies_page_size_and_checksum(cli_env):
+def test_quick_run_mariadb_applies_page_size_and_checksum(cli_env, pristine_mariadb):
+    pristine_mariadb(Path(cli_env["BLOCKLAB_CACHE"]), 16384, 4096)
     out = subprocess.run(
         [blocklab_bin(), "run", "checksum", "--engine", "mariadb", "--quick", "--repeats", "1",
          "--set", "block_size=4096,16384", "--set", "checksum=crc32,full_crc32"],
@@ -40,10 +41,10 @@ def test_quick_run_mariadb_applies_page_size_and_checksum(cli_env):
         assert r["metrics"]["index"] == (1.0 if s["workload.index"] else 0.0)
 
 
-def test_tables_created_after_a_switch_carry_the_new_format(cache_dir):
+def test_tables_created_after_a_switch_carry_the_new_format(cache_dir, pristine_mariadb):
     from blocklab.engines.mariadb import MariadbEngine
 
-    engine = MariadbEngine(cache_dir=cache_dir / "mariadb-checksum")
+    engine = MariadbEngine(cache_dir=pristine_mariadb(cache_dir / "mariadb-checksum"))
     try:
         insert = make_workload(WorkloadSpec(kind="row_insert", rows=2000, index=True), DatasetSpec(), "mariadb")
         reload = make_workload(WorkloadSpec(kind="reload"), DatasetSpec(rows=3000), "mariadb")

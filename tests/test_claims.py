@@ -141,10 +141,10 @@ def test_direct_io_proven_from_the_kernel_when_it_is_on(tmp_path, cache_dir):
     assert row.metrics["mb_per_s"] == pytest.approx(row.metrics["read_bytes"] / row.metrics["elapsed_s"] / 1e6)
 
 
-def test_mariadb_dsn_with_a_cold_cache_is_refused_before_anything_runs(cache_dir):
+def test_mariadb_dsn_with_a_cold_cache_is_refused_before_anything_runs(cache_dir, pristine_mariadb):
     from blocklab.engines.mariadb import MariadbEngine
 
-    private = MariadbEngine(cache_dir=cache_dir / "claims-maria")
+    private = MariadbEngine(cache_dir=pristine_mariadb(cache_dir / "claims-maria"))
     private.start()
     try:
         raw = {

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
 from conftest import blocklab_bin
 
 from blocklab.probes import cpu_profile
@@ -17,6 +18,7 @@ def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[st
     return subprocess.run([blocklab_bin(), *args], env=env, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.empty_cache
 def test_run_without_perf_exits_2_naming_the_package_and_starts_nothing(cli_env, tmp_path):
     out = tmp_path / "run"
     env = {**cli_env, "BLOCKLAB_PERF": str(tmp_path / "no-such-perf")}

@@ -12,7 +12,7 @@ from blocklab.spec import spec_from_dict
 pytestmark = pytest.mark.engine
 
 
-def test_full_scan_on_mariadb(cache_dir, tmp_path):
+def test_full_scan_on_mariadb(cache_dir, tmp_path, pristine_mariadb):
     raw = {
         "engine": {"kind": "mariadb"},
         "dataset": {"rows": 100_000},
@@ -20,7 +20,7 @@ def test_full_scan_on_mariadb(cache_dir, tmp_path):
         "knobs": {"multiblock_read": [0, 56]},
         "measure": {"repeats": 1, "seed": 3, "cache": "cold"},
     }
-    exp = prepare(spec_from_dict(raw, "t", {}), "", "t", cache_dir=cache_dir / "mariadb-scan")
+    exp = prepare(spec_from_dict(raw, "t", {}), "", "t", cache_dir=pristine_mariadb(cache_dir / "mariadb-scan"))
     run_dir = RunDir(tmp_path / "run")
     summary = run(exp, run_dir, SilentReporter())
     rows = run_dir.rows()

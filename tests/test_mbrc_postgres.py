@@ -121,12 +121,12 @@ def test_plan_shows_cells_and_restarts(cli_env):
     assert "estimated time" in result.stdout
 
 
-def test_dsn_server_by_connection_string(cache_dir, tmp_path, cli_env):
+def test_dsn_server_by_connection_string(cache_dir, tmp_path, cli_env, pristine_postgres):
     """A second, separately started PostgreSQL, used by --dsn: session knobs work,
     restart knobs are refused, and the server is not stopped by blocklab."""
     from blocklab.engines.postgres import PostgresEngine
 
-    other = PostgresEngine(cache_dir=cache_dir / "dsn-server")
+    other = PostgresEngine(cache_dir=pristine_postgres(cache_dir / "dsn-server"))
     other.start()
     try:
         dsn = other.conninfo()
@@ -179,8 +179,8 @@ def _postgres_serving(data_dir: Path) -> list[int]:
 
 
 @pytest.mark.parametrize("ending", ["return", "exception", "sigterm"])
-def test_embedded_server_is_stopped_however_the_process_ends(cache_dir, ending):
-    home = cache_dir / f"exit-{ending}"
+def test_embedded_server_is_stopped_however_the_process_ends(cache_dir, pristine_postgres, ending):
+    home = pristine_postgres(cache_dir / f"exit-{ending}")
     script = f"""
 import os, signal, sys
 from blocklab.engines.postgres import PostgresEngine
@@ -197,11 +197,11 @@ if {ending!r} == "sigterm":
     assert _postgres_serving(home / "postgres" / "data") == [], proc.stderr
 
 
-def test_a_failed_start_leaves_no_server_and_no_lock(cache_dir):
+def test_a_failed_start_leaves_no_server_and_no_lock(cache_dir, pristine_postgres):
     from blocklab.engines.base import EngineError
     from blocklab.engines.postgres import PostgresEngine
 
-    home = cache_dir / "failed-start"
+    home = pristine_postgres(cache_dir / "failed-start")
     broken = PostgresEngine(cache_dir=home)
     broken._server_settings = {"shared_buffers": "1kB"}  # below PostgreSQL's minimum: the postmaster refuses
     with pytest.raises(EngineError, match="shared_buffers"):

@@ -319,3 +319,27 @@ def test_a_much_noisier_setting_is_judged_by_its_own_noise():
     assert abs(e.estimate) > range_critical(8, model.df, 0.05) * pooled_se  # the pooled error alone would call it
     a = analyse_blocks(cells, resamples=R)
     assert "s7" in a.indistinguishable
+
+
+def test_median_polish_on_python_floats_is_numpys_to_the_bit():
+    """The finite path (statistics.median per group) against the sweeps done with np.median."""
+    from blocklab.analysis.paired import _median_polish
+
+    def with_numpy(cells, sweeps=10):
+        y = np.log(np.array([c.value for c in cells], dtype=np.float64))
+        resid = y - np.median(y)
+        for _ in range(sweeps):
+            for groups in ([c.block for c in cells], [c.key for c in cells]):
+                centre: dict = {}
+                for g, r in zip(groups, resid):
+                    centre.setdefault(g, []).append(float(r))
+                resid = resid - np.array([float(np.median(centre[g])) for g in groups])
+        return resid
+
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        blocks, keys = int(rng.integers(1, 16)), int(rng.integers(1, 8))
+        cells = [BlockCell(b, f"k{k}", float(rng.lognormal(sigma=rng.uniform(0.01, 2))))
+                 for b in range(blocks) for k in range(keys) if rng.random() > 0.15]  # some cells missing
+        if cells:
+            assert np.array_equal(_median_polish(cells), with_numpy(cells)), cells

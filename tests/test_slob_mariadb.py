@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import subprocess
+from pathlib import Path
 
 import pytest
 from conftest import blocklab_bin, interrupt_mid_point
@@ -20,8 +21,8 @@ pytestmark = pytest.mark.engine
 
 
 @pytest.fixture(scope="module")
-def maria(cache_dir):
-    engine = MariadbEngine(cache_dir=cache_dir / "mariadb-slob")
+def maria(cache_dir, pristine_mariadb):
+    engine = MariadbEngine(cache_dir=pristine_mariadb(cache_dir / "mariadb-slob", 16384, 4096))
     engine.start()
     engine.apply({"block_size": 4096, "buffer_cache": "2MB"})
     yield engine
@@ -73,7 +74,8 @@ def test_buffer_pool_too_small_for_the_page_size_is_refused(maria):
     maria.check_settings({"block_size": 32768, "buffer_cache": "11MB"})
 
 
-def test_cli_refuses_a_pool_too_small_before_anything_runs(cli_env, tmp_path):
+def test_cli_refuses_a_pool_too_small_before_anything_runs(cli_env, tmp_path, pristine_mariadb):
+    pristine_mariadb(Path(cli_env["BLOCKLAB_CACHE"]))
     proc = subprocess.run(
         [blocklab_bin(), "run", "slob", "--engine", "mariadb", "--quick", "--set", "buffer_cache=8MB", "--out", str(tmp_path / "r")],
         env=cli_env, capture_output=True, text=True, timeout=300,
@@ -83,7 +85,8 @@ def test_cli_refuses_a_pool_too_small_before_anything_runs(cli_env, tmp_path):
     assert not (tmp_path / "r" / "results.jsonl").exists()
 
 
-def test_cli_quick_run_draws_one_series_per_update_share_and_block_size(cli_env, tmp_path):
+def test_cli_quick_run_draws_one_series_per_update_share_and_block_size(cli_env, tmp_path, pristine_mariadb):
+    pristine_mariadb(Path(cli_env["BLOCKLAB_CACHE"]), 16384, 4096, 32768)  # the catalog's and the two swept
     from blocklab.analysis.slob_view import points
     from blocklab.results import RunDir
 

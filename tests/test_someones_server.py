@@ -74,7 +74,10 @@ def test_readme_has_the_version_table_doctor_prints(cli_env):
 
 # ---------------------------------------------------------------------- recipes run adapted
 def test_slob_quick_runs_adapted_on_postgresql_15(pg15, cli_env):
-    result = _blocklab(cli_env, "run", "slob", "--quick", "--dsn", pg15.dsn, "--set", "workload.sessions=1,4")
+    # 3,000 rows: each session's table is 24 MB against the server's 16 MB of shared buffers, so
+    # its reads still leave the pool (read_iops > 0); one block of the 2 x 2 points is enough here
+    result = _blocklab(cli_env, "run", "slob", "--quick", "--dsn", pg15.dsn, "--set", "workload.sessions=1,4",
+                       "--rows", "3000", "--repeats", "1")
     text = _text(result)
     assert result.returncode == 0, text
     assert "adapted: PostgreSQL before 18 has no io_method" in text
@@ -184,12 +187,12 @@ def test_clean_removes_what_blocklab_made(pg15, cli_env):
 
 # ---------------------------------------------------------------------- MariaDB, a plain server
 @pytest.fixture(scope="module")
-def maria_server(cache_dir):
+def maria_server(cache_dir, pristine_mariadb):
     """A MariaDB 10.11 started apart from the runs (blocklab's own instance class,
     used here only to have a server up): the runs reach it by --dsn."""
     from blocklab.engines.mariadb import MariadbEngine
 
-    server = MariadbEngine(cache_dir=cache_dir / "someones-maria")
+    server = MariadbEngine(cache_dir=pristine_mariadb(cache_dir / "someones-maria"))
     server.start()
     yield server
     server.stop()

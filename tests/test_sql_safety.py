@@ -77,8 +77,8 @@ from blocklab.workloads.sql import CheckStatement, SessionAccess  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def maria(cache_dir):
-    engine = MariadbEngine(cache_dir=cache_dir / "sqlsafe-maria")
+def maria(cache_dir, pristine_mariadb):
+    engine = MariadbEngine(cache_dir=pristine_mariadb(cache_dir / "sqlsafe-maria"))
     engine.start()
     yield engine
     engine.stop()

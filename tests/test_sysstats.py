@@ -120,12 +120,12 @@ def test_an_engine_without_optimizer_costs_is_refused_with_its_dialects_reason(k
 
 
 @pytest.mark.engine
-def test_mariadbs_reason_is_what_its_server_says(cache_dir):
+def test_mariadbs_reason_is_what_its_server_says(cache_dir, pristine_mariadb):
     """MariaDB 10.11 has no disk cost variable to set (they came in 11.0): the reason its dialect states holds
     on blocklab's own mariadbd (the one a fresh clone has)."""
     from blocklab.engines.mariadb import MariadbEngine
 
-    engine = MariadbEngine(cache_dir=cache_dir / "sysstats-mariadb")
+    engine = MariadbEngine(cache_dir=pristine_mariadb(cache_dir / "sysstats-mariadb"))
     try:
         engine.start()
         version = engine.version_tuple()
@@ -146,11 +146,11 @@ def test_cli_refuses_apply_on_dsn_without_permission(cli_env):
 
 # ---------------------------------------------------------------------- real engine
 @pytest.fixture(scope="module")
-def engine(cache_dir):
+def engine(cache_dir, pristine_postgres):
     """An embedded PostgreSQL of this file's own, with direct I/O and the scan table."""
     from blocklab.engines.postgres import PostgresEngine
 
-    eng = PostgresEngine(cache_dir=cache_dir / "sysstats")
+    eng = PostgresEngine(cache_dir=pristine_postgres(cache_dir / "sysstats"))
     eng.start()
     try:
         eng.apply({"direct_io": True})

@@ -8,6 +8,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
 from conftest import blocklab_bin
 
 ROWS = 4000
@@ -39,6 +40,7 @@ def test_heap_insert_traced_per_setting_counts_every_row(cli_env, tmp_path):
     assert 'id="trace"' in html and "heap_insert: time per call (ns)" in html
 
 
+@pytest.mark.empty_cache
 def test_a_function_the_binary_does_not_have_is_refused_before_anything_starts(cli_env, tmp_path):
     out = tmp_path / "run"
     done = subprocess.run([blocklab_bin(), "run", "checksum", "--quick", "--trace-function", "no_such_function_here",

@@ -100,7 +100,7 @@ def test_labels():
 
 # ---------------------------------------------------------------------- the size grammar on every engine's knobs
 @pytest.fixture(scope="module")
-def engines(pg_engine):
+def engines(pg_engine, pristine_mariadb):
     """The four engines whose knobs take sizes, each able to answer check_settings."""
     from blocklab.engines.mariadb import MariadbEngine
     from blocklab.engines.rocksdb import RocksDbEngine
@@ -112,7 +112,7 @@ def engines(pg_engine):
         pytest.fail("db_bench is not installed: apt-get install rocksdb-tools", pytrace=False)
     cache = Path(tempfile.mkdtemp(prefix="blocklab-test-units-", dir="/var/tmp"))
     cache.chmod(0o755)
-    mariadb = MariadbEngine(cache_dir=cache / "mariadb")
+    mariadb = MariadbEngine(cache_dir=pristine_mariadb(cache / "mariadb"))
     made = {"postgres": pg_engine, "sqlite": SqliteEngine(cache / "sqlite"),
             "mariadb": mariadb, "rocksdb": RocksDbEngine(cache_dir=cache / "rocksdb")}
     yield made

@@ -24,10 +24,10 @@ SESSIONS = 4
 
 
 @pytest.fixture(scope="module")
-def engine(cache_dir):
+def engine(cache_dir, pristine_mariadb):
     from blocklab.engines.mariadb import MariadbEngine
 
-    engine = MariadbEngine(cache_dir=cache_dir / "mariadb-update")
+    engine = MariadbEngine(cache_dir=pristine_mariadb(cache_dir / "mariadb-update"))
     engine.start()
     engine.apply({"buffer_cache": "8M"})
     yield engine
@@ -120,7 +120,8 @@ def test_postgres_only_options_refused_before_anything_runs(cache_dir, option, v
     make_workload(WorkloadSpec(kind="update", **{option: value}), DatasetSpec(rows=1000), "postgres")
 
 
-def test_quick_writers_run_on_mariadb(cli_env):
+def test_quick_writers_run_on_mariadb(cli_env, pristine_mariadb):
+    pristine_mariadb(Path(cli_env["BLOCKLAB_CACHE"]), 16384, 4096)
     out = subprocess.run(
         [blocklab_bin(), "run", "writers", "--engine", "mariadb", "--quick", "--repeats", "1", "--rows", "60000"],
         env=cli_env, capture_output=True, text=True, timeout=120,

@@ -14,10 +14,10 @@ pytestmark = pytest.mark.engine
 
 
 @pytest.fixture(scope="module")
-def engine(cache_dir):
+def engine(cache_dir, pristine_postgres):
     from blocklab.engines.postgres import PostgresEngine
 
-    eng = PostgresEngine(cache_dir=cache_dir / "waits")
+    eng = PostgresEngine(cache_dir=pristine_postgres(cache_dir / "waits"))
     eng.start()
     yield eng
     eng.stop()
