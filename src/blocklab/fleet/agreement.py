@@ -12,21 +12,24 @@ host's HostLab returned from `open`; nothing here crosses the wire.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Final
 
 from ..analysis.fleet import Sweep
 from ..engines.base import ApplyClass
 from ..results import ENVIRONMENT_FILE, SUMMARY_FILE, RunDir
-from ..spec import Spec
+from ..spec import Scalar, Spec
 from ..units import label_of, unit_of
 from . import FleetInputError
 from .plan import FleetPlan
 
+if TYPE_CHECKING:
+    from .worker import OpenedRun
+
 # what every host's lab must report alike for one plan to hold on all of them
-_AGREED = ("knobs", "apply", "metric", "goal", "fixed")
+_AGREED: Final = ("knobs", "apply", "metric", "goal", "fixed")
 
 
-def agreed(spec: Spec, opened: dict[str, dict[str, Any]], seed: int) -> tuple[Sweep, dict[str, list[Any]], dict[str, ApplyClass]]:
+def agreed(spec: Spec, opened: dict[str, OpenedRun], seed: int) -> tuple[Sweep, dict[str, list[Scalar]], dict[str, ApplyClass]]:
     """The hosts' labs agree on the experiment (else FleetInputError naming who differs);
     the sweep the analysis reads, the canonical knobs and their apply classes."""
     first_host, first = next(iter(opened.items()))
@@ -49,7 +52,7 @@ def agreed(spec: Spec, opened: dict[str, dict[str, Any]], seed: int) -> tuple[Sw
     return sweep, knobs, apply
 
 
-def check_same_plan(fplan: FleetPlan, knobs: dict[str, list[Any]], apply: dict[str, ApplyClass], spec: Spec, hosts: list[str]) -> None:
+def check_same_plan(fplan: FleetPlan, knobs: dict[str, list[Scalar]], apply: dict[str, ApplyClass], spec: Spec, hosts: list[str]) -> None:
     """A resumed host must find its own order again: the experiment as its engine takes
     it now must plan the cells plan.json holds for it."""
     from ..plan import make_plan
@@ -62,7 +65,7 @@ def check_same_plan(fplan: FleetPlan, knobs: dict[str, list[Any]], apply: dict[s
                                   "than this run holds for it (another engine version?); resume needs the same experiment on the same hosts")
 
 
-def check_same_host(run_dir: RunDir, opened: dict[str, dict[str, Any]]) -> None:
+def check_same_host(run_dir: RunDir, opened: dict[str, OpenedRun]) -> None:
     """A host that comes back for a resume must be the machine and disk it was: its
     new cells would not be comparable with its old ones otherwise."""
     recorded = (run_dir.read_json(ENVIRONMENT_FILE).get("hosts") or {}) if run_dir.file(ENVIRONMENT_FILE).exists() else {}

@@ -39,7 +39,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..analysis.fleet import Sweep
 from ..plan import Cell
@@ -51,6 +51,12 @@ from . import LAB_PREFIX, FleetError, FleetInputError
 from .agreement import agreed, check_same_host, check_same_plan, sweep_from_run
 from .plan import FleetPlan, host_cell_id, is_fleet_plan
 from .run_files import RunReports, RunSummaries, fleet_environment
+
+if TYPE_CHECKING:
+    from distributed import Actor, Future, Security
+
+    from ..lab import Overrides
+    from .worker import HostLab, OpenedRun
 
 POLL_S = 0.5  # how often a waiting thread looks whether its host is still there
 WATCH_S = 1.0  # how often the scheduler's list of workers is read
@@ -75,7 +81,7 @@ class _Stopped(Exception):
 @dataclass
 class FleetRequest:
     address: str  # checked by security.check_address
-    security: Any  # distributed.Security, or None for --insecure
+    security: Security | None  # None for --insecure
     hosts: list[str] | None = None  # --hosts; None: every worker (a resume: every host with work left)
     share_disk: bool = False  # --share-disk: measure hosts on one disk at the same time all the same
     timeout: float = 10.0  # seconds to reach the scheduler
@@ -85,13 +91,13 @@ class FleetReporter(Protocol):
     def phase(self, text: str) -> None: ...
     def plan_started(self, total: int, todo: int, estimate_s: float) -> None: ...
     def host_cell_done(self, host: str, cell: Cell, row: ResultRow, line: str) -> None: ...
-    def finished(self, summary: dict[str, Any]) -> None: ...
+    def finished(self, summary: dict[str, object]) -> None: ...
 
 
 @dataclass
 class FleetOutcome:
     run_dir: RunDir
-    summary: dict[str, Any]
+    summary: dict[str, Any]  # summary.json (analysis/fleet.fleet_summary), read by the CLI's table
     sweep: Sweep
     hosts: list[str]
     lost: dict[str, str] = field(default_factory=dict)  # host -> why it stopped before its last cell
@@ -99,7 +105,7 @@ class FleetOutcome:
 
 
 # ====================================================================== entry points
-def start_run(target: str, overrides: Any, request: FleetRequest, reporter: FleetReporter, out: Path | None = None) -> FleetOutcome:
+def start_run(target: str, overrides: Overrides, request: FleetRequest, reporter: FleetReporter, out: Path | None = None) -> FleetOutcome:
     """A new fleet run of an experiment FILE or RECIPE with the CLI's overrides (lab.Overrides)."""
     from .. import recipes
     from ..paths import results_root
@@ -232,8 +238,8 @@ class FleetConnection:
             raise FleetInputError("--fleet", f"cannot reach the scheduler at {request.address}: {why}; check that "
                                   f"`blocklab fleet up` runs there{trust}") from None
         self.addresses: dict[str, str] = {}  # host -> its worker's address when its lab was made
-        self.futures: dict[str, Any] = {}  # host -> the actor's future (released at the end)
-        self.labs: dict[str, Any] = {}  # host -> the HostLab actor
+        self.futures: dict[str, Future[HostLab]] = {}  # host -> the actor's future (released at the end)
+        self.labs: dict[str, Actor] = {}  # host -> the HostLab actor (its methods' calls return futures)
         self.gone: dict[str, str] = {}  # host -> why its worker is gone
         self._lock = threading.Lock()
         self._closing = threading.Event()
@@ -257,14 +263,14 @@ class FleetConnection:
                                   f"{self.request.address}; connected: {', '.join(sorted(connected))}")
         return list(wanted)
 
-    def open_labs(self, hosts: list[str], spec: Spec, text: str, source: str, options: dict[str, Any], run: str,
-                  reporter: FleetReporter) -> dict[str, dict[str, Any]]:
+    def open_labs(self, hosts: list[str], spec: Spec, text: str, source: str, options: dict[str, object], run: str,
+                  reporter: FleetReporter) -> dict[str, OpenedRun]:
         """A HostLab on each host, opened: each host validates the experiment against its
         own engine and starts it. Any host's refusal stops the run before a cell runs."""
         self.make_labs(hosts, run)
         reporter.phase(f"opening the experiment on {len(hosts)} host(s): {', '.join(hosts)} (each validates it against its own engine)")
         calls = {h: self.labs[h].open(spec.model_dump(), text, source, options) for h in hosts}
-        opened: dict[str, dict[str, Any]] = {}
+        opened: dict[str, OpenedRun] = {}
         for h in hosts:
             try:
                 opened[h] = self.wait(h, calls[h])
@@ -295,7 +301,7 @@ class FleetConnection:
         for h in hosts:
             self.labs[h] = self.wait(h, self.futures[h])
 
-    def call(self, host: str, method: str, *args: Any, stop: threading.Event | None = None) -> Any:
+    def call(self, host: str, method: str, *args: object, stop: threading.Event | None = None) -> Any:
         """A method of `host`'s lab, waited for; HostGone when its worker is (Dask raises
         "Worker holding Actor was lost" at the call itself once the scheduler knows)."""
         try:
@@ -372,10 +378,11 @@ class FleetConnection:
 
     # ------------------------------------------------------------------ measuring
     def measure(self, run_dir: RunDir, fplan: FleetPlan, sweep: Sweep, name: str, todo: dict[str, list[Cell]],
-                opened: dict[str, dict[str, Any]], reporter: FleetReporter) -> FleetOutcome:
+                opened: dict[str, OpenedRun], reporter: FleetReporter) -> FleetOutcome:
         summaries = RunSummaries(sweep, fplan, name, run_dir.rows())
         total = sum(len(c) for c in todo.values())
-        estimate = {h: sum((opened.get(h) or {}).get("estimate", {}).get(c.setting.label, 0.0) for c in cells) for h, cells in todo.items()}
+        estimates = {h: o["estimate"] for h, o in opened.items()}
+        estimate = {h: sum(estimates.get(h, {}).get(c.setting.label, 0.0) for c in cells) for h, cells in todo.items()}
         groups = [[h for h in group if todo.get(h)] for group in fplan.disk_groups()]
         groups = [g for g in groups if g]
         if total:  # groups run at once, the hosts of a group one after the other

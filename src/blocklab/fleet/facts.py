@@ -12,7 +12,6 @@ import os
 import platform
 import socket
 from pathlib import Path
-from typing import Any
 
 from .. import __version__
 
@@ -22,7 +21,7 @@ NETWORK_FS = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "ceph", "gluster
                         "9p", "virtiofs", "lustre", "gpfs", "beegfs", "fuse.s3fs"})
 
 
-def collect_facts(name: str, cache_dir: Path) -> dict[str, Any]:
+def collect_facts(name: str, cache_dir: Path) -> dict[str, object]:
     """The host's facts as the worker named `name` sees them (engines keep their data under `cache_dir`)."""
     from ..engines import available, engine_class
     from ..environment import cpu_model, memory_bytes

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..engines.base import ApplyClass
 from ..plan import Cell, Plan, Setting, make_plan
+
+if TYPE_CHECKING:
+    from ..spec import Scalar
 
 HOST_SEP = "/"
 
@@ -53,10 +56,10 @@ class FleetPlan:
     scheduler: str = ""
 
     @classmethod
-    def make(cls, knobs: dict[str, list[Any]], repeats: int, seed: int, apply_class: dict[str, ApplyClass],
-             hosts: list[str], **extra: Any) -> FleetPlan:
+    def make(cls, knobs: dict[str, list[Scalar]], repeats: int, seed: int, apply_class: dict[str, ApplyClass],
+             hosts: list[str], *, disks: dict[str, str] | None = None, share_disk: bool = False, scheduler: str = "") -> FleetPlan:
         plans = {host: make_plan(knobs, repeats, host_seed(seed, host), apply_class) for host in hosts}
-        return cls(seed=seed, hosts=plans, **extra)
+        return cls(seed=seed, hosts=plans, disks=disks if disks is not None else {}, share_disk=share_disk, scheduler=scheduler)
 
     @property
     def settings(self) -> list[Setting]:
@@ -82,7 +85,7 @@ class FleetPlan:
             groups.setdefault(self.disks.get(host) or f"own:{host}", []).append(host)
         return list(groups.values())
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """plan.json: `cells` lists every host's cells (host-prefixed ids, each host's in
         its order) so that readers of a local plan (report, export) count them right;
         `fleet` keeps what a resume needs."""

@@ -15,19 +15,21 @@ import queue
 import socket
 import threading
 import time
-from typing import Any
+from collections.abc import Mapping
 
 from ..analysis.fleet import Sweep, fleet_summary, host_summary, rows_by_host
+from ..jsonvalue import as_object
 from ..report.writer import refresh_report
 from ..results import SUMMARY_FILE, ResultRow, RunDir
 from .plan import FleetPlan
 
 
-def fleet_environment(hosts: dict[str, dict[str, Any]], scheduler: str, previous: dict[str, Any] | None = None) -> dict[str, Any]:
+def fleet_environment(hosts: Mapping[str, Mapping[str, object]], scheduler: str,
+                      previous: Mapping[str, object] | None = None) -> dict[str, object]:
     """environment.json of a fleet run: each host's own environment under `hosts`
     (collected on that host), and at the top what they share, so that readers of a
     local run's environment (the report, compare) find the usual fields."""
-    envs = dict((previous or {}).get("hosts") or {})
+    envs: dict[str, Mapping[str, object]] = {h: as_object(e) for h, e in as_object((previous or {}).get("hosts")).items()}
     for host, env in hosts.items():
         envs.setdefault(host, env)  # a resumed host keeps the environment it started the run with
     first = next(iter(envs.values()))
@@ -93,7 +95,7 @@ class RunSummaries:
         self.rows = list(rows)
         self.by_host = rows_by_host(self.rows, fplan.hosts)
         self.hosts = {h: host_summary(sweep, self.by_host.get(h, []), len(p.cells)) for h, p in fplan.hosts.items()}
-        self.pooled: dict[str, Any] | None = None
+        self.pooled: dict[str, object] | None = None
         self._pooled_at = 0.0
         self._pooled_cost = 0.0
         self._dirty: set[str] = set()
@@ -105,7 +107,7 @@ class RunSummaries:
         self.by_host.setdefault(row.host, []).append(row)
         self._dirty.add(row.host)
 
-    def write(self, run_dir: RunDir, lost: dict[str, str], *, force: bool = False) -> dict[str, Any] | None:
+    def write(self, run_dir: RunDir, lost: dict[str, str], *, force: bool = False) -> dict[str, object] | None:
         """Recompute and write summary.json; None when skipped: like the report, it takes
         at most about a quarter of the coordinator's time (with a hundred hosts the
         file alone is megabytes), and `force` (the end of a run) always writes."""

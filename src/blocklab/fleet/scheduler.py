@@ -7,13 +7,16 @@ import asyncio
 import signal
 import socket
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from . import FleetInputError
 from .security import split_host_port
 
+if TYPE_CHECKING:
+    from distributed import Security
 
-def run_scheduler(listen: str, security: Any, on_ready: Callable[[str], None]) -> None:
+
+def run_scheduler(listen: str, security: Security | None, on_ready: Callable[[str], None]) -> None:
     """Serve a scheduler on `listen` (tls://HOST:PORT, or tcp://127.0.0.1:PORT with
     --insecure) until SIGTERM or SIGINT. FleetInputError when it cannot listen there."""
     from distributed import Scheduler
@@ -59,7 +62,7 @@ def contact_address(address: str) -> str:
     return f"{scheme}://{host}:{port}"
 
 
-def fleet_status(address: str, security: object, timeout: float) -> list[dict[str, Any]]:
+def fleet_status(address: str, security: object, timeout: float) -> list[dict[str, object]]:
     """Each connected worker's facts (facts.collect_facts, plus `address` and the runs it
     is measuring now), sorted by name."""
     import dask
@@ -78,10 +81,10 @@ def fleet_status(address: str, security: object, timeout: float) -> list[dict[st
         facts = client.run(current_facts, on_error="return") if workers else {}
     finally:
         client.close(timeout=5)
-    out = []
+    out: list[dict[str, object]] = []
     for addr, info in workers.items():
         entry = facts.get(addr)
         if isinstance(entry, BaseException) or not isinstance(entry, dict):  # a worker without blocklab inside, or gone
             entry = {"name": str(info.get("name")), "error": f"no blocklab facts ({type(entry).__name__})"}
         out.append({**entry, "name": str(info.get("name")), "address": addr})
-    return sorted(out, key=lambda e: e["name"])
+    return sorted(out, key=lambda e: str(e["name"]))  # a str, set above

@@ -23,11 +23,12 @@ import ipaddress
 import os
 import socket
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from . import FleetInputError
 
 if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ec import EllipticCurvePrivateKey
     from distributed import Security
 
 ROLES = ("scheduler", "worker", "client")
@@ -110,7 +111,7 @@ def make_certs(directory: Path, *, days: int = VALID_DAYS, now: dt.datetime | No
     return written
 
 
-def _key_pem(key: Any) -> bytes:
+def _key_pem(key: EllipticCurvePrivateKey) -> bytes:
     from cryptography.hazmat.primitives import serialization
 
     return bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))

@@ -32,15 +32,17 @@ import random
 import signal
 import threading
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import TYPE_CHECKING, Any, Final, TypedDict
 
 from ..analysis.paired import BlockCell
+from ..jsonvalue import as_object
 from ..plan import Cell, Setting
 from ..results import ENVIRONMENT_FILE, EXPERIMENT_FILE, SPEC_FILE, ResultRow, RunDir, text_digest
 from ..spec import SpecError
-from ..tune.agree import cross_plan, judge
+from ..tune.agree import Agreement, cross_plan, judge
 from ..tune.confirm import confirm_winner
 from ..tune.driver import Accounts, Search, SearchResult
 from ..tune.session import TUNE_SPEC_FILE, write_report, write_state
@@ -48,8 +50,38 @@ from . import FleetError, FleetInputError
 from .coordinator import POLL_S, FleetConnection, FleetInterrupted, FleetRequest, HostGone, check_fleet_spec
 from .plan import host_seed
 
+if TYPE_CHECKING:
+    from .worker import CellRequest, MeasuredCell, OpenedTune
+
 FLEET_TUNE_FILE = "fleet-tune.json"
 HOSTS_DIR = "hosts"
+
+
+class HostTuneState(TypedDict):
+    """fleet-tune.json's entry for one host: where its tune directory is, what tune.json says."""
+
+    dir: str
+    winner: object
+    winner_config: object
+    recommended: object
+    default: object
+    verdict: object
+    spent_cells: object
+    config_lines: object
+
+
+class FleetTuneState(TypedDict):
+    """fleet-tune.json: each host's tune and the hosts' agreement."""
+
+    experiment: str
+    dir: str
+    hosts: list[str]
+    seed: int
+    host_seeds: dict[str, int]
+    budget_per_host: str | None
+    tunes: dict[str, HostTuneState]
+    cross_cells: dict[str, int]
+    agreement: Agreement
 
 
 class _Stopped(Exception):
@@ -57,7 +89,7 @@ class _Stopped(Exception):
 
 
 def start_tune(target: str, *, budget: str | None, seed: int | None, request: FleetRequest, say: Callable[[str], None],
-               out: Path | None = None) -> dict[str, Any]:
+               out: Path | None = None) -> FleetTuneState:
     """Tune the experiment FILE on every host of the fleet; fleet-tune.json's content."""
     from .. import recipes
     from ..paths import results_root
@@ -91,7 +123,7 @@ def start_tune(target: str, *, budget: str | None, seed: int | None, request: Fl
         say(f"opening the tune on {len(hosts)} host(s): {', '.join(hosts)} (each checks it against its own engine)")
         seeds = {h: host_seed(seed, h) for h in hosts}  # each host its own search and block orders, as a fleet run's plans
         calls = {h: fleet.labs[h].open_tune(text, source, budget, seeds[h]) for h in hosts}
-        opened: dict[str, dict[str, Any]] = {}
+        opened: dict[str, OpenedTune] = {}
         for h in hosts:
             try:
                 opened[h] = fleet.wait(h, calls[h])
@@ -103,7 +135,7 @@ def start_tune(target: str, *, budget: str | None, seed: int | None, request: Fl
         run_dir.write_json(SPEC_FILE, {"source": source, "spec": spec.model_dump(), "options": {"budget": budget},
                                        "experiment_sha256": text_digest(text), "fleet": {"scheduler": request.address, "hosts": hosts}})
         say(f"results: {run_dir.path}")
-        locks: dict[Any, threading.Lock] = {}
+        locks: dict[str, threading.Lock] = {}  # disk -> the turn of its hosts
         tunes = {}
         for h in hosts:
             disk = h if request.share_disk else opened[h]["disk"]
@@ -119,11 +151,11 @@ def start_tune(target: str, *, budget: str | None, seed: int | None, request: Fl
             say(f"the hosts' winners differ: {blocks} fresh blocks of {', '.join(distinct)} on every host")
             _in_threads({h: t.cross_job(entrants, blocks, cross) for h, t in tunes.items()}, stop)
         agreement = judge(winners, cross, opened[hosts[0]]["goal"])
-        state = {
+        state: FleetTuneState = {
             "experiment": spec.name, "dir": str(run_dir.path), "hosts": hosts, "seed": seed, "host_seeds": seeds, "budget_per_host": budget,
             "tunes": {h: {"dir": f"{HOSTS_DIR}/{h}", "winner": t.state.get("winner"), "winner_config": t.state.get("winner_config"),
                           "recommended": t.state.get("recommended"), "default": t.state.get("default"),
-                          "verdict": (t.state.get("confirmation") or {}).get("verdict"), "spent_cells": t.state.get("spent_cells"),
+                          "verdict": as_object(t.state.get("confirmation")).get("verdict"), "spent_cells": t.state.get("spent_cells"),
                           "config_lines": t.state.get("config_lines")} for h, t in tunes.items()},
             "cross_cells": {h: len(c) for h, c in cross.items()},
             "agreement": agreement,
@@ -154,21 +186,24 @@ def _one_per_winner(tunes: dict[str, _HostTune], distinct: list[str]) -> list[_H
     return out
 
 
-def _check_alike(opened: dict[str, dict[str, Any]]) -> None:
+_ALIKE: Final = ("dimensions", "default", "goal", "metric", "restart_knobs")  # not the seed: each host has its own
+
+
+def _check_alike(opened: dict[str, OpenedTune]) -> None:
     first_host, first = next(iter(opened.items()))
     for host, facts in opened.items():
-        for key in ("dimensions", "default", "goal", "metric", "restart_knobs"):  # not the seed: each host has its own
+        for key in _ALIKE:
             if facts[key] != first[key]:
                 raise FleetInputError("--hosts", f"the hosts do not take the tune alike: {key} is {first[key]!r} on {first_host} "
                                       f"but {facts[key]!r} on {host} (another engine version?); tune them separately, or leave "
                                       "one out with --hosts")
 
 
-def _in_threads(jobs: dict[str, Callable[[], Any]], stop: threading.Event) -> None:
+def _in_threads(jobs: dict[str, Callable[[], object]], stop: threading.Event) -> None:
     """Run each host's job on a thread of its own; the first failure (after all ended) is raised."""
     errors: dict[str, BaseException] = {}
 
-    def run(host: str, job: Callable[[], Any]) -> None:
+    def run(host: str, job: Callable[[], object]) -> None:
         try:
             job()
         except _Stopped:
@@ -194,7 +229,7 @@ def _in_threads(jobs: dict[str, Callable[[], Any]], stop: threading.Event) -> No
 class _HostTune:
     """One host's tune, driven from here: every cell measured by the host's lab."""
 
-    def __init__(self, fleet: FleetConnection, host: str, opened: dict[str, Any], run_dir: RunDir, lock: threading.Lock,
+    def __init__(self, fleet: FleetConnection, host: str, opened: OpenedTune, run_dir: RunDir, lock: threading.Lock,
                  stop: threading.Event, say: Callable[[str], None], text: str, source: str, budget: str | None):
         self.fleet = fleet
         self.host = host
@@ -207,14 +242,14 @@ class _HostTune:
         self.count = 0
         self.found: SearchResult | None = None
         self.search: Search | None = None
-        self.state: dict[str, Any] = {}
+        self.state: dict[str, object] = {}
         run_dir.create()
         run_dir.write_text(EXPERIMENT_FILE, text)
         run_dir.write_json(TUNE_SPEC_FILE, {"source": source, "budget": budget, "seed": opened["seed"], "host": host,
                                             "experiment_sha256": text_digest(text), "tune": opened["spec"].to_dict()})
         run_dir.write_json(ENVIRONMENT_FILE, opened["environment"])
 
-    def call(self, method: str, *args: Any) -> Any:
+    def call(self, method: str, *args: object) -> Any:  # what the lab's method returns
         if self.stop.is_set():
             raise _Stopped
         try:
@@ -224,12 +259,12 @@ class _HostTune:
                 raise _Stopped from None
             raise
 
-    def measure(self, cell: Cell, tag: dict[str, Any]) -> list[ResultRow]:
+    def measure(self, cell: Cell, tag: dict[str, object]) -> list[ResultRow]:
         if cell.cell_id in self.saved:
             return self.saved[cell.cell_id]
-        payload = {"index": self.count, "block": cell.block, "settings": cell.setting.as_dict()}
+        payload: CellRequest = {"index": self.count, "block": cell.block, "settings": cell.setting.as_dict()}
         with self.lock:  # hosts on one disk take turns
-            result = self.call("measure", payload)
+            result: MeasuredCell = self.call("measure", payload)
         rows = []
         for text, line in zip(result["rows"], result["lines"]):
             row = ResultRow.from_dict(json.loads(text))
@@ -244,7 +279,7 @@ class _HostTune:
             raise FleetError(f"host {self.host} stopped: {result['stopped']}; its rows are kept under {HOSTS_DIR}/{self.host}")
         return rows
 
-    def lines(self, config: dict[str, Any]) -> list[str]:
+    def lines(self, config: Mapping[str, object]) -> list[str]:
         return list(self.call("config_lines", config))
 
     def tune(self) -> None:
@@ -276,11 +311,11 @@ class _HostTune:
         assert self.found is not None
         return self.found.winner
 
-    def search_config(self, label: str) -> dict[str, Any]:
+    def search_config(self, label: str) -> dict[str, object]:
         assert self.search is not None
         return self.search.trials[label].config
 
-    def setting_of(self, config: dict[str, Any]) -> Setting:
+    def setting_of(self, config: Mapping[str, object]) -> Setting:
         return Setting(tuple((d.name, config[d.name]) for d in self.opened["dimensions"]))
 
     def cross_job(self, entrants: list[Setting], blocks: int, into: dict[str, list[BlockCell]]) -> Callable[[], None]:
@@ -302,7 +337,7 @@ class _HostTune:
         return cells
 
 
-def _sigterm(signum: int, frame: Any) -> None:
+def _sigterm(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 

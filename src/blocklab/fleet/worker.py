@@ -23,24 +23,79 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from ..units import label_of
 from . import LAB_PREFIX, FleetError, FleetInputError
 
 if TYPE_CHECKING:
-    from distributed import Security
+    from distributed import Security, Worker
 
     from ..experiment import Experiment
+    from ..results import ResultRow
+    from ..spec import Scalar
+    from ..tune.space import Dimension, TuneSpec
+
+class OpenedRun(TypedDict):
+    """What `HostLab.open` tells the coordinator: the experiment as this host's engine took it."""
+
+    host: str
+    knobs: dict[str, list[Scalar]]  # canonical values
+    apply: dict[str, str]  # knob -> its apply class's label
+    fixed: dict[str, str]
+    metric: str
+    goal: str
+    describe: dict[str, str]  # label -> "16 (128 kB)"
+    baseline: str | None
+    knob_label: str
+    estimate: dict[str, float]  # label -> seconds a cell takes
+    environment: dict[str, object]
+    disk: str  # facts.disk_key
+
+
+class OpenedTune(TypedDict):
+    """What `HostLab.open_tune` tells a fleet tune's coordinator."""
+
+    host: str
+    spec: TuneSpec
+    dimensions: list[Dimension]
+    default: dict[str, object]
+    restart_knobs: list[str]
+    declared_restart_s: float
+    estimate_s: float
+    goal: str
+    metric: str
+    seed: int
+    head: dict[str, object]  # tune.session.state_head
+    environment: dict[str, object]
+    disk: str
+
+
+class CellRequest(TypedDict):
+    """One cell for `HostLab.measure`."""
+
+    index: int
+    block: int
+    settings: dict[str, object]
+
+
+class MeasuredCell(TypedDict):
+    """What `HostLab.measure` returns: its rows as result-row JSON, their console lines."""
+
+    rows: list[str]
+    lines: list[str]
+    phases: list[str]
+    stopped: str | None  # why this host stopped (its engine died twice), else None
+
 
 _LABS: dict[str, HostLab] = {}  # actor key -> the lab, in this worker process
 _LABS_LOCK = threading.Lock()
-_FACTS: dict[str, Any] = {}  # this host's facts, collected when the worker starts
+_FACTS: dict[str, object] = {}  # this host's facts, collected when the worker starts
 
 
-def current_facts() -> dict[str, Any]:
+def current_facts() -> dict[str, object]:
     """This host's facts and the runs it is measuring now. Sent by `client.run` (it runs
     on the worker's event loop, so it only reads what is already collected)."""
     with _LABS_LOCK:
@@ -60,7 +115,7 @@ class HostLab:
         with _LABS_LOCK:
             _LABS[key] = self
 
-    def open(self, spec_data: dict[str, Any], spec_text: str, source: str, options: dict[str, Any]) -> dict[str, Any]:
+    def open(self, spec_data: dict[str, object], spec_text: str, source: str, options: Mapping[str, object]) -> OpenedRun:
         """Validate the experiment on this host's engine, start it, apply the fixed
         settings; what the coordinator needs to plan and to check that every host
         took the experiment alike. SpecError: this host refuses the experiment."""
@@ -106,7 +161,7 @@ class HostLab:
             "disk": disk,
         }
 
-    def open_tune(self, text: str, source: str, budget: str | None, seed: int) -> dict[str, Any]:
+    def open_tune(self, text: str, source: str, budget: str | None, seed: int) -> OpenedTune:
         """A fleet tune's part on this host (fleet/tune.py): the tune's every check on this
         host's engine (tune.session.load_tune), which stays started for `measure`; the
         space as this engine takes it, the default, what a restart costs, the head of tune.json."""
@@ -148,7 +203,7 @@ class HostLab:
         exp.engine.apply(exp.fixed)
         return f"a restarted engine instance on {self.host}"
 
-    def config_lines(self, settings: dict[str, Any]) -> list[str]:
+    def config_lines(self, settings: Mapping[str, object]) -> list[str]:
         """A configuration as this host's engine takes it (ALTER SYSTEM, my.cnf, flags)."""
         from ..tune.session import config_lines_of
 
@@ -161,7 +216,7 @@ class HostLab:
             raise FleetError(f"host {self.host} is measuring another run ({others[0]}); one run at a time per host: "
                              "wait for it, or leave this host out with --hosts")
 
-    def measure(self, cell: dict[str, Any]) -> dict[str, Any]:
+    def measure(self, cell: CellRequest) -> MeasuredCell:
         """One cell, as runner.measure_cell measures it; every row it made (a re-measure
         after an invalid claim or an engine's death adds rows), as result-row JSON,
         each with when it ran on this host's clock (`notes.measured`: [from, to])."""
@@ -175,7 +230,7 @@ class HostLab:
         reporter = SilentReporter()
         since = time.time()
 
-        def record(row: Any) -> None:
+        def record(row: ResultRow) -> None:
             nonlocal since
             now = time.time()
             row = dataclasses.replace(row, notes={**row.notes, "measured": [round(since, 3), round(now, 3)]})
@@ -212,10 +267,10 @@ def _janitor_class() -> type:
 
         name = "blocklab-lab-janitor"
 
-        def setup(self, worker: Any) -> None:
+        def setup(self, worker: Worker) -> None:
             self.worker = worker
 
-        def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
+        def transition(self, key: object, start: str, finish: str, *args: object, **kwargs: object) -> None:
             if isinstance(key, str) and key.startswith(LAB_PREFIX) and finish in ("released", "forgotten"):
                 with _LABS_LOCK:
                     lab = _LABS.get(key)
@@ -241,7 +296,7 @@ def run_worker(
     cache_dir: Path,
     listen_host: str | None,
     timeout: float,
-    on_ready: Callable[[str, dict[str, Any]], None],
+    on_ready: Callable[[str, dict[str, object]], None],
 ) -> bool:
     """Serve as the worker `name` until SIGTERM, SIGINT or the scheduler's end; True
     when it was told to stop, False when the scheduler went away (Dask's worker closes

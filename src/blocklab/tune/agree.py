@@ -14,11 +14,20 @@ worse than its own: that host needs its own configuration.
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import TypedDict
 
 from ..analysis.paired import BlockCell
 from ..plan import Cell, Setting, costly_key, order_block
-from .confirm import advantage
+from .confirm import Claim, advantage
+
+
+class Agreement(TypedDict):
+    """The hosts' agreement (fleet-tune.json keeps it)."""
+
+    agree: bool
+    winners: dict[str, str]  # host -> its winner's label
+    hosts: dict[str, dict[str, object]]  # host -> its own winner and the others' claims against it
+    verdict: str
 
 
 def cross_plan(entrants: list[Setting], restart_knobs: list[str], seed: int, first_block: int, blocks: int) -> list[Cell]:
@@ -34,20 +43,20 @@ def cross_plan(entrants: list[Setting], restart_knobs: list[str], seed: int, fir
     return plan
 
 
-def judge(winners: dict[str, str], cells: dict[str, list[BlockCell]], goal: str) -> dict[str, Any]:
+def judge(winners: dict[str, str], cells: dict[str, list[BlockCell]], goal: str) -> Agreement:
     """winners: host -> its winner's label; cells: host -> its cross blocks. Each host's
     comparisons of the other winners with its own, and the verdict."""
     distinct = list(dict.fromkeys(winners.values()))
-    hosts: dict[str, Any] = {}
-    differs: list[tuple[str, str, dict[str, Any]]] = []
+    hosts: dict[str, dict[str, object]] = {}
+    differs: list[tuple[str, str, tuple[float, float, float]]] = []  # host, another's winner, its ratio to the host's own
     for host, own in winners.items():
         others = [w for w in distinct if w != own]
-        judged = {}
+        judged: dict[str, Claim | None] = {}
         for other in others:
             adv = advantage(cells.get(host) or [], other, own, goal, len(others))
             judged[other] = adv
-            if adv is not None and adv["high"] is not None and adv["high"] < 1.0:
-                differs.append((host, other, adv))
+            if adv is not None and adv["low"] is not None and adv["high"] is not None and adv["high"] < 1.0:
+                differs.append((host, other, (adv["ratio"], adv["low"], adv["high"])))
         hosts[host] = {"own": own, "others": judged}
     if len(distinct) == 1:
         text = f"The hosts agree: every host ({', '.join(winners)}) found the same winner, {distinct[0]}."
@@ -55,7 +64,7 @@ def judge(winners: dict[str, str], cells: dict[str, list[BlockCell]], goal: str)
         text = ("The hosts agree as far as the evidence goes: they found different winners, but on no host is another host's "
                 "winner shown worse than its own (paired, fresh blocks on each host).")
     else:
-        said = "; ".join(f"on {h}, {o} is {a['ratio'] - 1:+.1%} [{a['low'] - 1:+.1%}, {a['high'] - 1:+.1%}] against "
-                         f"{hosts[h]['own']}" for h, o, a in differs)
+        said = "; ".join(f"on {h}, {o} is {ratio - 1:+.1%} [{low - 1:+.1%}, {high - 1:+.1%}] against "
+                         f"{hosts[h]['own']}" for h, o, (ratio, low, high) in differs)
         text = f"The hosts differ: {said}. Give each host its own configuration."
     return {"agree": not differs, "winners": winners, "hosts": hosts, "verdict": text}

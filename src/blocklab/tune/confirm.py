@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from scipy import stats as scipy_stats
 
@@ -44,7 +44,22 @@ if TYPE_CHECKING:
 CONFIDENCE = 0.95
 
 
-def advantage(cells: list[BlockCell], a: Hashable, b: Hashable, goal: str, claims: int) -> dict[str, Any] | None:
+class Claim(TypedDict):
+    """One paired claim of the confirmation (tune.json keeps it): the ratio, its
+    confidence interval (None when the blocks give none) and its prediction interval."""
+
+    ratio: float
+    low: float | None
+    high: float | None
+    blocks: int
+    confidence: float
+    log_se: float | None
+    df: float
+    predict_low: float | None
+    predict_high: float | None
+
+
+def advantage(cells: list[BlockCell], a: Hashable, b: Hashable, goal: str, claims: int) -> Claim | None:
     """How much better `a` is than `b` (a ratio, above 1 = better; for a goal of
     min, b's metric over a's) with its paired interval; None without two shared blocks."""
     mine = [c for c in cells if c.key in (a, b)]
@@ -58,15 +73,15 @@ def advantage(cells: list[BlockCell], a: Hashable, b: Hashable, goal: str, claim
     ratio, low, high = effect.interval(alpha)
     if goal == "min":
         ratio, low, high = 1.0 / ratio, 1.0 / high, 1.0 / low
-    out = {"ratio": ratio, "low": low, "high": high, "blocks": effect.blocks, "confidence": 1.0 - alpha,
-           "log_se": effect.se if math.isfinite(effect.se) else None, "df": effect.df}
-    if not (math.isfinite(low) and math.isfinite(high)):
-        out.update(low=None, high=None)
+    finite = math.isfinite(low) and math.isfinite(high)
+    out: Claim = {"ratio": ratio, "low": low if finite else None, "high": high if finite else None, "blocks": effect.blocks,
+                  "confidence": 1.0 - alpha, "log_se": effect.se if math.isfinite(effect.se) else None, "df": effect.df,
+                  "predict_low": None, "predict_high": None}
     out["predict_low"], out["predict_high"] = predict(out, effect.blocks)
     return out
 
 
-def predict(claim: dict[str, Any], blocks: int) -> tuple[float | None, float | None]:
+def predict(claim: Claim, blocks: int) -> tuple[float | None, float | None]:
     """Where the estimate of a re-measurement of `blocks` fresh blocks (paired, the
     same design) falls with the claim's confidence: the ratio times
     exp(+-t * log_se * sqrt(1 + n/blocks)), t of the claim's n - 1 degrees of freedom.
@@ -80,21 +95,21 @@ def predict(claim: dict[str, Any], blocks: int) -> tuple[float | None, float | N
     return math.exp(centre - half), math.exp(centre + half)
 
 
-def shown_better(claim: dict[str, Any] | None) -> bool:
+def shown_better(claim: Claim | None) -> bool:
     """Does the confirmation show the winner better than the default (its interval above 1)?"""
-    return bool(claim) and claim["low"] is not None and claim["low"] > 1.0  # type: ignore[index]
+    return claim is not None and claim["low"] is not None and claim["low"] > 1.0
 
 
-def verdict(winner: str, default: str, adv: dict[str, Any] | None, runner_up: str | None = None,
-            runner_adv: dict[str, Any] | None = None) -> str:
+def verdict(winner: str, default: str, adv: Claim | None, runner_up: str | None = None,
+            runner_adv: Claim | None = None) -> str:
     """The sentence the console and the report lead with."""
     if winner == default:
         text = f"No configuration measured beat the default ({default}): keep it."
-        if runner_up and runner_adv and runner_adv["low"] is not None:
+        if runner_up and runner_adv and runner_adv["low"] is not None and runner_adv["high"] is not None:
             text += (f" The runner-up {runner_up} is {runner_adv['ratio'] - 1:+.1%} [{runner_adv['low'] - 1:+.1%}, "
                      f"{runner_adv['high'] - 1:+.1%}] against it on fresh blocks.")
         return text
-    if adv is None or adv["low"] is None:
+    if adv is None or adv["low"] is None or adv["high"] is None:  # low and high are None together
         return (f"The search's winner {winner} was not shown better than the default: the confirmation has too few blocks "
                 f"for an interval on its advantage; keep the default ({default}).")
     gain = adv["ratio"] - 1.0
@@ -102,9 +117,10 @@ def verdict(winner: str, default: str, adv: dict[str, Any] | None, runner_up: st
     conf = f"{adv['confidence']:.1%}"
     if adv["low"] > 1.0:
         text = f"The winner {winner} is {gain:+.1%} {band} better than the default ({conf} interval, {adv['blocks']} fresh blocks)."
-        if adv.get("predict_low") is not None:
-            text += (f" A re-measurement of {adv['blocks']} blocks should find {adv['predict_low'] - 1:+.1%} to "
-                     f"{adv['predict_high'] - 1:+.1%} ({conf} prediction interval).")
+        predict_low, predict_high = adv.get("predict_low"), adv.get("predict_high")
+        if predict_low is not None and predict_high is not None:
+            text += (f" A re-measurement of {adv['blocks']} blocks should find {predict_low - 1:+.1%} to "
+                     f"{predict_high - 1:+.1%} ({conf} prediction interval).")
         return text
     if adv["high"] < 1.0:
         return f"The search's winner {winner} is {gain:+.1%} {band} against the default on fresh blocks: worse; keep the default ({default})."
@@ -113,7 +129,7 @@ def verdict(winner: str, default: str, adv: dict[str, Any] | None, runner_up: st
 
 
 def confirm_winner(search: Search, found: SearchResult, *, blocks: int, missing: Callable[[list[Cell]], bool],
-                   new_instance: Callable[[], str], say: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+                   new_instance: Callable[[], str], say: Callable[[str], None] = lambda _: None) -> dict[str, object]:
     """`blocks` fresh blocks of the winner, the runner-up and the default, numbered
     after the search's, restart knobs grouped, measured through the search (its
     accounts pay for them); `new_instance()` (called only when a

@@ -27,12 +27,11 @@ import math
 import random
 import statistics
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..analysis.paired import BlockCell
-from ..engines.base import ApplyClass
+from ..engines.base import ApplyClass, KnobInfo
 from ..plan import Cell, Setting, costly_key, order_block
 from ..results import ResultRow
 from .optimiser import Optimiser
@@ -44,7 +43,7 @@ from .space import Dimension, TuneSpec
 _REDRAWS = 12
 MIN_BLOCKS = 2  # blocks before the first round's first look (one block of distinct configurations gives no interval)
 
-Measure = Callable[[Cell, dict[str, Any]], list[ResultRow]]
+Measure = Callable[[Cell, dict[str, object]], list[ResultRow]]
 
 
 @dataclass
@@ -52,7 +51,7 @@ class Trial:
     """One configuration the search measured: when, how it fared, why it stopped."""
 
     label: str
-    config: dict[str, Any]
+    config: dict[str, object]
     round: int  # the round that proposed it, from 1 (0: the default)
     number: int | None  # the optimiser's trial number (None: the default, or drawn at random)
     blocks: int = 0
@@ -60,7 +59,7 @@ class Trial:
     dropped_ratio: tuple[float, float, float] | None = None  # its ratio to the best then, with the interval
     value: float | None = None  # told to the optimiser: log ratio to the default, larger is better
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"label": self.label, "config": self.config, "round": self.round, "number": self.number, "blocks": self.blocks,
                 "dropped_at": self.dropped_at, "dropped_ratio": self.dropped_ratio, "value": self.value}
 
@@ -71,8 +70,8 @@ class SearchResult:
     runner_up: str | None
     default: str
     trials: dict[str, Trial]
-    events: list[dict[str, Any]]
-    trace: list[dict[str, Any]]
+    events: list[dict[str, object]]
+    trace: list[dict[str, object]]
     spent_cells: float
     spent_seconds: float
     rounds: int
@@ -129,7 +128,7 @@ class Accounts:
 class Search:
     """One tune's search; `run()` returns the winner and everything the report shows."""
 
-    def __init__(self, *, spec: TuneSpec, dimensions: list[Dimension], default: dict[str, Any], goal: str, metric: str,
+    def __init__(self, *, spec: TuneSpec, dimensions: list[Dimension], default: Mapping[str, object], goal: str, metric: str,
                  seed: int, restart_knobs: list[str], measure: Measure, accounts: Accounts,
                  say: Callable[[str], None] = lambda _: None):
         self.spec = spec
@@ -150,14 +149,14 @@ class Search:
         self.optimiser.add_known(default, 0.0)
         self.incumbent = self.default_label
         self.cells: list[BlockCell] = []
-        self.events: list[dict[str, Any]] = []
-        self.trace: list[dict[str, Any]] = []
+        self.events: list[dict[str, object]] = []
+        self.trace: list[dict[str, object]] = []
         self.next_block = 0
         self.last_restart_key: tuple | None = None
         self.on_round: Callable[[], None] = lambda: None  # after every round (the caller saves tune.json)
 
     # ------------------------------------------------------------ labels and budget
-    def label(self, config: dict[str, Any]) -> str:
+    def label(self, config: Mapping[str, object]) -> str:
         return Setting(tuple((k, config[k]) for k in self.names)).label
 
     def setting(self, label: str) -> Setting:
@@ -250,12 +249,12 @@ class Search:
         self.trials[label] = Trial(label, drawn, round_no + 1, None)
         return label
 
-    def _unmeasured_at_random(self) -> dict[str, Any] | None:
+    def _unmeasured_at_random(self) -> dict[str, object] | None:
         """A configuration not measured yet, uniformly from the space (ranges by draws)."""
         if all(not d.is_range for d in self.dimensions) and len(self.trials) >= math.prod(d.size() for d in self.dimensions):
             return None
         for _ in range(1000):
-            config = {d.name: (self.rng.randint(d.low, d.high) if d.is_range and d.low is not None and d.high is not None
+            config: dict[str, object] = {d.name: (self.rng.randint(d.low, d.high) if d.is_range and d.low is not None and d.high is not None
                                else self.rng.choice(d.values)) for d in self.dimensions}
             if self.label(config) not in self.trials:
                 return config
@@ -313,7 +312,7 @@ class Search:
             if value is not None:
                 self.cells.append(BlockCell(block, setting.label, value))
 
-    def measure_one(self, cell: Cell, tag: dict[str, Any]) -> float | None:
+    def measure_one(self, cell: Cell, tag: dict[str, object]) -> float | None:
         """Measure a cell (or read it back), pay for it and for the restart it needed;
         the metric's value of its valid row, None when it has none."""
         rows = self.measure(cell, tag)
@@ -360,5 +359,5 @@ def timed(started: float) -> float:
     return round(time.perf_counter() - started, 3)
 
 
-def restart_knobs_of(infos: dict[str, Any], names: list[str]) -> list[str]:
+def restart_knobs_of(infos: Mapping[str, KnobInfo], names: list[str]) -> list[str]:
     return [n for n in names if infos[n].apply >= ApplyClass.RESTART]

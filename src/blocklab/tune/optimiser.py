@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from typing import Any
+from collections.abc import Mapping
 
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
@@ -44,7 +44,7 @@ class Optimiser:
         self.study = optuna.create_study(direction="maximize", sampler=sampler)
         self._open: dict[int, optuna.trial.Trial] = {}
 
-    def ask(self) -> tuple[int, dict[str, Any]]:
+    def ask(self) -> tuple[int, dict[str, object]]:
         """A new trial's number and its configuration (knob -> value)."""
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -60,23 +60,23 @@ class Optimiser:
         else:
             self.study.tell(trial, value)
 
-    def add_known(self, config: dict[str, Any], value: float) -> None:
+    def add_known(self, config: Mapping[str, object], value: float) -> None:
         """A configuration measured without a proposal (the default), so the model knows it."""
         params = self.params_of(config)
         self.study.add_trial(optuna.trial.create_trial(params=params, distributions=self.distributions, value=value))
 
-    def config_of(self, params: dict[str, Any]) -> dict[str, Any]:
-        out = {}
+    def config_of(self, params: Mapping[str, object]) -> dict[str, object]:
+        out: dict[str, object] = {}
         for d in self.dimensions:
             value = params[d.name]
-            out[d.name] = sorted(d.values)[value] if d.ordinal else value
+            out[d.name] = sorted(d.values)[value] if d.ordinal and isinstance(value, int) else value  # an ordinal's index
         return out
 
-    def params_of(self, config: dict[str, Any]) -> dict[str, Any]:
-        out = {}
+    def params_of(self, config: Mapping[str, object]) -> dict[str, object]:
+        out: dict[str, object] = {}
         for d in self.dimensions:
             value = config[d.name]
-            out[d.name] = sorted(d.values).index(value) if d.ordinal else value
+            out[d.name] = sorted(d.values).index(value) if d.ordinal and isinstance(value, (int, float)) else value  # a number
         return out
 
     def importance(self) -> dict[str, float]:

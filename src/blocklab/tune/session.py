@@ -17,10 +17,9 @@ import dataclasses
 import signal
 import time
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from .. import recipes
 from ..engines.base import ApplyClass, EngineError, KnobError
@@ -47,7 +46,7 @@ class TuneSetup:
     exp: Experiment
     spec: TuneSpec
     dimensions: list[Dimension]
-    default: dict[str, Any]
+    default: dict[str, object]
     text: str
     source: str
     budget_option: str | None
@@ -69,7 +68,7 @@ def load_tune(target: str, *, budget: str | None = None, seed: int | None = None
     if not raw:
         raise SpecError(f"{source}: the experiment file is empty; tune needs [workload], [knobs] and a budget")
     raw, spec = split_raw(raw, source, budget)
-    overrides: dict[str, Any] = {"measure.seed": seed} if seed is not None else {}
+    overrides: dict[str, object] = {"measure.seed": seed} if seed is not None else {}
     exp_spec = spec_from_dict(raw, source, dict(overrides))
     exp = prepare(exp_spec, text, source, cache_dir=cache_dir, raw=raw, overrides=overrides)
     try:
@@ -84,7 +83,7 @@ def load_tune(target: str, *, budget: str | None = None, seed: int | None = None
     return TuneSetup(exp, spec, spec.dimensions, default, text, source, budget)
 
 
-def _canonical(exp: Experiment, config: dict[str, Any], source: str) -> dict[str, Any]:
+def _canonical(exp: Experiment, config: Mapping[str, object], source: str) -> dict[str, object]:
     """Values as the engine writes them (so 'Worker' and 'worker' are one configuration)."""
     try:
         checked = exp.engine.check_settings({**exp.fixed, **config})
@@ -129,7 +128,7 @@ class _Reporter:
     def cell_done(self, cell: Cell, row: ResultRow, line: str) -> None:
         self.say(f"  [block {cell.block}] {cell.setting.label} ... {line}")
 
-    def finished(self, summary: dict[str, Any]) -> None:
+    def finished(self, summary: dict[str, object]) -> None:
         pass
 
 
@@ -145,7 +144,7 @@ class _Cells:
             self.saved.setdefault(row.cell_id, []).append(row)
         self.count = len(run_dir.rows())
 
-    def measure(self, cell: Cell, tag: dict[str, Any]) -> list[ResultRow]:
+    def measure(self, cell: Cell, tag: dict[str, object]) -> list[ResultRow]:
         if cell.cell_id in self.saved:
             return self.saved[cell.cell_id]
         rows: list[ResultRow] = []
@@ -177,7 +176,7 @@ def _line(exp: Experiment, cell: Cell, row: ResultRow) -> str:
     return f"INVALID ({row.status}): {text}" if row.invalid else text
 
 
-def run_tune(setup: TuneSetup, run_dir: RunDir, *, say: Callable[[str], None] = lambda _: None, resume: bool = False) -> dict[str, Any]:
+def run_tune(setup: TuneSetup, run_dir: RunDir, *, say: Callable[[str], None] = lambda _: None, resume: bool = False) -> dict[str, object]:
     """Search, confirm, write tune.json and the report; returns tune.json's content.
     Ctrl-C raises runner.Interrupted with every finished cell kept."""
     exp = setup.exp
@@ -233,7 +232,7 @@ def _start_dir(setup: TuneSetup, run_dir: RunDir) -> None:
                                         "experiment_sha256": text_digest(setup.text), "tune": setup.spec.to_dict()})
 
 
-def _confirm(setup: TuneSetup, found: SearchResult, search: Search, cells: _Cells, say: Callable[[str], None]) -> dict[str, Any]:
+def _confirm(setup: TuneSetup, found: SearchResult, search: Search, cells: _Cells, say: Callable[[str], None]) -> dict[str, object]:
     """Fresh blocks of the winner, the runner-up and the default on a restarted engine."""
     exp = setup.exp
 
@@ -247,7 +246,7 @@ def _confirm(setup: TuneSetup, found: SearchResult, search: Search, cells: _Cell
                           new_instance=new_instance, say=say)
 
 
-def state_head(setup: TuneSetup) -> dict[str, Any]:
+def state_head(setup: TuneSetup) -> dict[str, object]:
     """What tune.json says of the experiment, the same all along (a fleet's host computes it)."""
     exp = setup.exp
     return {"experiment": exp.spec.name, "engine": exp.spec.engine.kind, "metric": exp.metric, "goal": exp.goal, "seed": exp.seed,
@@ -255,18 +254,18 @@ def state_head(setup: TuneSetup) -> dict[str, Any]:
 
 
 def _write_state(setup: TuneSetup, run_dir: RunDir, search: Search, found: SearchResult | None,
-                 confirmation: dict[str, Any] | None = None) -> dict[str, Any]:
+                 confirmation: dict[str, object] | None = None) -> dict[str, object]:
     return write_state(run_dir, state_head(setup), search, found, confirmation, lambda c: config_lines_of(setup.exp, c))
 
 
-def write_state(run_dir: RunDir, head: dict[str, Any], search: Search, found: SearchResult | None,
-                confirmation: dict[str, Any] | None, lines: Callable[[dict[str, Any]], list[str]]) -> dict[str, Any]:
+def write_state(run_dir: RunDir, head: Mapping[str, object], search: Search, found: SearchResult | None,
+                confirmation: Mapping[str, object] | None, lines: Callable[[dict[str, object]], list[str]]) -> dict[str, object]:
     """tune.json: `head` (state_head), the search so far, the confirmation; `lines` renders a
     configuration as the engine takes it."""
     winner = found.winner if found else search.incumbent
     config = search.trials[winner].config
     fixed_lines = head.get("fixed_lines") or []
-    state: dict[str, Any] = {
+    state: dict[str, object] = {
         **{k: v for k, v in head.items() if k != "fixed_lines"},
         "default": search.default_label,
         "winner": winner,
@@ -294,7 +293,7 @@ def write_state(run_dir: RunDir, head: dict[str, Any], search: Search, found: Se
     return state
 
 
-def config_lines_of(exp: Experiment, settings: dict[str, Any]) -> list[str]:
+def config_lines_of(exp: Experiment, settings: Mapping[str, object]) -> list[str]:
     engine_settings = {k: v for k, v in settings.items() if not k.startswith("workload.")}
     if not engine_settings:
         return []

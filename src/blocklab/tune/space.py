@@ -22,10 +22,11 @@ from __future__ import annotations
 import copy
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..errors import SpecError
+from ..spec import Scalar
 
 # the fields of [tune] and of a range table: anything else is refused with these lists
 TUNE_FIELDS = ("budget", "default", "candidates", "max_blocks", "confirm_blocks")
@@ -38,7 +39,7 @@ class Dimension:
     """One knob of the search space: a set of values, or an integer range."""
 
     name: str
-    values: tuple[Any, ...] = ()  # a set (empty for a range)
+    values: tuple[Scalar, ...] = ()  # a set (empty for a range)
     low: int | None = None
     high: int | None = None
     log: bool = False
@@ -55,9 +56,9 @@ class Dimension:
     def size(self) -> int:
         return int(self.high - self.low + 1) if self.is_range and self.high is not None and self.low is not None else len(self.values)
 
-    def contains(self, value: Any) -> bool:
-        if self.is_range:
-            return isinstance(value, int) and not isinstance(value, bool) and self.low <= value <= self.high  # type: ignore[operator]
+    def contains(self, value: object) -> bool:
+        if self.low is not None and self.high is not None:  # a range
+            return isinstance(value, int) and not isinstance(value, bool) and self.low <= value <= self.high
         return any(_same(value, v) for v in self.values)
 
     def describe(self) -> str:
@@ -65,9 +66,9 @@ class Dimension:
             return f"{self.low}..{self.high}" + (" (log)" if self.log else "")
         return "{" + ", ".join(map(_fmt, self.values)) + "}"
 
-    def edge_values(self) -> list[Any]:
+    def edge_values(self) -> list[Scalar]:
         """What the engine is asked about before the run: the set, or the range's ends."""
-        return [self.low, self.high] if self.is_range else list(self.values)
+        return [self.low, self.high] if self.low is not None and self.high is not None else list(self.values)
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ class TuneSpec:
 
     dimensions: list[Dimension]
     budget: Budget
-    default: dict[str, Any] = field(default_factory=dict)  # as given in [tune] default (may be partial)
+    default: dict[str, object] = field(default_factory=dict)  # as given in [tune] default (may be partial)
     candidates: int = 6
     max_blocks: int = 3
     confirm_blocks: int = 4
@@ -99,7 +100,7 @@ class TuneSpec:
     def names(self) -> list[str]:
         return [d.name for d in self.dimensions]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "knobs": {d.name: ({"min": d.low, "max": d.high, "log": d.log} if d.is_range else list(d.values)) for d in self.dimensions},
             "budget": {"cells": self.budget.cells, "seconds": self.budget.seconds},
@@ -110,7 +111,7 @@ class TuneSpec:
         }
 
 
-def parse_budget(value: Any, where: str = "--budget") -> Budget:
+def parse_budget(value: object, where: str = "--budget") -> Budget:
     """60 or "60" -> 60 cells; "90s", "20m", "1h30m" -> seconds. Anything else is refused."""
     if isinstance(value, bool):
         raise SpecError(f"{where} {value!r}: not a budget; give cells (an integer such as 60) or a duration such as 90s, 20m or 1h30m")
@@ -130,7 +131,7 @@ def parse_budget(value: Any, where: str = "--budget") -> Budget:
     return Budget(seconds=float(seconds))
 
 
-def split_raw(raw: dict[str, Any], source: str, budget_option: str | None) -> tuple[dict[str, Any], TuneSpec]:
+def split_raw(raw: dict[str, object], source: str, budget_option: str | None) -> tuple[dict[str, object], TuneSpec]:
     """An experiment file's dict -> (the dict blocklab's spec reads, with each range
     as its two ends and no [tune] table; the tune spec). Raises SpecError."""
     raw = copy.deepcopy(raw)
@@ -167,14 +168,14 @@ def split_raw(raw: dict[str, Any], source: str, budget_option: str | None) -> tu
     return raw, spec
 
 
-def _count(table: dict[str, Any], name: str, default: int, low: int, high: int, source: str) -> int:
+def _count(table: Mapping[str, object], name: str, default: int, low: int, high: int, source: str) -> int:
     value = table.get(name, default)
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise SpecError(f"{source}: tune.{name}: {value!r} is not accepted: an integer from {low} to {high}")
     return value
 
 
-def _dimension(name: str, value: Any, source: str) -> Dimension:
+def _dimension(name: str, value: object, source: str) -> Dimension:
     where = f"{source}: knobs.{name}"
     if isinstance(value, list):
         if not value:
@@ -201,11 +202,11 @@ def _dimension(name: str, value: Any, source: str) -> Dimension:
     return Dimension(name, low=low, high=high, log=log)
 
 
-def check_default(spec: TuneSpec, engine_defaults: dict[str, Any], canonical: dict[str, list[Any]], source: str) -> dict[str, Any]:
+def check_default(spec: TuneSpec, engine_defaults: Mapping[str, object], canonical: Mapping[str, list[Scalar]], source: str) -> dict[str, object]:
     """The default configuration: [tune] default where given, the engine's default
     for the other knobs. Every value must lie in the space (`canonical`: each
     set's values as the engine normalised them), else SpecError naming it."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for dim in spec.dimensions:
         given = dim.name in spec.default
         value = spec.default[dim.name] if given else engine_defaults.get(dim.name)
@@ -223,11 +224,11 @@ def check_default(spec: TuneSpec, engine_defaults: dict[str, Any], canonical: di
     return out
 
 
-def _same(a: Any, b: Any) -> bool:
+def _same(a: object, b: object) -> bool:
     return _fmt(a).lower() == _fmt(b).lower()
 
 
-def _fmt(value: Any) -> str:
+def _fmt(value: object) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
     return str(value)

@@ -50,7 +50,7 @@ from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal, NoReturn, Protocol, cast
+from typing import ClassVar, Literal, NoReturn, Protocol, cast
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
@@ -180,12 +180,12 @@ class SqlOptions(Options):
 
     @field_validator("script", mode="before")
     @classmethod
-    def _one_or_more(cls, value: Any) -> Any:
+    def _one_or_more(cls, value: object) -> object:
         return [value] if isinstance(value, str) else value
 
     @field_validator("script", "setup", "load")
     @classmethod
-    def _relative_to_experiment(cls, value: Any, info: ValidationInfo) -> Any:
+    def _relative_to_experiment(cls, value: list[str] | str | None, info: ValidationInfo) -> list[str] | str | None:
         # relative to the experiment file's directory only (never the current one, whatever it holds);
         # with no file (--script, a recipe) relative to the current directory; kept absolute, so that
         # a run resumed from elsewhere reads the same files
@@ -378,7 +378,7 @@ class Sql:
         """Why a cold cache cannot be made for the user's relations here (said before anything runs)."""
         return cast(SqlDialect, engine.dialect(self.name)).cold_problem()
 
-    def report_record(self) -> dict[str, Any]:
+    def report_record(self) -> dict[str, object]:
         """The scripts, their parameters and their statements' keys: kept with the run for its report."""
         return {
             "workload": self.name,

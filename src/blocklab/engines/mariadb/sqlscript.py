@@ -27,19 +27,23 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pymysql
 
+from ...jsonvalue import JsonObject, JsonValue, as_list, as_object
 from ...workloads.pgscript import Statement
 from ...workloads.sql import Bound, CheckStatement, ScriptFacts, SessionAccess, bind_by_execute
 from ..base import DialectBase, EngineError
 from .dsn import DATABASE
+from .session import MariadbSession
 from .waits import SessionWaitProfiler
 
 if TYPE_CHECKING:
+    from pymysql.cursors import Cursor
+
+    from ..base import Session
     from . import MariadbEngine
-    from .session import MariadbSession
 
 META = "blocklab_sql_meta"
 READ_ONLY_ERROR = 1792  # ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION
@@ -57,8 +61,8 @@ class SqlScripts(DialectBase):
             return chunks[0]  # sent as it is: PyMySQL formats only a statement given parameters
         return "%s".join(c.replace("%", "%%") for c in chunks)
 
-    def execute(self, session: Any, text: str, params: Sequence[Any]) -> int:
-        with session.conn.cursor() as cur:
+    def execute(self, session: Session, text: str, params: Sequence[object]) -> int:
+        with _own(session).conn.cursor() as cur:
             count = cur.execute(text, tuple(params) if params else None)
             cur.fetchall()
         return int(count or 0)
@@ -66,7 +70,7 @@ class SqlScripts(DialectBase):
     def protocols(self) -> tuple[str, ...]:
         return ("simple",)  # PyMySQL writes the values into the statement's text
 
-    def bind(self, session: Any, statements: Sequence[Statement], protocol: str) -> list[Bound]:
+    def bind(self, session: Session, statements: Sequence[Statement], protocol: str) -> list[Bound]:
         return bind_by_execute(self, session, statements)
 
     def statement_error(self, err: BaseException) -> tuple[str, int | None] | None:
@@ -97,12 +101,12 @@ class SqlScripts(DialectBase):
     def dataset_schema(self, fingerprint: str) -> str | None:
         return None  # blocklab's database
 
-    def _recorded(self) -> dict[str, Any] | None:
+    def _recorded(self) -> JsonObject | None:
         if not self.engine.query("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
                                  (DATABASE, META))[0][0]:
             return None
         rows = self.engine.query(f"SELECT fingerprint FROM `{META}` WHERE name = 'dataset'")
-        return json.loads(rows[0][0]) if rows else None
+        return as_object(json.loads(rows[0][0])) if rows else None  # written by build_dataset: an object
 
     def dataset_built(self, fingerprint: str) -> bool:
         recorded = self._recorded()
@@ -112,7 +116,8 @@ class SqlScripts(DialectBase):
         previous = self._recorded()
         with self.engine.sql_connect(session=False) as conn, conn.cursor() as cur:
             cur.execute(f"CREATE TABLE IF NOT EXISTS `{META}` (name VARCHAR(64) PRIMARY KEY, fingerprint TEXT)")
-            for table in sorted(set((previous or {}).get("tables", [])) & _tables(cur)):  # the catalog's names only
+            previous_tables = {t for t in as_list((previous or {}).get("tables")) if isinstance(t, str)}
+            for table in sorted(previous_tables & _tables(cur)):  # the catalog's names only
                 cur.execute(f"DROP TABLE IF EXISTS {_ident(table)}")
             cur.execute(f"DELETE FROM `{META}`")
             before = _tables(cur)
@@ -175,18 +180,24 @@ class SqlScripts(DialectBase):
         return facts
 
 
+def _own(session: Session) -> MariadbSession:
+    """A session given to the dialect: always one of this engine's own."""
+    assert isinstance(session, MariadbSession), session
+    return session
+
+
 ENDS_TRANSACTION = ("this statement ends the transaction implicitly (MariaDB commits before it: DDL, ANALYZE, FLUSH, LOCK "
                     "TABLES ...), and the check run, READ ONLY and rolled back, must stay one transaction; leave it out "
                     "of the script (run it before blocklab, or in the setup)")
 
 
-def _in_transaction(cur: Any) -> bool:
+def _in_transaction(cur: Cursor) -> bool:
     cur.execute("SELECT @@in_transaction")
     row = cur.fetchone()
     return bool(row and int(row[0]))
 
 
-def _read_write(cur: Any) -> str | None:
+def _read_write(cur: Cursor) -> str | None:
     """Why the check run's session is no longer READ ONLY (a procedure's SET SESSION TRANSACTION READ WRITE)."""
     cur.execute("SELECT @@session.tx_read_only")
     row = cur.fetchone()
@@ -201,22 +212,22 @@ def _ident(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def _tables(cur: Any) -> set[str]:
+def _tables(cur: Cursor) -> set[str]:
     cur.execute("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_TYPE = 'BASE TABLE'",
                 (DATABASE,))
     return {str(r[0]) for r in cur.fetchall()}
 
 
-def _explained_tables(cur: Any, statement: CheckStatement) -> list[str]:
+def _explained_tables(cur: Cursor, statement: CheckStatement) -> list[str]:
     """The tables EXPLAIN FORMAT=JSON names for a statement (its plan: nothing runs)."""
     try:
         cur.execute("EXPLAIN FORMAT=JSON " + statement.sql, tuple(statement.params) if statement.params else None)
-        plan = json.loads(cur.fetchall()[0][0])
+        plan: JsonValue = json.loads(cur.fetchall()[0][0])
     except (pymysql.err.MySQLError, IndexError, ValueError):
         return [f"{DATABASE}.?"]
     found: set[str] = set()
 
-    def walk(node: Any) -> None:
+    def walk(node: JsonValue) -> None:
         if isinstance(node, dict):
             if isinstance(node.get("table_name"), str):
                 found.add(f"{DATABASE}.{node['table_name']}")

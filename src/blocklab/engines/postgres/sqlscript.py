@@ -40,18 +40,23 @@ import contextlib
 import json
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import psycopg
 from psycopg import pq, sql
 
+from ...jsonvalue import JsonObject, JsonValue, as_list, as_object
 from ...workloads.pgscript import Statement
+from ...workloads.pgscript_expr import Value
 from ...workloads.sql import Bound, CheckStatement, ScriptFacts, SessionAccess
 from ..base import DialectBase, EngineError
 from .session import PgSession
 from .waits import SessionSampler
 
 if TYPE_CHECKING:
+    from psycopg.pq.abc import PGconn, PGresult
+
+    from ..base import Session
     from . import PostgresEngine
 
 COPY_SCHEMA = "blocklab_sql"  # the copies of a writing script's tables on a DSN
@@ -74,7 +79,8 @@ class SqlScripts(DialectBase):
             out += [f"${n}", chunk]
         return "".join(out)
 
-    def execute(self, session: Any, text: str, params: Sequence[Any]) -> int:
+    def execute(self, session: Session, text: str, params: Sequence[Value]) -> int:
+        session = _own(session)
         if session.read_only_guard and not read_only_default(session.conn.pgconn):
             raise EngineError(TURNED_OFF)
         names = tuple(f"p{i}" for i in range(len(params)))
@@ -83,7 +89,8 @@ class SqlScripts(DialectBase):
     def protocols(self) -> tuple[str, ...]:
         return ("prepared", "simple")
 
-    def bind(self, session: Any, statements: Sequence[Statement], protocol: str) -> list[Bound]:
+    def bind(self, session: Session, statements: Sequence[Statement], protocol: str) -> list[Bound]:
+        session = _own(session)
         if protocol == "simple":
             bound = [_simple(session, st.chunks, st.names) for st in statements]
         else:
@@ -235,7 +242,13 @@ class SqlScripts(DialectBase):
         return None
 
 
-def _prepared(session: Any, text: str, names: tuple[str, ...]) -> Bound:
+def _own(session: Session) -> PgSession:
+    """A session given to the dialect: always one of this engine's own."""
+    assert isinstance(session, PgSession), session
+    return session
+
+
+def _prepared(session: PgSession, text: str, names: tuple[str, ...]) -> Bound:
     """The statement prepared on the session at its first run (as pgbench -M prepared), then only
     executed: its values sent as text (str() of an int or a float: its repr), which the server
     casts to what the statement needs."""
@@ -243,7 +256,7 @@ def _prepared(session: Any, text: str, names: tuple[str, ...]) -> Bound:
     exec_prepared = pgconn.exec_prepared
     name: bytes | None = session.prepared.get(text)
 
-    def run(env: dict[str, Any]) -> int:
+    def run(env: dict[str, Value]) -> int:
         nonlocal name
         if name is None:
             name = _prepare(session, text)
@@ -253,10 +266,10 @@ def _prepared(session: Any, text: str, names: tuple[str, ...]) -> Bound:
     return run
 
 
-def _guarded(pgconn: Any, run: Bound) -> Bound:
+def _guarded(pgconn: PGconn, run: Bound) -> Bound:
     """A statement on a READ ONLY session of someone's server: run only while the session is still
     READ ONLY (the server reports it: no round trip)."""
-    def guarded(env: dict[str, Any]) -> int:
+    def guarded(env: dict[str, Value]) -> int:
         if not read_only_default(pgconn):
             raise EngineError(TURNED_OFF)
         return run(env)
@@ -264,7 +277,7 @@ def _guarded(pgconn: Any, run: Bound) -> Bound:
     return guarded
 
 
-def _prepare(session: Any, text: str) -> bytes:
+def _prepare(session: PgSession, text: str) -> bytes:
     name: bytes | None = session.prepared.get(text)
     if name is None:
         name = f"blocklab_sql_{len(session.prepared)}".encode()
@@ -273,7 +286,7 @@ def _prepare(session: Any, text: str) -> bytes:
     return name
 
 
-def _simple(session: Any, chunks: Sequence[str], names: tuple[str, ...]) -> Bound:
+def _simple(session: PgSession, chunks: Sequence[str], names: tuple[str, ...]) -> Bound:
     """The statement sent whole (as pgbench -M simple, its default): the server parses and plans it
     every time. Its values are written into its text as psycopg's client-side cursor quotes them
     (literal()): never pasted as they come."""
@@ -284,14 +297,14 @@ def _simple(session: Any, chunks: Sequence[str], names: tuple[str, ...]) -> Boun
         return lambda env: _count(exec_(whole))
     template = b"%s".join(c.encode().replace(b"%", b"%%") for c in chunks)  # bytes % (the literals,)
 
-    def run(env: dict[str, Any]) -> int:
+    def run(env: dict[str, Value]) -> int:
         result = exec_(template % tuple([literal(env[n]) for n in names]))
         return int(result.ntuples) if result.status == TUPLES_OK else _count(result)
 
     return run
 
 
-def literal(value: Any) -> bytes:
+def literal(value: object) -> bytes:
     """A script's value (an int or a float) as a SQL literal, exactly as psycopg's ClientCursor
     quotes it (tests/test_sql_protocol.py compares the two): a negative number with a space
     before it, so that `-:x` never reads as a `--` comment; infinities and NaN as typed strings."""
@@ -310,7 +323,7 @@ def literal(value: Any) -> bytes:
 _INF = float("inf")
 
 
-def _count(result: Any) -> int:
+def _count(result: PGresult) -> int:
     """The rows a statement returned or changed; the server's error raised as psycopg raises it."""
     status = result.status
     if status == TUPLES_OK:
@@ -338,7 +351,7 @@ def _left_read_only(conn: psycopg.Connection) -> str | None:
     return None
 
 
-def read_only_default(pgconn: Any) -> bool:
+def read_only_default(pgconn: PGconn) -> bool:
     """Is default_transaction_read_only on? Without a round trip where the server reports it (14 and later)."""
     reported = pgconn.parameter_status(b"default_transaction_read_only")
     if reported is None:
@@ -400,7 +413,7 @@ def _continue_from(conn: psycopg.Connection, own: str, original: str) -> None:
         conn.execute("SELECT setval(%s::regclass, %s, true)", (own, row[0]))
 
 
-def _param(value: Any) -> bytes:
+def _param(value: object) -> bytes:
     """A parameter as text, which the server casts to the type the statement needs (as pgbench sends them)."""
     return (repr(value) if isinstance(value, float) else str(value)).encode()
 
@@ -412,7 +425,7 @@ def _checked(result: pq.abc.PGresult) -> pq.abc.PGresult:
     return result
 
 
-def _exec(conn: psycopg.Connection, text: str, params: Sequence[Any]) -> pq.abc.PGresult:
+def _exec(conn: psycopg.Connection, text: str, params: Sequence[object]) -> pq.abc.PGresult:
     """One statement with its parameters, unprepared (the check run, the data set's build)."""
     return _checked(conn.pgconn.exec_params(text.encode(), [_param(p) for p in params]))
 
@@ -434,17 +447,17 @@ def _write_targets(conn: psycopg.Connection, statement: CheckStatement) -> list[
         return f"it is not a table write PostgreSQL can explain: {(err.diag.message_primary or str(err)).strip()}"
     conn.execute("RELEASE SAVEPOINT blocklab_explain")
     value = result.get_value(0, 0) if result.ntuples else None
-    plan = json.loads(bytes(value).decode()) if value is not None else []
+    plan: JsonValue = json.loads(bytes(value).decode()) if value is not None else []
     found: list[str] = []
 
-    def walk(node: dict[str, Any]) -> None:
+    def walk(node: JsonObject) -> None:
         if node.get("Node Type") == "ModifyTable" and node.get("Relation Name"):
             found.append(f"{node.get('Schema', 'public')}.{node['Relation Name']}")
-        for child in node.get("Plans", []):
-            walk(child)
+        for child in as_list(node.get("Plans")):
+            walk(as_object(child))
 
-    for entry in plan:
-        walk(entry["Plan"])
+    for entry in as_list(plan):  # EXPLAIN's JSON: a list of {"Plan": {...}}
+        walk(as_object(as_object(entry)["Plan"]))
     if not found:
         return "its plan writes no table (a function or a command that writes elsewhere)"
     return sorted(set(found))

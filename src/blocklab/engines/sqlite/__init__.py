@@ -44,7 +44,7 @@ from typing import Any, ClassVar
 
 import apsw
 
-from ..base import ApplyClass, Capabilities, CounterWindow, EngineBase, EngineError, EngineInfo, KnobError, KnobInfo, Session, SessionBase
+from ..base import ApplyClass, Capabilities, CounterWindow, EngineBase, EngineError, EngineInfo, KnobError, KnobInfo, Session
 from ..host import DirectoryLock, drop_os_cache_files
 from .capabilities import CAPABILITIES
 from .cpu_profile import ProfileProcesses
@@ -68,29 +68,12 @@ from .files import (
     read_pragmas,
 )
 from .knobs import ALWAYS_RECORDED, GENERIC_TO_NATIVE, KNOBS, NOT_ON_SQLITE, SESSION_ORDER, checked_page_size, with_limits
+from .session import SqliteSession
 from .sqlscript import SqlScripts
 from .tables import InsertLoop, ReloadTables
 
 ENGINE_NAME = "sqlite"
 META_TABLE = "blocklab_meta"  # table -> fingerprint: SQLite has no table comments
-
-
-class SqliteSession(SessionBase):
-    """A SQLite connection as engines/base.py's Session (in this process: no server)."""
-
-    def __init__(self, engine: SqliteEngine, conn: apsw.Connection):
-        self.engine = engine
-        self.conn = conn  # the apsw connection, for this package's own code
-        self.backend_id = os.getpid()
-
-    def execute(self, sql: str, params: Sequence[object] | None = None) -> list[tuple[Any, ...]]:
-        return list(self.conn.execute(sql, tuple(params or ())).fetchall())
-
-    def cancel(self) -> None:
-        self.conn.interrupt()  # safe from another thread: the statement stops with SQLITE_INTERRUPT
-
-    def close(self) -> None:
-        self.engine._forget(self.conn)
 
 
 class SqliteEngine(EngineBase):

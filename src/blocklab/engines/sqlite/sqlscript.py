@@ -16,16 +16,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import apsw
 
+from ...jsonvalue import JsonObject, as_list, as_object
 from ...workloads.pgscript import Statement
 from ...workloads.sql import Bound, CheckStatement, ScriptFacts, SessionAccess, bind_by_execute
 from ..base import DialectBase, EngineError, SessionProfiler
+from .session import SqliteSession
 
 if TYPE_CHECKING:
-    from . import SqliteEngine, SqliteSession
+    from ..base import Session
+    from . import SqliteEngine
 
 META = "blocklab_meta"
 DATASET_KEY = "blocklab_sql_dataset"  # its fingerprint: {"fingerprint": ..., "tables": [...]}
@@ -41,8 +44,8 @@ class SqlScripts(DialectBase):
     def driver_sql(self, chunks: Sequence[str]) -> str:
         return "?".join(chunks)
 
-    def execute(self, session: Any, text: str, params: Sequence[Any]) -> int:
-        conn = session.conn
+    def execute(self, session: Session, text: str, params: Sequence[object]) -> int:
+        conn = _own(session).conn
         before = conn.total_changes()  # changes() would repeat the last write's count after a COMMIT
         rows = conn.execute(text, tuple(params)).fetchall()
         return len(rows) if rows else int(conn.total_changes() - before)
@@ -50,7 +53,7 @@ class SqlScripts(DialectBase):
     def protocols(self) -> tuple[str, ...]:
         return ("prepared",)  # apsw prepares each statement once (its statement cache) and binds its values
 
-    def bind(self, session: Any, statements: Sequence[Statement], protocol: str) -> list[Bound]:
+    def bind(self, session: Session, statements: Sequence[Statement], protocol: str) -> list[Bound]:
         return bind_by_execute(self, session, statements)
 
     def statement_error(self, err: BaseException) -> tuple[str, int | None] | None:
@@ -81,11 +84,11 @@ class SqlScripts(DialectBase):
     def dataset_schema(self, fingerprint: str) -> str | None:
         return None  # SQLite has one namespace (main)
 
-    def _recorded(self) -> dict[str, Any] | None:
+    def _recorded(self) -> JsonObject | None:
         if not self.engine.query("SELECT count(*) FROM sqlite_master WHERE name = ?", (META,))[0][0]:
             return None
         rows = self.engine.query(f'SELECT fingerprint FROM "{META}" WHERE name = ?', (DATASET_KEY,))
-        return json.loads(rows[0][0]) if rows else None
+        return as_object(json.loads(rows[0][0])) if rows else None  # written by build_dataset: an object
 
     def dataset_built(self, fingerprint: str) -> bool:
         recorded = self._recorded()
@@ -95,7 +98,7 @@ class SqlScripts(DialectBase):
         previous = self._recorded()
         conn = self.engine.sqlite_connect()
         try:
-            for table in (previous or {}).get("tables", []):
+            for table in as_list((previous or {}).get("tables")):
                 conn.execute(f'DROP TABLE IF EXISTS "{table}"')
             before = _tables(conn)
             conn.execute("BEGIN")
@@ -137,6 +140,12 @@ class SqlScripts(DialectBase):
         finally:
             self.engine._forget(conn)
         return facts
+
+
+def _own(session: Session) -> SqliteSession:
+    """A session given to the dialect: always one of this engine's own."""
+    assert isinstance(session, SqliteSession), session
+    return session
 
 
 def _tables(conn: apsw.Connection, types: tuple[str, ...] = ("table",)) -> set[str]:
