@@ -38,8 +38,11 @@ def _parsed_by_mariadbd(cnf: Path) -> tuple[dict[str, str], str]:
      {"innodb_flush_method": "fsync", "innodb_doublewrite": "FALSE", "innodb_flush_neighbors": "0"}),
 ])
 def test_the_winners_my_cnf_lines_are_what_mariadbd_reads(tmp_path, cache_dir, settings, expected):
-    engine = MariadbEngine(cache_dir=cache_dir / f"config-lines-{tmp_path.name}")  # never started: config_lines needs the knobs only
-    lines = engine.config_lines(engine.check_settings(settings, partial=True))
+    engine = MariadbEngine(cache_dir=cache_dir / f"config-lines-{tmp_path.name}")
+    try:  # the settings as tune hands them over: canonical (a server variable's check reads the catalog)
+        lines = engine.config_lines(engine.check_settings(settings, partial=True))
+    finally:
+        engine.stop()  # check_settings may have started the private server for its catalog
     assert lines[0] == "[mysqld]"
     cnf = tmp_path / "my.cnf"
     cnf.write_text("\n".join(lines) + "\n")

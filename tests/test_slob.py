@@ -202,3 +202,36 @@ def test_interrupted_point_cancels_the_sessions_loops(pg_engine, ctrl_c_raises):
             break
         time.sleep(0.1)
     assert busy == 0
+
+
+def test_a_session_that_reaches_its_statement_after_the_interrupt_is_cancelled_too(ctrl_c_raises):
+    """Seen hanging a whole suite: Ctrl-C came while a session, released by the barrier,
+    had not yet sent its hour-long loop (a loaded machine); the one cancel found nothing
+    to stop, the loop then ran. run_together now cancels again until every session ends."""
+    import threading
+    import time
+
+    from blocklab.workloads.together import run_together
+
+    running = [threading.Event(), threading.Event()]
+    stop = [threading.Event(), threading.Event()]
+
+    def session(i: int) -> int:
+        if i == 1:
+            time.sleep(3.0)  # reaches its statement a second after the Ctrl-C (at 2 s)
+        running[i].set()
+        stop[i].wait(3600)  # the server's loop: ends only when cancelled while it runs
+        return i
+
+    def cancel(i: int) -> None:
+        if running[i].is_set():  # a cancel finds only a statement that is running
+            stop[i].set()
+
+    def watchdog() -> None:
+        for event in stop:
+            event.set()
+
+    in_time = interrupt_mid_point(lambda: run_together(2, session, "test-late", cancel=cancel), watchdog)
+    late_one_cancelled = stop[1].is_set()
+    watchdog()  # release a session left running, so that the test fails instead of hanging
+    assert in_time and late_one_cancelled, "a session that started its statement after the interrupt ran on"

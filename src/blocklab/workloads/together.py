@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
 T = TypeVar("T")
+CANCEL_FOR_S = 30.0  # how long an interrupted point keeps cancelling sessions that have not ended
+CANCEL_EVERY_S = 1.0  # ... again and again: a statement sent after the first cancel is not stopped by it
 
 
 def run_together(
@@ -64,12 +67,7 @@ def run_together(
                 pass
     except BaseException:
         barrier.abort()
-        for i in range(count):
-            if cancel is not None and not done[i].is_set():
-                with contextlib.suppress(Exception):
-                    cancel(i)
-        for event in done:
-            event.wait(30)
+        _cancel_until_done(done, cancel, CANCEL_FOR_S)
         raise
     for t in threads:
         t.join()
@@ -77,3 +75,21 @@ def run_together(
     if real or errors:
         raise (real or errors)[0]
     return [x for x in out if x is not None]
+
+
+def _cancel_until_done(done: list[threading.Event], cancel: Callable[[int], None] | None, for_s: float) -> None:
+    """Cancel every session not yet done, and again every CANCEL_EVERY_S while any runs on.
+    Once was not enough: a session released by the barrier but not yet at its server call
+    when the interrupt came (a loaded machine) sent its statement after the cancel, which
+    found nothing to stop, and the point then waited out its whole run time (a test hung
+    for an hour-long SLOB loop)."""
+    deadline = time.monotonic() + for_s
+    while True:
+        running = [i for i, event in enumerate(done) if not event.is_set()]
+        if not running or time.monotonic() >= deadline:
+            return
+        if cancel is not None:
+            for i in running:
+                with contextlib.suppress(Exception):
+                    cancel(i)
+        done[running[0]].wait(min(CANCEL_EVERY_S, max(0.0, deadline - time.monotonic())))
