@@ -31,7 +31,6 @@ import json
 import random
 import signal
 import threading
-import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import FrameType
@@ -91,22 +90,12 @@ class _Stopped(Exception):
 def start_tune(target: str, *, budget: str | None, seed: int | None, request: FleetRequest, say: Callable[[str], None],
                out: Path | None = None) -> FleetTuneState:
     """Tune the experiment FILE on every host of the fleet; fleet-tune.json's content."""
-    from .. import recipes
     from ..paths import results_root
     from ..results import new_run_dir
-    from ..spec import read_experiment_text, spec_from_dict
-    from ..tune.space import split_raw
+    from ..spec import spec_from_dict
+    from ..tune.session import read_tune_file
 
-    path = recipes.resolve(target)
-    text = read_experiment_text(Path(path))
-    source = str(path)
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        raise SpecError(f"{source}: malformed TOML: {err}") from None
-    if not raw:
-        raise SpecError(f"{source}: the experiment file is empty; tune needs [workload], [knobs] and a budget")
-    raw, _ = split_raw(raw, source, budget)
+    raw, _, text, source = read_tune_file(target, budget)
     spec = spec_from_dict(raw, source, {"measure.seed": seed} if seed is not None else {})
     check_fleet_spec(spec)
     if seed is None:

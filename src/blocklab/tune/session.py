@@ -52,10 +52,10 @@ class TuneSetup:
     budget_option: str | None
 
 
-def load_tune(target: str, *, budget: str | None = None, seed: int | None = None, cache_dir: Path | None = None,
-              text: str | None = None, source: str | None = None) -> TuneSetup:
-    """FILE or RECIPE (or the saved `text`) -> a checked TuneSetup. Raises SpecError with
-    one line naming what is wrong, before anything is measured."""
+def read_tune_file(target: str, budget: str | None, text: str | None = None,
+                   source: str | None = None) -> tuple[dict[str, object], TuneSpec, str, str]:
+    """FILE or RECIPE (or the saved `text`) -> (the dict blocklab's spec reads, the tune
+    spec, the text, where it came from). SpecError naming the file otherwise."""
     if text is None:
         path = recipes.resolve(target)
         text = read_experiment_text(Path(path))
@@ -68,6 +68,14 @@ def load_tune(target: str, *, budget: str | None = None, seed: int | None = None
     if not raw:
         raise SpecError(f"{source}: the experiment file is empty; tune needs [workload], [knobs] and a budget")
     raw, spec = split_raw(raw, source, budget)
+    return raw, spec, text, source
+
+
+def load_tune(target: str, *, budget: str | None = None, seed: int | None = None, cache_dir: Path | None = None,
+              text: str | None = None, source: str | None = None) -> TuneSetup:
+    """FILE or RECIPE (or the saved `text`) -> a checked TuneSetup. Raises SpecError with
+    one line naming what is wrong, before anything is measured."""
+    raw, spec, text, source = read_tune_file(target, budget, text, source)
     overrides: dict[str, object] = {"measure.seed": seed} if seed is not None else {}
     exp_spec = spec_from_dict(raw, source, dict(overrides))
     exp = prepare(exp_spec, text, source, cache_dir=cache_dir, raw=raw, overrides=overrides)
