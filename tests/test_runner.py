@@ -241,3 +241,22 @@ def test_paths_with_brackets_are_printed_as_they_are(cli_env, tmp_path):
     lines = result.stdout.splitlines()
     assert lines.count(f"results: {out}") == 2, result.stdout
     assert f"report:  {out / 'report.html'}" in lines and f"plot:    {out / 'plots' / 'nulltest-score.png'}" in lines
+
+
+def test_a_final_report_that_cannot_render_is_said_not_swallowed(tmp_path, monkeypatch):
+    """The last report of a run was written with its error dropped: the CLI then pointed at a
+    report of an earlier cell as if it were the run's."""
+    from blocklab.report import writer
+
+    real = writer.write_report
+
+    def broken(path):  # renders during the run, fails only once every cell is in (the final report)
+        if len(RunDir(path).rows()) == 9:
+            raise ValueError("a figure that cannot be drawn")
+        return real(path)
+
+    monkeypatch.setattr(writer, "write_report", broken)
+    reporter = SilentReporter()
+    summary = run(null_experiment(), RunDir(tmp_path / "run"), reporter)
+    assert summary["best"] == {"null.level": 3}  # the run itself is whole
+    assert "report not updated: ValueError: a figure that cannot be drawn" in reporter.lines

@@ -178,7 +178,8 @@ def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = 
         if beside is not None:
             beside.close()  # its test files, also after Ctrl-C or an error
     summary = write_summary(exp, run_dir, plan)
-    refresh_report(run_dir, force=True)
+    if message := refresh_report(run_dir, force=True):  # the last report too says why it could not render
+        reporter.phase(message)
     reporter.finished(summary)
     return summary
 
