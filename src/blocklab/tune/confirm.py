@@ -4,10 +4,11 @@ The search picked its winner from the same data it would be judged on (the
 winner's curse: the luckiest of the good configurations looks best). So the
 verdict comes from blocks measured after the search, on a new engine instance
 where the engine allows it (the embedded server restarted: its caches empty),
-each block holding the three once in a random order. Two claims are made from
-them, each with a paired t interval (the per-block ratios, analysis/paired.py)
-at 1 - 0.05/2 so that both hold together with 95%: the winner against the
-default (its advantage) and the runner-up against the winner.
+each block holding the three once in a random order. Every pair of them is a
+claim (three: the winner against the default, its advantage; the runner-up
+against the winner; the runner-up against the default), each with a paired t
+interval (the per-block ratios, analysis/paired.py) at 1 - 0.05/3 so that all
+hold together with 95% (Bonferroni; with two entrants one claim at 95%).
 
 Each claim carries two intervals, both from the confirmation's blocks alone:
 the confidence interval of the true advantage (`low`, `high`: the true ratio
@@ -151,7 +152,7 @@ def confirm_winner(search: Search, found: SearchResult, *, blocks: int, missing:
         value = search.measure_one(cell, {"phase": "confirm"})  # paid from the budget like the race's cells
         if value is not None:
             measured.append(BlockCell(cell.block, cell.setting.label, value))
-    claims = len(entrants) - 1
+    claims = len(entrants) * (len(entrants) - 1) // 2  # every pair below is a claim; they hold together
     goal = search.goal
     adv = advantage(measured, found.winner, found.default, goal, claims) if found.winner != found.default else None
     runner = advantage(measured, found.runner_up, found.winner, goal, claims) if found.runner_up else None
