@@ -64,15 +64,16 @@ def analyse_rows(
     return analyse(groups, goal=goal, baseline=base, practical=practical, seed=seed, metric=metric)
 
 
-def _pair_spreads(analysis: Analysis, rows: list[ResultRow], metric: str) -> dict[Hashable, float]:
-    """Each setting's per-block log-ratio spread against the best (paired runs): what
-    the blocks-to-settle estimate rests on, the same for the verdict and the budget's note."""
+def _pair_spreads(analysis: Analysis, rows: list[ResultRow], metric: str) -> dict[Hashable, tuple[float, int]]:
+    """Each setting's per-block log-ratio spread against the best and the blocks holding
+    both (paired runs; a budget may end a run inside a block): what the blocks-to-settle
+    estimate rests on, the same for the verdict and the budget's note."""
     from .settle import pair_spread
 
     if analysis.method != "paired" or analysis.best is None:
         return {}
     best = str(analysis.best)
-    return {key: pair_spread(rows, metric, str(key), best)[0]
+    return {key: pair_spread(rows, metric, str(key), best)
             for key, s in analysis.settings.items() if s.n and key != analysis.best}
 
 

@@ -69,7 +69,7 @@ def blocks_of(analysis: Analysis, key: Hashable) -> int:
     return min(analysis.settings[key].n, best.n if best else analysis.settings[key].n)
 
 
-def standings(analysis: Analysis, spreads: Mapping[Hashable, float] | None = None) -> list[Standing]:
+def standings(analysis: Analysis, spreads: Mapping[Hashable, tuple[float, int]] | None = None) -> list[Standing]:
     """Every measured setting other than the best, the worst first. `spreads`: each
     setting's per-block log-ratio spread against the best, measured from the rows
     (settle.pair_spread); the blocks an undecided one needs come from the same
@@ -89,9 +89,9 @@ def standings(analysis: Analysis, spreads: Mapping[Hashable, float] | None = Non
         elif key in analysis.indistinguishable and math.isfinite(hi) and hi <= 1.0 + tol and lo >= 1.0 / (1.0 + tol):
             kind, needed = "as_good", None  # the whole interval within the margin, never the point estimate alone
         else:
-            own = (spreads or {}).get(key, math.nan)
-            kind, needed = "undecided", blocks_to_settle(
-                f, lo, hi, blocks_of(analysis, key), tol, settings=measured,
+            own, shared = (spreads or {}).get(key, (math.nan, 0))
+            kind, needed = "undecided", blocks_to_settle(  # from the blocks holding both, as the budget's note counts
+                f, lo, hi, shared if shared >= 1 else blocks_of(analysis, key), tol, settings=measured,
                 noise_sd=analysis.residual_sd if analysis.method == "paired" else math.nan,
                 pair_spread=own, alpha=(1.0 - analysis.confidence_per_look), ratio=s.ratio_to_best,
             )
@@ -167,7 +167,7 @@ def verdict_options(
     knob_label: str = "setting",
     describe: Callable[[Hashable], str] | None = None,
     unit: str = "",
-    spreads: Mapping[Hashable, float] | None = None,
+    spreads: Mapping[Hashable, tuple[float, int]] | None = None,
 ) -> list[list[str]]:
     """The verdict's lines, from the most detailed to the most compact: the
     caller keeps the first that fits (compose), with the disk's line after them."""
