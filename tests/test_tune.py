@@ -330,7 +330,8 @@ def test_bad_input_is_refused_before_anything_runs(tmp_path):
         [write(tmp_path, NULL_TOML.replace("{min = 0, max = 100}", "{min = 50, max = 10}")), "--out", str(out)])
     assert "5000 is out of range; accepted: an integer from 0 to 1,000" in refused(
         [write(tmp_path, NULL_TOML.replace("{min = 0, max = 100}", "{min = 0, max = 5000}")), "--out", str(out)])
-    assert "--resume: a fleet tune is not resumed yet" in refused(["--resume", str(tmp_path), "--fleet", "tls://sched:8786"])
+    assert f"--resume: {tmp_path}: not a fleet tune directory (no spec.json naming a fleet, or no hosts/)" in " ".join(
+        refused(["--resume", str(tmp_path), "--fleet", "tls://sched:8786"]).split())
     assert "--hosts, --certs, --insecure and --share-disk go with --fleet ADDRESS" in refused([path, "--hosts", "a,b"])
     assert "--resume continues a tune exactly as it started" in refused(["--resume", str(tmp_path), "--budget", "9"])
     assert not out.exists(), "nothing was written"

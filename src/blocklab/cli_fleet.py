@@ -77,7 +77,7 @@ def _security(role: str, certs: Path | None, insecure: bool) -> Security | None:
     return load_security(role, certs_dir(certs, insecure))
 
 
-def _trust_words(certs: Path | None, insecure: bool) -> str:
+def trust_words(certs: Path | None, insecure: bool) -> str:
     """The options that say how to reach the fleet, for the commands printed to copy."""
     from .fleet.security import CERTS_ENV
 
@@ -159,7 +159,7 @@ def up_command(listen: str | None, certs: Path | None, insecure: bool, verbose: 
         security = _security("scheduler", certs, insecure)
     except FleetInputError as err:
         fail(console, str(err), EXIT_BAD_INPUT)
-    trust = _trust_words(certs, insecure)
+    trust = trust_words(certs, insecure)
 
     def ready(contact: str) -> None:
         lines = [
@@ -434,12 +434,12 @@ def run_on_fleet(target: str | None, overrides: Overrides, out: Path | None, res
     except Interrupted as err:
         reporter.close()
         where = getattr(err, "run_dir", None) or resume or "DIR"
-        _print(console, f"{err}; continue with: blocklab run --resume {where} --fleet {fleet} {_trust_words(certs, insecure)}")
+        _print(console, f"{err}; continue with: blocklab run --resume {where} --fleet {fleet} {trust_words(certs, insecure)}")
         sys.exit(EXIT_INTERRUPTED)
     except KeyboardInterrupt:  # before the first cell: the hosts' labs were closed on the way out
         reporter.close()
         _print(console, "interrupted before any cell was measured; nothing to resume" if resume is None
-               else f"interrupted; continue with: blocklab run --resume {resume} --fleet {fleet} {_trust_words(certs, insecure)}")
+               else f"interrupted; continue with: blocklab run --resume {resume} --fleet {fleet} {trust_words(certs, insecure)}")
         sys.exit(EXIT_INTERRUPTED)
     except (SpecError, ResultsError) as err:
         reporter.close()
@@ -453,7 +453,7 @@ def run_on_fleet(target: str | None, overrides: Overrides, out: Path | None, res
         lines = [f"{h}: {n} cell(s) not measured" + (f" ({outcome.lost[h]})" if h in outcome.lost else "") for h, n in outcome.missing.items()]
         for line in lines:
             _print(console, line, style="red")
-        _print(console, f"when their workers are back: blocklab run --resume {outcome.run_dir.path} --fleet {fleet} {_trust_words(certs, insecure)}", style="red")
+        _print(console, f"when their workers are back: blocklab run --resume {outcome.run_dir.path} --fleet {fleet} {trust_words(certs, insecure)}", style="red")
         sys.exit(EXIT_FAILED)
 
 
