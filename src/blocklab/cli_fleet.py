@@ -215,6 +215,7 @@ def _print_status(console: Console, address: str, workers: list[dict[str, Any]])
     from rich.table import Table
 
     from .fleet.facts import describe_engines
+    from .report.console_tables import plain
 
     if not workers:
         _print(console, f"no worker is connected to {address}; start `blocklab worker --scheduler {address}` on each host")
@@ -227,14 +228,15 @@ def _print_status(console: Console, address: str, workers: list[dict[str, Any]])
         table.add_column(column)
     for w in workers:
         if "error" in w:
-            table.add_row(w["name"], w["address"], "", "", "", "", w["error"], "")
+            table.add_row(plain(w["name"]), plain(w["address"]), "", "", "", "", plain(w["error"]), "")
             continue
         others = [n for n in by_disk.get(str(w.get("disk")), []) if n != w["name"]]
         device = str(w.get("device") or "")
         if medium := describe_medium(str(w.get("virtual") or ""), w.get("rotational")):
             device += f" ({medium})"
-        table.add_row(w["name"], w["address"], str(w.get("hostname") or ""), device, str(w.get("file_system") or ""),
-                      ", ".join(others) or "-", describe_engines(w.get("engines") or {}), ", ".join(w.get("busy") or []) or "-")
+        cells = [w["name"], w["address"], w.get("hostname") or "", device, w.get("file_system") or "", ", ".join(others) or "-",
+                 describe_engines(w.get("engines") or {}), ", ".join(w.get("busy") or []) or "-"]
+        table.add_row(*(plain(c) for c in cells))  # names and paths verbatim: no rich markup
     console.print(table)
 
 
@@ -459,11 +461,14 @@ def run_on_fleet(target: str | None, overrides: Overrides, out: Path | None, res
 
 def _print_fleet_summary(console: Console, outcome: FleetOutcome) -> None:
     from rich import box
+    from rich.markup import escape
     from rich.table import Table
+
+    from .report.console_tables import plain
 
     summary, sweep = outcome.summary, outcome.sweep
     fleet = summary.get("fleet") or {}
-    table = Table(title=f"{summary.get('metric')} per host ({summary.get('goal')} is best)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    table = Table(title=escape(f"{summary.get('metric')} per host ({summary.get('goal')} is best)"), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     for column in ("host", "cells ok", "best", "median at best", "the fleet's choice there"):
         table.add_column(column, justify="right" if column in ("cells ok", "median at best") else "left")
     choice = fleet.get("choice")
@@ -480,7 +485,7 @@ def _print_fleet_summary(console: Console, outcome: FleetOutcome) -> None:
             there = f"{d['factor']:.2f}x slower" if d.get("n") else "not measured"
         else:
             there = "-"
-        table.add_row(host, f"{s.get('cells_ok', 0)}/{s.get('cells_planned') or 0}", sweep.describe_setting(best) if best else "-",
+        table.add_row(plain(host), f"{s.get('cells_ok', 0)}/{s.get('cells_planned') or 0}", plain(sweep.describe_setting(best) if best else "-"),
                       human(float(entry.get("median", "nan")), sweep.unit) if best else "-", there if choice else "-")
     console.print(table)
     if summary.get("headline"):
