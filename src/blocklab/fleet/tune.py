@@ -111,19 +111,18 @@ def start_tune(target: str, *, budget: str | None, seed: int | None, request: Fl
         raise FleetInputError("--out", f"{run_dir.path} already holds files; continue a fleet tune there with --resume "
                               f"{run_dir.path} --fleet ADDRESS, or choose another --out")
 
-    def begin(hosts: list[str]) -> dict[str, int]:
-        seeds = {h: host_seed(seed, h) for h in hosts}  # each host its own search and block orders, as a fleet run's plans
+    def begin(hosts: list[str], seeds: dict[str, int]) -> None:  # once every host took the tune
         # what a resume needs to take the same tune up again: the hosts and their seeds
         fleet = {"scheduler": request.address, "hosts": hosts, "seed": seed, "host_seeds": seeds}
         run_dir.create()
         run_dir.write_text(EXPERIMENT_FILE, text)
         run_dir.write_json(SPEC_FILE, {"source": source, "spec": spec.model_dump(), "options": {"budget": budget},
                                        "experiment_sha256": text_digest(text), "fleet": fleet})
-        return seeds
 
     with _Connection(request) as fleet:
         hosts = fleet.choose(request.hosts)
-        return _tune_hosts(fleet, run_dir, hosts, begin, _Experiment(text, source, budget, spec.name, seed), _Say(say, warn), resume=False)
+        seeds = {h: host_seed(seed, h) for h in hosts}  # each host its own search and block orders, as a fleet run's plans
+        return _tune_hosts(fleet, run_dir, seeds, begin, _Experiment(text, source, budget, spec.name, seed), _Say(say, warn), resume=False)
 
 
 def resume_tune(run_path: Path, request: FleetRequest, say: Callable[[str], None], warn: Callable[[str], None] = to_stderr) -> FleetTuneState:
@@ -156,7 +155,7 @@ def resume_tune(run_path: Path, request: FleetRequest, say: Callable[[str], None
                                   f"a fleet tune resumes on every host it started with ({', '.join(recorded)}): start "
                                   f"`blocklab worker --scheduler {request.address} --name {absent[0]}` there")
         say(f"resuming {run_path} on {', '.join(recorded)}: each host's tune replayed from its rows, then measured on")
-        return _tune_hosts(fleet, run_dir, recorded, lambda _: seeds, exp, _Say(say, warn), resume=True)
+        return _tune_hosts(fleet, run_dir, seeds, lambda *_: None, exp, _Say(say, warn), resume=True)
 
 
 def saved_fleet_tune(where: Path) -> dict[str, Any]:
@@ -238,18 +237,20 @@ class _Connection:
         self.fleet.close()
 
 
-def _tune_hosts(fleet: FleetConnection, run_dir: RunDir, hosts: list[str], begin: Callable[[list[str]], dict[str, int]],
+def _tune_hosts(fleet: FleetConnection, run_dir: RunDir, seeds: dict[str, int], begin: Callable[[list[str], dict[str, int]], None],
                 exp: _Experiment, say: _Say, *, resume: bool) -> FleetTuneState:
-    """Open the tune on every host, run each host's tune (measured, or replayed from its rows
-    on a resume), the cross blocks, fleet-tune.json and the report."""
+    """Open the tune on every host (each with its seed), `begin` (the directory is written
+    once every host took the tune), run each host's tune (measured, or replayed from its
+    rows on a resume), the cross blocks, fleet-tune.json and the report."""
     stop = threading.Event()
+    hosts = list(seeds)
     try:
         fleet.make_labs(hosts, run_dir.path.name)
         say(f"opening the tune on {len(hosts)} host(s): {', '.join(hosts)} (each checks it against its own engine)")
-        seeds = begin(hosts)
         opened = _open(fleet, hosts, exp, seeds)
         if resume:
             _check_as_recorded(run_dir, opened)
+        begin(hosts, seeds)
         say(f"results: {run_dir.path}")
         locks: dict[str, threading.Lock] = {}  # disk -> the turn of its hosts
         tunes = {}
