@@ -170,3 +170,26 @@ def test_a_stopped_fleet_tune_resumes_on_its_hosts_and_measures_no_cell_twice(fl
     assert "Each host's tune" in (out / "report.html").read_text()
     again = CliRunner().invoke(main, ["tune", "--resume", str(out), *on_fleet])
     assert again.exit_code == 0 and "this fleet tune is finished" in again.output
+
+
+def test_a_host_lost_mid_tune_names_the_resume_command(monkeypatch, tmp_path):
+    """A host lost or stopped during the tune (FleetError once the directory is written): exit 1 with
+    the error on stderr and the command that continues it, as after Ctrl-C."""
+    from blocklab.fleet import FleetError
+    from blocklab.fleet import tune as fleet_tune
+
+    space = tmp_path / "space.toml"
+    space.write_text(NULL_TOML)
+
+    def lost(*args: object, **kw: object) -> None:
+        err = FleetError("host host-b was lost during the tune: gone; its rows are kept under hosts/host-b")
+        err.run_dir = tmp_path / "run"
+        raise err
+
+    monkeypatch.setattr(fleet_tune, "start_tune", lost)
+    result = CliRunner().invoke(main, ["tune", str(space), "--fleet", "tcp://127.0.0.1:8786", "--insecure"])
+    assert result.exit_code == 1, result.output
+    err = " ".join(result.stderr.split())
+    assert "host host-b was lost during the tune" in err
+    assert f"continue with: blocklab tune --resume {tmp_path / 'run'} --fleet tcp://127.0.0.1:8786 --insecure" in err
+    assert "continue with" not in result.stdout

@@ -159,7 +159,10 @@ def _tune_on_fleet(console: Any, say: Any, warn: Any, target: str | None, budget
         sys.exit(EXIT_INTERRUPTED)
     except (SpecError, ResultsError) as err:
         fail(console, str(err), EXIT_BAD_INPUT)
-    except (FleetError, EngineError, ResultsWriteError) as err:
+    except FleetError as err:
+        again = f"\ncontinue with: blocklab tune --resume {err.run_dir} --fleet {fleet} {trust_words(certs, insecure)}" if err.run_dir else ""
+        fail(console, f"{err}{again}", EXIT_FAILED)
+    except (EngineError, ResultsWriteError) as err:
         fail(console, str(err), EXIT_FAILED)
     for host, t in state["tunes"].items():
         say(f"{host}: {t.get('verdict')}")

@@ -286,6 +286,10 @@ def _tune_hosts(fleet: FleetConnection, run_dir: RunDir, seeds: dict[str, int], 
         except Exception as err:  # the report never loses a tune
             say.warn(f"the report could not be written: {type(err).__name__}: {err}")
         return state
+    except FleetError as err:  # a host lost or stopped: the others' rows and its own are kept
+        if run_dir.file(SPEC_FILE).exists():
+            err.run_dir = run_dir.path  # the CLI says how to continue
+        raise
     except KeyboardInterrupt:
         stop.set()
         fleet.close(wait=False)
