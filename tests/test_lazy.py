@@ -31,3 +31,12 @@ def test_a_name_the_module_lacks_is_its_attribute_error():
         assert "no_such_name" in str(err)
     else:
         raise AssertionError("no AttributeError")
+
+
+def test_it_copies_and_pickles_as_its_name():
+    import copy
+    import pickle
+
+    lazy = LazyModule("json")
+    for twin in (copy.copy(lazy), pickle.loads(pickle.dumps(lazy))):
+        assert isinstance(twin, LazyModule) and twin.dumps({}) == "{}"

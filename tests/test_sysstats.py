@@ -238,8 +238,9 @@ def _within(phase, reads: float, time_ms: float, at_least: int) -> None:
     """The phase's pg_stat_io deltas inside the test's wider window of the same counters."""
     assert at_least <= phase.reads <= reads
     assert reads - phase.reads <= 20  # the warm-up block and catalogs, not a share of the phase
-    assert 0 < phase.read_time_ms <= time_ms + 1e-6
-    assert phase.avg_read_ms == pytest.approx(phase.read_time_ms / phase.reads)
+    # most of the window's read time is the phase's (its reads are all but 20 of the window's): a wrong
+    # unit or column would be far off; the few cold reads outside it are slower, not 15 times all the rest
+    assert 0.5 * time_ms <= phase.read_time_ms <= time_ms + 1e-6
 
 
 @pytest.mark.engine

@@ -32,7 +32,12 @@ class LazyModule:
             return self._module
 
     def __getattr__(self, attr: str) -> Any:  # what the module holds; SciPy has no type stubs here
+        if attr.startswith("_"):  # never our own fields (copy and pickle look them up before __init__ ran)
+            raise AttributeError(attr)
         return getattr(self._module if self._module is not None else self._load(), attr)
+
+    def __reduce__(self) -> tuple[type[LazyModule], tuple[str]]:  # pickled as its name, never its lock
+        return (LazyModule, (self._name,))
 
     def __repr__(self) -> str:
         return f"<lazily imported {self._name}{'' if self._module is None else ' (imported)'}>"

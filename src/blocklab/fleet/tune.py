@@ -115,6 +115,7 @@ def start_tune(target: str, *, budget: str | None, seed: int | None, request: Fl
         # what a resume needs to take the same tune up again: the hosts and their seeds
         fleet = {"scheduler": request.address, "hosts": hosts, "seed": seed, "host_seeds": seeds}
         run_dir.create()
+        (run_dir.path / HOSTS_DIR).mkdir(exist_ok=True)  # before spec.json: a directory with it is one --resume takes
         run_dir.write_text(EXPERIMENT_FILE, text)
         run_dir.write_json(SPEC_FILE, {"source": source, "spec": spec.model_dump(), "options": {"budget": budget},
                                        "experiment_sha256": text_digest(text), "fleet": fleet})
