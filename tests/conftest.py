@@ -1,6 +1,11 @@
 """Shared fixtures. Engine tests start the engines they need themselves, in a
 cache directory of their own under /var/tmp (the unprivileged server user
-cannot enter pytest's /tmp/pytest-of-root)."""
+cannot enter pytest's /tmp/pytest-of-root).
+
+`make test` runs the suite in two pytest-xdist workers: each worker is its own
+pytest session, so the session fixtures below (the cache directory, the
+pristine engine homes, the shared PostgreSQL) are made once per worker, and
+servers started by tests take free ports or sockets in their own directories."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ that way for the type checker only.
 The floors, from the ground up (a module may import its own floor and those
 below it; an import of a higher floor "runs back up"):
 
- 1. ground      units, errors, paths, jsonvalue, engines/service_user, the package's __version__:
+ 1. ground      units, errors, paths, jsonvalue, lazy, engines/service_user, the package's __version__:
                 pure helpers, imported by everyone, importing nothing of blocklab's floors above
  2. core        the engine protocol (engines/base, the knob vocabulary engines/vocabulary,
                 what an engine declares engines/capabilities, engines/host, the
@@ -55,7 +55,7 @@ DRAWING = ("matplotlib", "rich")
 
 # (floor name, module patterns), from the ground up; the first pattern a module matches places it
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
-    ("ground", ("blocklab", "blocklab.units", "blocklab.errors", "blocklab.paths", "blocklab.jsonvalue", "blocklab.engines.service_user")),
+    ("ground", ("blocklab", "blocklab.units", "blocklab.errors", "blocklab.paths", "blocklab.jsonvalue", "blocklab.lazy", "blocklab.engines.service_user")),
     ("core", ("blocklab.engines", "blocklab.engines.base", "blocklab.engines.vocabulary",
               "blocklab.engines.capabilities", "blocklab.engines.host", "blocklab.results",
               "blocklab.spec", "blocklab.budget", "blocklab.recipes", "blocklab.plan", "blocklab.environment", "blocklab.probes", "blocklab.probes.*")),

@@ -201,6 +201,7 @@ def test_block_size_reinit_per_page_size_and_reuse(engine):
         ({"direct_io": "sometimes"}, ["'direct_io'", "accepted", "O_DIRECT", "fsync"]),
         ({"mariadb.sql_mode": "NOT_A_MODE"}, ["mariadb.sql_mode", "refuses"]),
         ({"mariadb.innodb_buffer_pool_dump_at_shutdown": "on"}, ["innodb_buffer_pool_dump_at_shutdown", "cold"]),
+        ({"mariadb.tmpdir": "/tmp"}, ["tmpdir", "its own directory"]),
     ],
 )
 def test_rejected_values_fail_in_validation_before_anything_changes(engine, settings, words):
@@ -214,6 +215,15 @@ def test_rejected_values_fail_in_validation_before_anything_changes(engine, sett
         engine.apply(settings)  # apply validates first, too
     assert server_pid(engine) == pid
     assert {n: global_value(engine, n) for n in before} == before
+
+
+def test_temporary_tables_are_kept_in_the_instances_own_directory(engine):
+    """Not in /tmp, which other servers and cleaners share: a temporary table's file there vanished
+    while two private instances ran (Errcode 2 on its delete)."""
+    assert global_value(engine, "tmpdir") == str(engine.home() / "tmp")
+    # a query whose internal temporary table goes to disk (a BLOB column in a GROUP BY) works there
+    rows = engine.query("SELECT CAST(seq AS CHAR) AS k, COUNT(*) FROM seq_1_to_2000 GROUP BY k ORDER BY CONCAT(k, REPEAT('x', 70000))")
+    assert len(rows) == 2000
 
 
 def test_check_settings_gives_canonical_values(engine):

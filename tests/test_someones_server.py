@@ -117,6 +117,7 @@ def test_sysstats_runs_adapted_on_postgresql_15(pg15, cli_env):
     assert "adapted: PostgreSQL 15" in text
 
 
+@pytest.mark.serial  # sets the disk's read-ahead and reads the whole disk's counters: alone, after the parallel tests
 def test_mbrc_sweeps_the_read_ahead_on_a_local_postgresql_15(pg15, cli_env):
     refused = _blocklab(cli_env, "run", "mbrc", "--quick", "--dsn", pg15.dsn)
     text = _text(refused)

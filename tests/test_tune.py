@@ -310,6 +310,17 @@ def test_an_interrupted_tune_resumes_where_it_stopped(tmp_path):
     assert json.loads((tmp_path / "cut" / "tune.json").read_text())["confirmation"] is not None
 
 
+def test_a_report_that_cannot_be_written_is_warned_on_stderr(tmp_path):
+    """The tune is kept (tune.json, its verdict on stdout); why its report is missing goes to stderr."""
+    out = tmp_path / "run"
+    (out / "report.html").mkdir(parents=True)  # report.html cannot be written over a directory
+    result = CliRunner().invoke(main, ["tune", write(tmp_path), "--budget", "30", "--seed", "4", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "the report could not be written: ResultsWriteError: cannot write" in result.stderr
+    assert "could not be written" not in result.stdout
+    assert json.loads((out / "tune.json").read_text())["done"] and "spent " in result.stdout
+
+
 # ------------------------------------------------------------------ the command's refusals
 def refused(args: list[str]) -> str:
     result = CliRunner().invoke(main, ["tune", *args])
@@ -330,7 +341,8 @@ def test_bad_input_is_refused_before_anything_runs(tmp_path):
         [write(tmp_path, NULL_TOML.replace("{min = 0, max = 100}", "{min = 50, max = 10}")), "--out", str(out)])
     assert "5000 is out of range; accepted: an integer from 0 to 1,000" in refused(
         [write(tmp_path, NULL_TOML.replace("{min = 0, max = 100}", "{min = 0, max = 5000}")), "--out", str(out)])
-    assert "--resume: a fleet tune is not resumed yet" in refused(["--resume", str(tmp_path), "--fleet", "tls://sched:8786"])
+    assert f"--resume: {tmp_path}: not a fleet tune directory (no spec.json naming a fleet, or no hosts/)" in " ".join(
+        refused(["--resume", str(tmp_path), "--fleet", "tls://sched:8786"]).split())
     assert "--hosts, --certs, --insecure and --share-disk go with --fleet ADDRESS" in refused([path, "--hosts", "a,b"])
     assert "--resume continues a tune exactly as it started" in refused(["--resume", str(tmp_path), "--budget", "9"])
     assert not out.exists(), "nothing was written"

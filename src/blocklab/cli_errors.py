@@ -31,6 +31,11 @@ def print_error(console: Console | None, message: str) -> None:
     error_console(console).print(message, style="red", markup=False, highlight=False)
 
 
+def print_warning(console: Console | None, message: str) -> None:
+    """A yellow line on stderr: said, but not the command's output."""
+    error_console(console).print(message, style="yellow", markup=False, highlight=False)
+
+
 def fail(console: Console | None, message: str, code: int) -> NoReturn:
     print_error(console, f"error: {message}")
     sys.exit(code)

@@ -77,7 +77,7 @@ def _security(role: str, certs: Path | None, insecure: bool) -> Security | None:
     return load_security(role, certs_dir(certs, insecure))
 
 
-def _trust_words(certs: Path | None, insecure: bool) -> str:
+def trust_words(certs: Path | None, insecure: bool) -> str:
     """The options that say how to reach the fleet, for the commands printed to copy."""
     from .fleet.security import CERTS_ENV
 
@@ -159,7 +159,7 @@ def up_command(listen: str | None, certs: Path | None, insecure: bool, verbose: 
         security = _security("scheduler", certs, insecure)
     except FleetInputError as err:
         fail(console, str(err), EXIT_BAD_INPUT)
-    trust = _trust_words(certs, insecure)
+    trust = trust_words(certs, insecure)
 
     def ready(contact: str) -> None:
         lines = [
@@ -215,6 +215,7 @@ def _print_status(console: Console, address: str, workers: list[dict[str, Any]])
     from rich.table import Table
 
     from .fleet.facts import describe_engines
+    from .report.console_tables import plain
 
     if not workers:
         _print(console, f"no worker is connected to {address}; start `blocklab worker --scheduler {address}` on each host")
@@ -227,14 +228,15 @@ def _print_status(console: Console, address: str, workers: list[dict[str, Any]])
         table.add_column(column)
     for w in workers:
         if "error" in w:
-            table.add_row(w["name"], w["address"], "", "", "", "", w["error"], "")
+            table.add_row(plain(w["name"]), plain(w["address"]), "", "", "", "", plain(w["error"]), "")
             continue
         others = [n for n in by_disk.get(str(w.get("disk")), []) if n != w["name"]]
         device = str(w.get("device") or "")
         if medium := describe_medium(str(w.get("virtual") or ""), w.get("rotational")):
             device += f" ({medium})"
-        table.add_row(w["name"], w["address"], str(w.get("hostname") or ""), device, str(w.get("file_system") or ""),
-                      ", ".join(others) or "-", describe_engines(w.get("engines") or {}), ", ".join(w.get("busy") or []) or "-")
+        cells = [w["name"], w["address"], w.get("hostname") or "", device, w.get("file_system") or "", ", ".join(others) or "-",
+                 describe_engines(w.get("engines") or {}), ", ".join(w.get("busy") or []) or "-"]
+        table.add_row(*(plain(c) for c in cells))  # names and paths verbatim: no rich markup
     console.print(table)
 
 
@@ -434,12 +436,12 @@ def run_on_fleet(target: str | None, overrides: Overrides, out: Path | None, res
     except Interrupted as err:
         reporter.close()
         where = getattr(err, "run_dir", None) or resume or "DIR"
-        _print(console, f"{err}; continue with: blocklab run --resume {where} --fleet {fleet} {_trust_words(certs, insecure)}")
+        _print(console, f"{err}; continue with: blocklab run --resume {where} --fleet {fleet} {trust_words(certs, insecure)}")
         sys.exit(EXIT_INTERRUPTED)
     except KeyboardInterrupt:  # before the first cell: the hosts' labs were closed on the way out
         reporter.close()
         _print(console, "interrupted before any cell was measured; nothing to resume" if resume is None
-               else f"interrupted; continue with: blocklab run --resume {resume} --fleet {fleet} {_trust_words(certs, insecure)}")
+               else f"interrupted; continue with: blocklab run --resume {resume} --fleet {fleet} {trust_words(certs, insecure)}")
         sys.exit(EXIT_INTERRUPTED)
     except (SpecError, ResultsError) as err:
         reporter.close()
@@ -453,17 +455,20 @@ def run_on_fleet(target: str | None, overrides: Overrides, out: Path | None, res
         lines = [f"{h}: {n} cell(s) not measured" + (f" ({outcome.lost[h]})" if h in outcome.lost else "") for h, n in outcome.missing.items()]
         for line in lines:
             _print(console, line, style="red")
-        _print(console, f"when their workers are back: blocklab run --resume {outcome.run_dir.path} --fleet {fleet} {_trust_words(certs, insecure)}", style="red")
+        _print(console, f"when their workers are back: blocklab run --resume {outcome.run_dir.path} --fleet {fleet} {trust_words(certs, insecure)}", style="red")
         sys.exit(EXIT_FAILED)
 
 
 def _print_fleet_summary(console: Console, outcome: FleetOutcome) -> None:
     from rich import box
+    from rich.markup import escape
     from rich.table import Table
+
+    from .report.console_tables import plain
 
     summary, sweep = outcome.summary, outcome.sweep
     fleet = summary.get("fleet") or {}
-    table = Table(title=f"{summary.get('metric')} per host ({summary.get('goal')} is best)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    table = Table(title=escape(f"{summary.get('metric')} per host ({summary.get('goal')} is best)"), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     for column in ("host", "cells ok", "best", "median at best", "the fleet's choice there"):
         table.add_column(column, justify="right" if column in ("cells ok", "median at best") else "left")
     choice = fleet.get("choice")
@@ -480,7 +485,7 @@ def _print_fleet_summary(console: Console, outcome: FleetOutcome) -> None:
             there = f"{d['factor']:.2f}x slower" if d.get("n") else "not measured"
         else:
             there = "-"
-        table.add_row(host, f"{s.get('cells_ok', 0)}/{s.get('cells_planned') or 0}", sweep.describe_setting(best) if best else "-",
+        table.add_row(plain(host), f"{s.get('cells_ok', 0)}/{s.get('cells_planned') or 0}", plain(sweep.describe_setting(best) if best else "-"),
                       human(float(entry.get("median", "nan")), sweep.unit) if best else "-", there if choice else "-")
     console.print(table)
     if summary.get("headline"):

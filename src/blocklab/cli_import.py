@@ -365,7 +365,9 @@ def _own_sysstats(given: Path | None) -> Path | None:
 
 def _print_aux_stats(console: Console, stats: list[Any], own: dict[str, str], own_path: Path | None, doc: dict[str, Any]) -> None:
     from rich import box
+    from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
     from .importers.aux_stats import COMPARED
     from .importers.aux_stats import exact as aux_stats_exact
@@ -374,11 +376,12 @@ def _print_aux_stats(console: Console, stats: list[Any], own: dict[str, str], ow
     table = Table(box=box.SIMPLE_HEAD, title="system statistics: Oracle's SYS.AUX_STATS$ beside blocklab's own",
                   title_justify="left", pad_edge=False)
     for column in ("SNAME", "PNAME", "Oracle PVAL1", "PVAL2", "unit", mine):
-        table.add_column(column, justify="right" if "PVAL1" in column or column.startswith("blocklab") else "left", no_wrap=True)
+        table.add_column(escape(column), justify="right" if "PVAL1" in column or column.startswith("blocklab") else "left", no_wrap=True)
     for s in stats:
         value = aux_stats_exact(s)
         theirs = own.get(s.pname, "") if s.sname == "SYSSTATS_MAIN" and s.pname in COMPARED else ""
-        table.add_row(s.sname, s.pname, value, s.pval2, s.unit, theirs or ("–" if s.pname in COMPARED else ""))
+        # the imported report's text verbatim (a str cell is rich markup: '[x]' would vanish)
+        table.add_row(*(Text(str(c)) for c in (s.sname, s.pname, value, s.pval2, s.unit)), theirs or ("–" if s.pname in COMPARED else ""))
     console.print(table)
     status = doc.get("status", "")
     if status and status != "COMPLETED":

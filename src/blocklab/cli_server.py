@@ -65,7 +65,7 @@ def doctor_command(engine_kind: str, dsn: str | None, allow_server_changes: bool
     console.print(table)
     knobs = Table(title="generic knobs", box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False)
     for column in ("knob", "native [how applied]", "here"):
-        knobs.add_column(column, overflow="fold")
+        knobs.add_column(escape(column), overflow="fold")  # '[how applied]' is words, not a style
     for row in found.knobs:
         knobs.add_row(*(escape(cell) for cell in row))
     console.print(knobs)

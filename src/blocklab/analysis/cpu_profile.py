@@ -36,8 +36,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from scipy import stats as _scipy_stats
-
+from ..lazy import scipy_stats as _scipy_stats
 from ..probes.cpu_profile import UNNAMED, read_folded
 from ..results import ResultRow
 from ..spec import Scalar

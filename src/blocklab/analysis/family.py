@@ -39,8 +39,9 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize as _optimize
-from scipy import stats as _scipy_stats
+
+from ..lazy import scipy_optimize as _optimize
+from ..lazy import scipy_stats as _scipy_stats
 
 # Quadrature of the studentized range's distribution. The inner integral (the
 # range of k standard normals) on a fixed z grid, the outer one (the noise
@@ -51,8 +52,9 @@ from scipy import stats as _scipy_stats
 # tests/test_family.py checks it. The analysis runs after every cell, so the
 # speed matters.
 _Z = np.linspace(-8.5, 8.5, 97)
-_PHI = _scipy_stats.norm.pdf(_Z)
-_PHI_CDF = _scipy_stats.norm.cdf(_Z)
+# the standard normal's density and distribution on the grid, without importing SciPy at start (lazy.py)
+_PHI = np.exp(-0.5 * _Z**2) / math.sqrt(2.0 * math.pi)
+_PHI_CDF = np.array([0.5 * math.erfc(-z / math.sqrt(2.0)) for z in _Z])
 _S_POINTS = 121
 _DF_INFINITE = 1e5  # beyond this the noise estimate is taken as exact
 

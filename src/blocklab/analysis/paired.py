@@ -66,8 +66,8 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats as _scipy_stats
 
+from ..lazy import scipy_stats as _scipy_stats
 from .family import Contrast, Judged, step_down
 from .stats import (
     CONFIDENCE,

@@ -31,8 +31,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as _scipy_stats
 
+from ..lazy import scipy_stats as _scipy_stats
 from .stats import CONFIDENCE
 
 MSER_BATCH = 5  # MSER-5: the warm-up is searched in steps of 5 observations

@@ -29,7 +29,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
-from scipy import stats as _scipy_stats
+
+from ..lazy import scipy_stats as _scipy_stats
 
 CONFIDENCE = 0.95
 MIN_RESAMPLES = 2000

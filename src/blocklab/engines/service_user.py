@@ -11,6 +11,7 @@ import os
 import pwd
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 SERVICE_USER = "blocklab"
@@ -28,19 +29,36 @@ def service_user() -> str | None:
     return SERVICE_USER
 
 
-def ensure_service_user() -> None:
+def _user_exists(name: str) -> bool:
     try:
-        pwd.getpwnam(SERVICE_USER)
-        return
+        pwd.getpwnam(name)
+        return True
     except KeyError:
-        pass
+        return False
+
+
+def ensure_service_user(name: str = SERVICE_USER, attempts: int = 5) -> None:
+    """Create the system user `name` unless it exists. Two blocklab processes starting at
+    once on a new machine (two runs, or the suite's two workers) may both find it missing:
+    the one that loses the race sees useradd fail (the user exists, or /etc/passwd is locked
+    by the other's useradd), so a failure counts only when the user is still missing, and a
+    locked file is tried again."""
     useradd = shutil.which("useradd") or "/usr/sbin/useradd"
-    subprocess.run(
-        [useradd, "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", SERVICE_USER],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
+    for attempt in range(attempts):
+        if _user_exists(name):
+            return
+        result = subprocess.run(
+            [useradd, "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if result.returncode == 0 or _user_exists(name):
+            return
+        if attempt + 1 < attempts:
+            time.sleep(0.2 * (attempt + 1))
+    raise RuntimeError(f"could not create the system user {name!r} that runs the database servers: "
+                       f"{useradd} exited {result.returncode}: {(result.stderr or result.stdout).strip()}")
 
 
 def give_to_service_user(path: Path) -> None:

@@ -25,6 +25,8 @@ fleet command runs, so local runs never pay for it.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ..spec import SpecError
 
 # The actor key of a host's lab: the worker's janitor (worker.py) recognises it.
@@ -46,7 +48,10 @@ class FleetInputError(SpecError):
 
 
 class FleetError(RuntimeError):
-    """A fleet run could not go on (a host lost, a worker busy with another run); the CLI exits 1."""
+    """A fleet run could not go on (a host lost, a worker busy with another run); the CLI exits 1.
+    `run_dir`: the directory it had written, when it can be taken up again with --resume."""
+
+    run_dir: Path | None = None
 
 
 __all__ = ["LAB_PREFIX", "FleetError", "FleetInputError"]

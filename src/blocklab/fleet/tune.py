@@ -20,8 +20,13 @@ measured on every host.
    host's budget (the budget is one host's tune) and said so.
 4. fleet-tune.json and report.html at the top: each host's verdict, the agreement.
 
-A fleet tune is not resumed yet: an interrupted one keeps every row in
-hosts/HOST/results.jsonl, and is started again.
+An interrupted fleet tune keeps every row in hosts/HOST/results.jsonl;
+resume_tune (`blocklab tune --resume DIR --fleet ADDRESS`) takes it up on the
+hosts it started with (recorded in spec.json, with each host's seed): each
+host's search replayed from its rows (the same seed, the same cells: none
+measured twice), then measured on as an uninterrupted tune would be.
+
+    state = resume_tune(Path("results/t"), FleetRequest(...), say=print)
 """
 
 from __future__ import annotations
@@ -37,14 +42,14 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, Final, TypedDict
 
 from ..analysis.paired import BlockCell
-from ..jsonvalue import as_object
+from ..jsonvalue import as_list, as_object
 from ..plan import Cell, Setting
-from ..results import ENVIRONMENT_FILE, EXPERIMENT_FILE, SPEC_FILE, ResultRow, RunDir, text_digest
+from ..results import ENVIRONMENT_FILE, EXPERIMENT_FILE, RESULTS_FILE, SPEC_FILE, ResultRow, RunDir, text_digest
 from ..spec import SpecError
 from ..tune.agree import Agreement, cross_plan, judge
 from ..tune.confirm import confirm_winner
 from ..tune.driver import Accounts, Search, SearchResult
-from ..tune.session import TUNE_SPEC_FILE, write_report, write_state
+from ..tune.session import TUNE_SPEC_FILE, to_stderr, write_report, write_state
 from . import FleetError, FleetInputError
 from .coordinator import POLL_S, FleetConnection, FleetInterrupted, FleetRequest, HostGone, check_fleet_spec
 from .plan import host_seed
@@ -88,8 +93,9 @@ class _Stopped(Exception):
 
 
 def start_tune(target: str, *, budget: str | None, seed: int | None, request: FleetRequest, say: Callable[[str], None],
-               out: Path | None = None) -> FleetTuneState:
-    """Tune the experiment FILE on every host of the fleet; fleet-tune.json's content."""
+               out: Path | None = None, warn: Callable[[str], None] = to_stderr) -> FleetTuneState:
+    """Tune the experiment FILE on every host of the fleet; fleet-tune.json's content.
+    Progress goes to `say`, a report that could not be written to `warn`."""
     from ..paths import results_root
     from ..results import new_run_dir
     from ..spec import spec_from_dict
@@ -102,34 +108,157 @@ def start_tune(target: str, *, budget: str | None, seed: int | None, request: Fl
         seed = spec.measure.seed if spec.measure.seed is not None else random.SystemRandom().randrange(2**31)
     run_dir = RunDir(out) if out else new_run_dir(results_root(), spec.name)
     if run_dir.path.exists() and any(run_dir.path.iterdir()):
-        raise FleetInputError("--out", f"{run_dir.path} already holds files; choose another --out (a fleet tune is not resumed yet)")
-    fleet = FleetConnection(request)
-    stop = threading.Event()
-    previous = signal.signal(signal.SIGTERM, _sigterm) if threading.current_thread() is threading.main_thread() else None
-    try:
-        hosts = fleet.choose(request.hosts)
-        fleet.make_labs(hosts, run_dir.path.name)
-        say(f"opening the tune on {len(hosts)} host(s): {', '.join(hosts)} (each checks it against its own engine)")
-        seeds = {h: host_seed(seed, h) for h in hosts}  # each host its own search and block orders, as a fleet run's plans
-        calls = {h: fleet.labs[h].open_tune(text, source, budget, seeds[h]) for h in hosts}
-        opened: dict[str, OpenedTune] = {}
-        for h in hosts:
-            try:
-                opened[h] = fleet.wait(h, calls[h])
-            except HostGone as err:
-                raise FleetError(f"host {h} was lost while opening the tune: {err}") from None
-        _check_alike(opened)
+        raise FleetInputError("--out", f"{run_dir.path} already holds files; continue a fleet tune there with --resume "
+                              f"{run_dir.path} --fleet ADDRESS, or choose another --out")
+
+    def begin(hosts: list[str], seeds: dict[str, int]) -> None:  # once every host took the tune
+        # what a resume needs to take the same tune up again: the hosts and their seeds
+        fleet = {"scheduler": request.address, "hosts": hosts, "seed": seed, "host_seeds": seeds}
         run_dir.create()
+        (run_dir.path / HOSTS_DIR).mkdir(exist_ok=True)  # before spec.json: a directory with it is one --resume takes
         run_dir.write_text(EXPERIMENT_FILE, text)
         run_dir.write_json(SPEC_FILE, {"source": source, "spec": spec.model_dump(), "options": {"budget": budget},
-                                       "experiment_sha256": text_digest(text), "fleet": {"scheduler": request.address, "hosts": hosts}})
+                                       "experiment_sha256": text_digest(text), "fleet": fleet})
+
+    with _Connection(request) as fleet:
+        hosts = fleet.choose(request.hosts)
+        seeds = {h: host_seed(seed, h) for h in hosts}  # each host its own search and block orders, as a fleet run's plans
+        return _tune_hosts(fleet, run_dir, seeds, begin, _Experiment(text, source, budget, spec.name, seed), _Say(say, warn), resume=False)
+
+
+def resume_tune(run_path: Path, request: FleetRequest, say: Callable[[str], None], warn: Callable[[str], None] = to_stderr) -> FleetTuneState:
+    """Continue an interrupted fleet tune: each host's tune replayed from its rows under
+    hosts/HOST (the same seed: the same cells, none measured twice), then measured on."""
+    run_dir = RunDir(run_path)
+    saved = saved_fleet_tune(run_path)
+    text = run_dir.file(EXPERIMENT_FILE).read_text()
+    if saved.get("experiment_sha256") != text_digest(text):
+        raise FleetInputError("--resume", f"{run_path}: experiment.toml was edited after the tune started; a resumed tune "
+                              "measures the experiment it started with: put the file back as it was, or start a new tune")
+    fleet_info = as_object(saved["fleet"])
+    recorded = [str(h) for h in as_list(fleet_info.get("hosts"))]
+    seeds = {h: _host_seed(run_dir, fleet_info, h) for h in recorded}
+    if request.hosts is not None:
+        _check_same_hosts("--hosts", recorded, request.hosts)
+    if run_dir.file(FLEET_TUNE_FILE).exists():
+        say(f"{run_path}: this fleet tune is finished (its {FLEET_TUNE_FILE} is written): nothing to measure")
+        finished: FleetTuneState = run_dir.read_json(FLEET_TUNE_FILE)
+        return finished
+    options = as_object(saved.get("options"))
+    budget = options.get("budget")
+    # the tune's seed (each host's is recorded apart): spec.json's measure.seed for a tune started before it was recorded
+    seed = int(str(fleet_info.get("seed", as_object(as_object(saved["spec"]).get("measure")).get("seed") or 0)))
+    exp = _Experiment(text, str(saved["source"]), None if budget is None else str(budget), str(as_object(saved["spec"]).get("name")), seed)
+    with _Connection(request) as fleet:
+        absent = [h for h in recorded if h not in fleet.workers()]
+        if absent:
+            raise FleetInputError("--fleet", f"{', '.join(absent)}: no worker of that name is connected to {request.address}; "
+                                  f"a fleet tune resumes on every host it started with ({', '.join(recorded)}): start "
+                                  f"`blocklab worker --scheduler {request.address} --name {absent[0]}` there")
+        say(f"resuming {run_path} on {', '.join(recorded)}: each host's tune replayed from its rows, then measured on")
+        return _tune_hosts(fleet, run_dir, seeds, lambda *_: None, exp, _Say(say, warn), resume=True)
+
+
+def saved_fleet_tune(where: Path) -> dict[str, Any]:
+    """spec.json of a fleet tune (refused with what the directory is otherwise)."""
+    from ..results import PLAN_FILE
+
+    run_dir = RunDir(where)
+    if run_dir.file(TUNE_SPEC_FILE).exists():
+        raise FleetInputError("--fleet", f"{where} was tuned on one machine, not on a fleet: resume it without --fleet")
+    if run_dir.file(PLAN_FILE).exists():
+        raise FleetInputError("--resume", f"{where} is a run, not a tune: resume it with blocklab run --resume {where} --fleet ADDRESS")
+    saved = run_dir.read_json(SPEC_FILE) if run_dir.file(SPEC_FILE).exists() else {}
+    if not isinstance(saved, dict) or not saved.get("fleet") or not (where / HOSTS_DIR).is_dir():
+        raise FleetInputError("--resume", f"{where}: not a fleet tune directory (no {SPEC_FILE} naming a fleet, or no {HOSTS_DIR}/)")
+    return saved
+
+
+def _host_seed(run_dir: RunDir, fleet_info: Mapping[str, object], host: str) -> int:
+    """The host's seed as recorded at the start (a tune started before they were recorded: its tune-spec.json)."""
+    seeds = as_object(fleet_info.get("host_seeds"))
+    if host in seeds:
+        return int(str(seeds[host]))
+    spec_file = run_dir.path / HOSTS_DIR / host / TUNE_SPEC_FILE
+    if not spec_file.exists():
+        raise FleetInputError("--resume", f"{run_dir.path}: no seed is recorded for host {host} (no {spec_file}); start a new tune")
+    return int(json.loads(spec_file.read_text())["seed"])
+
+
+def _check_same_hosts(option: str, recorded: list[str], given: list[str]) -> None:
+    """A resumed fleet tune goes on with the hosts it started with: none missing, none added."""
+    missing = [h for h in recorded if h not in given]
+    extra = [h for h in given if h not in recorded]
+    if missing or extra:
+        said = "; ".join(([f"{', '.join(missing)} missing"] if missing else []) + ([f"{', '.join(extra)} not of this tune"] if extra else []))
+        raise FleetInputError(option, f"{said}: a fleet tune resumes on the hosts it started with ({', '.join(recorded)}); "
+                              f"give --hosts {','.join(recorded)} or leave --hosts out")
+
+
+@dataclasses.dataclass
+class _Experiment:
+    """What every host's tune is opened with."""
+
+    text: str
+    source: str
+    budget: str | None
+    name: str
+    seed: int
+
+
+@dataclasses.dataclass
+class _Say:
+    """Where a tune's lines go: progress to `say`, warnings to `warn` (the CLI: stdout, stderr)."""
+
+    say: Callable[[str], None]
+    warn: Callable[[str], None]
+
+    def __call__(self, line: str) -> None:
+        self.say(line)
+
+    def host(self, host: str) -> _Say:
+        return _Say(lambda line: self.say(f"{host}: {line}"), lambda line: self.warn(f"{host}: {line}"))
+
+
+class _Connection:
+    """FleetConnection for a tune: SIGTERM taken as Ctrl-C while it is open, closed at the end."""
+
+    def __init__(self, request: FleetRequest):
+        self.request = request
+
+    def __enter__(self) -> FleetConnection:
+        self.fleet = FleetConnection(request=self.request)
+        main = threading.current_thread() is threading.main_thread()
+        self.previous = signal.signal(signal.SIGTERM, _sigterm) if main else None
+        return self.fleet
+
+    def __exit__(self, *exc: object) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGTERM, self.previous)
+        self.fleet.close()
+
+
+def _tune_hosts(fleet: FleetConnection, run_dir: RunDir, seeds: dict[str, int], begin: Callable[[list[str], dict[str, int]], None],
+                exp: _Experiment, say: _Say, *, resume: bool) -> FleetTuneState:
+    """Open the tune on every host (each with its seed), `begin` (the directory is written
+    once every host took the tune), run each host's tune (measured, or replayed from its
+    rows on a resume), the cross blocks, fleet-tune.json and the report."""
+    stop = threading.Event()
+    hosts = list(seeds)
+    try:
+        fleet.make_labs(hosts, run_dir.path.name)
+        say(f"opening the tune on {len(hosts)} host(s): {', '.join(hosts)} (each checks it against its own engine)")
+        opened = _open(fleet, hosts, exp, seeds)
+        if resume:
+            _check_as_recorded(run_dir, opened)
+        begin(hosts, seeds)
         say(f"results: {run_dir.path}")
         locks: dict[str, threading.Lock] = {}  # disk -> the turn of its hosts
         tunes = {}
         for h in hosts:
-            disk = h if request.share_disk else opened[h]["disk"]
+            disk = h if fleet.request.share_disk else opened[h]["disk"]
             tunes[h] = _HostTune(fleet, h, opened[h], RunDir(run_dir.path / HOSTS_DIR / h), locks.setdefault(disk, threading.Lock()),
-                                 stop, say, text, source, budget)
+                                 stop, say, exp, resume=resume)
         _in_threads({h: t.tune for h, t in tunes.items()}, stop)
         winners = {h: t.found.winner for h, t in tunes.items() if t.found is not None}
         cross: dict[str, list[BlockCell]] = {}
@@ -141,7 +270,8 @@ def start_tune(target: str, *, budget: str | None, seed: int | None, request: Fl
             _in_threads({h: t.cross_job(entrants, blocks, cross) for h, t in tunes.items()}, stop)
         agreement = judge(winners, cross, opened[hosts[0]]["goal"])
         state: FleetTuneState = {
-            "experiment": spec.name, "dir": str(run_dir.path), "hosts": hosts, "seed": seed, "host_seeds": seeds, "budget_per_host": budget,
+            "experiment": exp.name, "dir": str(run_dir.path), "hosts": hosts, "seed": exp.seed, "host_seeds": seeds,
+            "budget_per_host": exp.budget,
             "tunes": {h: {"dir": f"{HOSTS_DIR}/{h}", "winner": t.state.get("winner"), "winner_config": t.state.get("winner_config"),
                           "recommended": t.state.get("recommended"), "default": t.state.get("default"),
                           "verdict": as_object(t.state.get("confirmation")).get("verdict"), "spent_cells": t.state.get("spent_cells"),
@@ -155,17 +285,40 @@ def start_tune(target: str, *, budget: str | None, seed: int | None, request: Fl
 
             write_fleet_tune_report(run_dir)
         except Exception as err:  # the report never loses a tune
-            say(f"the report could not be written: {type(err).__name__}: {err}")
+            say.warn(f"the report could not be written: {type(err).__name__}: {err}")
         return state
+    except FleetError as err:  # a host lost or stopped: the others' rows and its own are kept
+        if run_dir.file(SPEC_FILE).exists():
+            err.run_dir = run_dir.path  # the CLI says how to continue
+        raise
     except KeyboardInterrupt:
         stop.set()
         fleet.close(wait=False)
-        raise FleetInterrupted("interrupted; every row that came back is kept under hosts/ (a fleet tune is not resumed yet: "
-                               "start it again)", run_dir.path) from None
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
-        fleet.close()
+        raise FleetInterrupted("interrupted; every row that came back is kept under hosts/", run_dir.path) from None
+
+
+def _open(fleet: FleetConnection, hosts: list[str], exp: _Experiment, seeds: dict[str, int]) -> dict[str, OpenedTune]:
+    calls = {h: fleet.labs[h].open_tune(exp.text, exp.source, exp.budget, seeds[h]) for h in hosts}
+    opened: dict[str, OpenedTune] = {}
+    for h in hosts:
+        try:
+            opened[h] = fleet.wait(h, calls[h])
+        except HostGone as err:
+            raise FleetError(f"host {h} was lost while opening the tune: {err}") from None
+    _check_alike(opened)
+    return opened
+
+
+def _check_as_recorded(run_dir: RunDir, opened: dict[str, OpenedTune]) -> None:
+    """A resumed host must take the tune as it did (its space, its seed): else its rows are another tune's."""
+    for host, facts in opened.items():
+        spec_file = RunDir(run_dir.path / HOSTS_DIR / host).file(TUNE_SPEC_FILE)
+        if not spec_file.exists():
+            continue  # interrupted before this host's tune directory was written: it starts afresh
+        saved = json.loads(spec_file.read_text())
+        if saved.get("tune") != json.loads(json.dumps(facts["spec"].to_dict())) or saved.get("seed") != facts["seed"]:
+            raise FleetInputError("--resume", f"host {host} takes the tune otherwise than when it started (its space or seed "
+                                  f"differ from {HOSTS_DIR}/{host}/{TUNE_SPEC_FILE}: another engine version?); start a new tune")
 
 
 def _one_per_winner(tunes: dict[str, _HostTune], distinct: list[str]) -> list[_HostTune]:
@@ -219,24 +372,38 @@ class _HostTune:
     """One host's tune, driven from here: every cell measured by the host's lab."""
 
     def __init__(self, fleet: FleetConnection, host: str, opened: OpenedTune, run_dir: RunDir, lock: threading.Lock,
-                 stop: threading.Event, say: Callable[[str], None], text: str, source: str, budget: str | None):
+                 stop: threading.Event, say: _Say, exp: _Experiment, *, resume: bool):
         self.fleet = fleet
         self.host = host
         self.opened = opened
         self.run_dir = run_dir
         self.lock = lock
         self.stop = stop
-        self.say = lambda line: say(f"{host}: {line}")
+        self.lines_to = say.host(host)
+        self.say = self.lines_to.say
         self.saved: dict[str, list[ResultRow]] = {}
         self.count = 0
         self.found: SearchResult | None = None
         self.search: Search | None = None
         self.state: dict[str, object] = {}
+        if resume and run_dir.file(TUNE_SPEC_FILE).exists():
+            self._read_back()
+            return
         run_dir.create()
-        run_dir.write_text(EXPERIMENT_FILE, text)
-        run_dir.write_json(TUNE_SPEC_FILE, {"source": source, "budget": budget, "seed": opened["seed"], "host": host,
-                                            "experiment_sha256": text_digest(text), "tune": opened["spec"].to_dict()})
+        run_dir.write_text(EXPERIMENT_FILE, exp.text)
+        run_dir.write_json(TUNE_SPEC_FILE, {"source": exp.source, "budget": exp.budget, "seed": opened["seed"], "host": host,
+                                            "experiment_sha256": text_digest(exp.text), "tune": opened["spec"].to_dict()})
         run_dir.write_json(ENVIRONMENT_FILE, opened["environment"])
+
+    def _read_back(self) -> None:
+        """A resumed host's rows, each cell's read back when the replayed search asks for it."""
+        if torn := self.run_dir.set_aside_torn_lines():
+            self.say(f"{torn} line(s) of {self.run_dir.file(RESULTS_FILE)} cut off by a crash: set aside in {RESULTS_FILE}.torn")
+        rows = self.run_dir.rows()
+        for row in rows:
+            self.saved.setdefault(row.cell_id, []).append(row)
+        self.count = len(rows)
+        self.say(f"{len(self.saved)} cell(s) measured before the resume: read back, not measured again")
 
     def call(self, method: str, *args: object) -> Any:  # what the lab's method returns
         if self.stop.is_set():
@@ -288,12 +455,15 @@ class _HostTune:
             with self.lock:
                 return str(self.call("restart"))
 
-        confirmation = confirm_winner(search, found, blocks=o["spec"].confirm_blocks, missing=lambda _: True,
+        confirmation = confirm_winner(search, found, blocks=o["spec"].confirm_blocks, missing=self.missing,
                                       new_instance=new_instance, say=self.say)
         self.state = write_state(self.run_dir, o["head"], search, found, confirmation, self.lines)
-        write_report(self.run_dir, self.say)
+        write_report(self.run_dir, self.lines_to.warn)
         self.say(str(confirmation["verdict"]))
         self.found = found
+
+    def missing(self, cells: list[Cell]) -> bool:
+        return any(c.cell_id not in self.saved for c in cells)
 
     @property
     def winner(self) -> str:
@@ -330,4 +500,4 @@ def _sigterm(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
-__all__ = ["FLEET_TUNE_FILE", "HOSTS_DIR", "start_tune"]
+__all__ = ["FLEET_TUNE_FILE", "HOSTS_DIR", "resume_tune", "saved_fleet_tune", "start_tune"]

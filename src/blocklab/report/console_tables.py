@@ -16,6 +16,7 @@ from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from ..analysis.compare import RunComparison
 from ..analysis.efficiency import SettingEfficiency
@@ -43,6 +44,12 @@ from ..units import MISSING, human
 MINOR = 0.005  # waits under 0.5% of the time in both columns are folded into one line
 NO_CAPABILITIES = Capabilities()  # an imported profile's: no engine of blocklab's measured it
 
+
+
+def plain(text: object) -> Text:
+    """User-given text (a setting's value, a host, a path) as a table cell, verbatim: a str
+    cell is rich markup, in which '[bold]' or 'data[1]' would be read as tags and vanish."""
+    return Text(str(text))
 
 def _fold(parts: dict[str, float], total: float, keep: set[str]) -> dict[str, float]:
     out: dict[str, float] = {}
@@ -89,7 +96,7 @@ def profile_table(sp: SettingProfile, describe: Callable[[str], str] | None = No
     names = sorted(set(slow_parts) | set(tot_parts), key=lambda n: (n == OTHER, -tot_parts.get(n, 0.0), n))
     title = describe(sp.label) if describe else sp.label
     runs = f"mean of {sp.runs} runs" if sp.runs > 1 else "1 run"
-    table = Table(title=f"{title}: where the time went ({runs})", title_justify="left")
+    table = Table(title=escape(f"{title}: where the time went ({runs})"), title_justify="left")
     table.add_column("TIMESOURCE", justify="left")
     table.add_column("slowest SECONDS", justify="right")
     table.add_column("%", justify="right")
@@ -98,7 +105,7 @@ def profile_table(sp: SettingProfile, describe: Callable[[str], str] | None = No
     table.add_row(TOTAL, _fmt_s(slow.elapsed_s), "100", _fmt_s(tot.elapsed_s), "100", style="bold")
     for name in names:
         s, t = slow_parts.get(name, 0.0), tot_parts.get(name, 0.0)
-        table.add_row(name, _fmt_s(s), _pct(s, slow.elapsed_s), _fmt_s(t), _pct(t, tot.elapsed_s))
+        table.add_row(plain(name), _fmt_s(s), _pct(s, slow.elapsed_s), _fmt_s(t), _pct(t, tot.elapsed_s))
     table.caption = _caption(sp, capabilities)
     table.caption_justify = "left"
     return table
@@ -116,11 +123,11 @@ def side_by_side_table(profiles: list[SettingProfile], describe: Callable[[str],
             order[name] = max(order.get(name, 0.0), seconds / sp.total.elapsed_s if sp.total.elapsed_s > 0 else 0.0)
     names = sorted(order, key=lambda n: (-order[n], n))
     title = f"{describe(profiles[0].label)}: where the time went" if len(profiles) == 1 else "Where the time went, side by side"
-    table = Table(title=title, title_justify="left")
+    table = Table(title=escape(title), title_justify="left")
     table.add_column("TIMESOURCE", justify="left")
     for sp in profiles:
         head = "" if len(profiles) == 1 else f"{describe(sp.label)}\n"
-        table.add_column(f"{head}SECONDS", justify="right")
+        table.add_column(escape(f"{head}SECONDS"), justify="right")
         table.add_column("PERCENTAGE", justify="right")
     table.add_row(TOTAL, *[x for sp in profiles for x in (_fmt_s(sp.total.elapsed_s), "100")], style="bold")
     for name in names:
@@ -128,7 +135,7 @@ def side_by_side_table(profiles: list[SettingProfile], describe: Callable[[str],
         for sp in profiles:
             value = sp.total.parts().get(name)
             cells += ["\u2013", ""] if value is None else [_fmt_s(value), _pct(value, sp.total.elapsed_s)]  # not in this profile
-        table.add_row(name, *cells)
+        table.add_row(plain(name), *cells)
     table.caption = _caption(profiles[0], capabilities)
     table.caption_justify = "left"
     return table
@@ -195,7 +202,7 @@ def _or_dash(value: float, fmt: str) -> str:
     return "\u2013" if math.isnan(value) else fmt.format(value)
 
 
-__all__ = ["profile_table", "profile_tables", "side_by_side_table", "slob_table"]
+__all__ = ["plain", "profile_table", "profile_tables", "side_by_side_table", "slob_table"]
 
 
 # ---------------------------------------------------------------------- per setting, and two runs compared
@@ -205,21 +212,21 @@ def settings_table(summary: dict[str, Any], unit: str, describe: Callable[[str],
     median of the runs as measured is a detail column."""
     paired = (summary.get("analysis") or {}).get("method") == "paired"
     figure = "block-adjusted" if paired else "median"
-    table = Table(title=f"{summary['metric']} per setting ({summary['goal']} is best)")
+    table = Table(title=escape(f"{summary['metric']} per setting ({summary['goal']} is best)"))
     for col in ("setting", "n", figure, "interval", "vs best [interval]", "median", "note"):
         # a heading is rich markup: '[interval]' would be read as a tag and vanish
         table.add_column(escape(col), justify="left" if col in ("setting", "note") else "right")
     best = summary.get("best_label")
     for label, s in summary["settings"].items():
         if "median" not in s:
-            table.add_row(describe(label), "0", MISSING, MISSING, MISSING, MISSING, "no measurement")
+            table.add_row(plain(describe(label)), "0", MISSING, MISSING, MISSING, MISSING, "no measurement")
             continue
         value, lo, hi = figure_of(s)
         note = standing_note(s, label == best)
         if s.get("outliers"):
             note = (note + ", " if note else "") + f"{len(s['outliers'])} outlier(s)"
         interval = f"[{human(lo)}, {human(hi)}]" if _finite(lo) and _finite(hi) else MISSING
-        table.add_row(describe(label), str(s["n"]), human(value), interval, ratio_text(s) if best else MISSING,
+        table.add_row(plain(describe(label)), str(s["n"]), human(value), interval, ratio_text(s) if best else MISSING,
                       human(s["median"]), note)
     return table
 
@@ -260,8 +267,8 @@ def print_comparison(console: Console, result: RunComparison) -> None:
     better = "higher" if result.goal == "max" else "lower"
     knobs = {tuple(s.settings) for s in result.settings}
     one_knob = next(iter(knobs))[0] if len(knobs) == 1 and len(next(iter(knobs))) == 1 else None
-    table = Table(title=f"{result.metric}{unit}: B against A per setting ({better} is better)", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-    table.add_column(one_knob or "setting")
+    table = Table(title=escape(f"{result.metric}{unit}: B against A per setting ({better} is better)"), box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    table.add_column(escape(one_knob or "setting"))
     for column in ("n A/B", "median A", "median B", "B/A", "95% CI", "p"):
         table.add_column(column, justify="right", no_wrap=True)
     table.add_column("B vs A", no_wrap=True)
@@ -270,7 +277,7 @@ def print_comparison(console: Console, result: RunComparison) -> None:
     for s in result.settings:
         c = s.comparison
         table.add_row(
-            s.display().split("=", 1)[1] if one_knob else s.display(), f"{c.n_a}/{c.n_b}",
+            plain(s.display().split("=", 1)[1] if one_knob else s.display()), f"{c.n_a}/{c.n_b}",
             human(c.median_a), human(c.median_b),
             f"{c.ratio:.3f}" if c.ratio == c.ratio else "-",
             f"{c.ci_low:.3f}-{c.ci_high:.3f}" if c.ci_low == c.ci_low else "-",
@@ -306,49 +313,49 @@ def overhead_tables(rows: Iterable[ResultRow], metric: str = "elapsed_s", *, see
     ref = reference_label(rows)
     items = overheads(rows, metric, seed=seed)
     if items:
-        t = Table(title=f"Checksum overhead: median {metric} against {ref} (95% bootstrap interval)")
+        t = Table(title=escape(f"Checksum overhead: median {metric} against {ref} (95% bootstrap interval)"))
         has_context = any(o.context for o in items)
         if has_context:
             t.add_column("setting")
         t.add_column("level")
         t.add_column("n", justify="right")
-        t.add_column(f"median {metric}", justify="right")
-        t.add_column(f"vs {ref}")
+        t.add_column(escape(f"median {metric}"), justify="right")
+        t.add_column(escape(f"vs {ref}"))
         t.add_column("vs the level above")
         t.add_column("failed", justify="right")
         for o in items:
             change = o.text
             if o.measurable:
-                change = f"[bold]{change}[/bold]"
+                change = f"[bold]{escape(change)}[/bold]"
             failed = f"{o.failed}: {o.error[:60]}" if o.failed else ""
-            cells = [o.level_label, str(o.n), _fmt_seconds(o.median), change, o.step_text, failed]
-            t.add_row(*([o.context_label] if has_context else []), *cells)
+            cells: list[str | Text] = [plain(o.level_label), str(o.n), _fmt_seconds(o.median), change, plain(o.step_text), plain(failed)]
+            t.add_row(*([plain(o.context_label)] if has_context else []), *cells)
         tables.append(t)
     norm = normalised(rows, metric, seed=seed)
     if norm:
         blocks = sorted({n.block_size for n in norm}, key=lambda b: (b is None, b if b is not None else 0))
-        t = Table(title=f"{metric} normalised to the {ref} run of the same block size (95% interval)")
+        t = Table(title=escape(f"{metric} normalised to the {ref} run of the same block size (95% interval)"))
         has_context = any(n.context for n in norm)
         if has_context:
             t.add_column("setting")
         t.add_column("level")
         for b in blocks:
-            t.add_column("normalised" if b is None else f"block {setting_text(BLOCK_KNOB, b)}", justify="right")
+            t.add_column("normalised" if b is None else escape(f"block {setting_text(BLOCK_KNOB, b)}"), justify="right")
         grouped: dict[tuple, dict[Scalar | None, Normalised]] = {}
         for n in norm:
             grouped.setdefault((settings_key(n.context), settings_key(n.level)), {})[n.block_size] = n
         for (_, _), by_block in grouped.items():
             first = next(iter(by_block.values()))
-            cells = []
+            values: list[str] = []
             for b in blocks:
                 found = by_block.get(b)
                 if found is None or not math.isfinite(found.value):
-                    cells.append("-")
+                    values.append("-")
                 elif found.n < 2 or (found.ci_low == found.ci_high == found.value):
-                    cells.append(f"{found.value:.3f}")
+                    values.append(f"{found.value:.3f}")
                 else:
-                    cells.append(f"{found.value:.3f} [{found.ci_low:.3f}, {found.ci_high:.3f}]")
-            t.add_row(*([context_label(first.context)] if has_context else []), first.level_label, *cells)
+                    values.append(f"{found.value:.3f} [{found.ci_low:.3f}, {found.ci_high:.3f}]")
+            t.add_row(*([plain(context_label(first.context))] if has_context else []), plain(first.level_label), *values)
         tables.append(t)
     return tables
 
@@ -371,13 +378,13 @@ def efficiency_table(effs: list[SettingEfficiency], describe: Callable[[str], st
     for e in effs:
         cpu, busy = e.cpu_text("/"), _percent(e.util_pct)
         what = e.pattern.compact() if e.has and e.pattern is not None else e.why_none
-        setting = f"{_short_label(describe(e.label))}\n  {what}"
+        setting = plain(f"{_short_label(describe(e.label))}\n  {what}")
         if e.has:
-            table.add_row(setting, _rate(e.engine_rate, e.unit), _rate(e.device_rate, e.unit), e.percent(), busy, cpu, e.bottleneck or "")
+            table.add_row(setting, _rate(e.engine_rate, e.unit), _rate(e.device_rate, e.unit), e.percent(), busy, cpu, plain(e.bottleneck or ""))
         else:
             engine = _rate(e.engine_rate, e.unit) if math.isfinite(e.engine_rate) else "–"
             disk = _rate(e.device_rate, e.unit) if e.mismatch else "–"
-            table.add_row(setting, engine, disk, "mismatch" if e.mismatch else "–", busy, cpu, e.bottleneck or "")
+            table.add_row(setting, engine, disk, "mismatch" if e.mismatch else "–", busy, cpu, plain(e.bottleneck or ""))
     return table
 
 

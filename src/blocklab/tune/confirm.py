@@ -34,9 +34,8 @@ import random
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, TypedDict
 
-from scipy import stats as scipy_stats
-
 from ..analysis.paired import BlockCell, fit_blocks
+from ..lazy import scipy_stats
 from ..plan import Cell, costly_key, order_block
 
 if TYPE_CHECKING:

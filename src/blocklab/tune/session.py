@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import signal
+import sys
 import time
 import tomllib
 from collections.abc import Callable, Mapping
@@ -184,9 +185,11 @@ def _line(exp: Experiment, cell: Cell, row: ResultRow) -> str:
     return f"INVALID ({row.status}): {text}" if row.invalid else text
 
 
-def run_tune(setup: TuneSetup, run_dir: RunDir, *, say: Callable[[str], None] = lambda _: None, resume: bool = False) -> dict[str, object]:
+def run_tune(setup: TuneSetup, run_dir: RunDir, *, say: Callable[[str], None] = lambda _: None, resume: bool = False,
+             warn: Callable[[str], None] | None = None) -> dict[str, object]:
     """Search, confirm, write tune.json and the report; returns tune.json's content.
-    Ctrl-C raises runner.Interrupted with every finished cell kept."""
+    Progress goes to `say`, a report that could not be written to `warn` (stderr
+    unless given). Ctrl-C raises runner.Interrupted with every finished cell kept."""
     exp = setup.exp
     if not resume:
         try:
@@ -224,7 +227,7 @@ def run_tune(setup: TuneSetup, run_dir: RunDir, *, say: Callable[[str], None] = 
     finally:
         signal.signal(signal.SIGTERM, previous_sigterm)
     state = _write_state(setup, run_dir, search, found, confirmation)
-    write_report(run_dir, say)
+    write_report(run_dir, warn or to_stderr)
     return state
 
 
@@ -311,14 +314,19 @@ def config_lines_of(exp: Experiment, settings: Mapping[str, object]) -> list[str
         return [f"# could not render the configuration: {err}"]
 
 
-def write_report(run_dir: RunDir, say: Callable[[str], None]) -> None:
+def to_stderr(text: str) -> None:
+    """A warning where a command's output is not: stderr."""
+    print(text, file=sys.stderr, flush=True)
+
+
+def write_report(run_dir: RunDir, warn: Callable[[str], None] = to_stderr) -> None:
     try:
         from ..report.tune import write_tune_report
 
         write_tune_report(run_dir)
-    except Exception as err:  # the report never loses a tune: say why it could not render
-        say(f"the report could not be written: {type(err).__name__}: {err}")
+    except Exception as err:  # the report never loses a tune: warn (stderr) why it could not render
+        warn(f"the report could not be written: {type(err).__name__}: {err}")
 
 
-__all__ = ["TuneSetup", "load_tune", "load_saved_tune", "run_tune", "state_head", "write_state", "write_report", "config_lines_of",
+__all__ = ["TuneSetup", "load_tune", "load_saved_tune", "run_tune", "state_head", "write_state", "write_report", "to_stderr", "config_lines_of",
            "TUNE_FILE"]

@@ -223,6 +223,9 @@ class InstanceMixin:
             f"--socket={self.socket_path}",
             f"--pid-file={home / 'mariadbd.pid'}",
             f"--log-error={home / 'error.log'}",
+            # its own temporary tables beside its data, not in /tmp: other servers and cleaners share /tmp
+            # (a private instance's '#sql-temptable' file vanished there while another ran: Errcode 2 on delete)
+            f"--tmpdir={home / 'tmp'}",
             f"--innodb-page-size={self.page_size}",
             *INSTANCE_OPTIONS,
         ]
@@ -242,6 +245,8 @@ class InstanceMixin:
 
             entry = pwd.getpwnam(user)
             os.chown(home, entry.pw_uid, entry.pw_gid)
+        (home / "tmp").mkdir(mode=0o700, exist_ok=True)
+        give_to_service_user(home / "tmp")
         log_offset = log.stat().st_size
         t0 = time.perf_counter()
         with open(log, "ab") as stderr:

@@ -53,6 +53,7 @@ MANAGED = {
     "datadir": "the data directory is blocklab's (per page size, in the cache directory)",
     "socket": "the private instance listens on its own socket",
     "pid_file": "managed by blocklab",
+    "tmpdir": "the private instance keeps its temporary files in its own directory (tmp/ beside its data)",
     "log_error": "managed by blocklab",
     "skip_networking": "the private instance has no TCP port",
     "port": "the private instance has no TCP port",
