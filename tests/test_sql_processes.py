@@ -13,6 +13,7 @@ import pytest
 
 from blocklab.spec import DatasetSpec, WorkloadSpec
 from blocklab.workloads import make_workload
+from blocklab.workloads import sql as sql_workload
 from blocklab.workloads.pgscript_expr import ScriptError
 from blocklab.workloads.sql import Sql
 from blocklab.workloads.sql_procs import run_processes
@@ -192,9 +193,24 @@ def test_count_mode_in_processes_counts_every_session_s_transactions_and_rows(pg
                          sessions=3, transactions=40)
     workload.check(pg_engine)
     workload.prepare(pg_engine)
+    monkeypatch.setattr(sql_workload, "SESSIONS_AS", "processes")  # 3 sessions: more than this machine's 2 cores
     forks = _forks(monkeypatch)
     m = workload.run(pg_engine)
     assert len(forks) == 3
     assert m["transactions"] == 120 and m["stmt.s1_l2.count"] == 120 and 120 <= m["rows"] <= 360
     assert m["elapsed_s"] >= 0.04  # 40 sleeps of 1 ms in each session
     assert "profile.total.total_s" in m  # the wait sampler's windows, opened and closed by the parent
+
+
+@pytest.mark.parametrize(("setting", "sessions", "cores", "can_fork", "expected"), [
+    ("auto", 2, 2, True, True),  # as many sessions as cores: processes (1.34x threads measured)
+    ("auto", 4, 2, True, False),  # more than the cores: threads (no gain measured)
+    ("auto", 1, 8, False, False),  # a dialect that cannot fork its sessions (SQLite): threads
+    ("processes", 16, 2, True, True),
+    ("processes", 2, 2, False, False),
+    ("threads", 1, 8, True, False),
+])
+def test_sessions_run_as_processes_while_there_are_cores_for_them(monkeypatch, setting, sessions, cores, can_fork, expected):
+    monkeypatch.setattr(sql_workload, "SESSIONS_AS", setting)
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    assert sql_workload.sessions_as_processes(sessions, can_fork) is expected

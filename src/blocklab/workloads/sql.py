@@ -115,7 +115,7 @@ class SqlDialect(Protocol):
     """What running the user's scripts needs from an engine."""
 
     # May a session opened here (sql_session) run its statements in a forked child while the parent keeps it,
-    # cancels it (cancel() from the parent) and closes it once the child has ended? (absent: False, threads)
+    # cancels it (cancel() from the parent) and closes it once the child has ended? (False: threads)
     fork_sessions: bool
 
     def placeholder(self, n: int) -> str:
@@ -220,7 +220,21 @@ class SqlOptions(Options):
 
 
 DEFAULT_DURATION_S = 10.0
-SESSIONS_AS = "processes"  # or "threads": benchmarks/sql_vs_pgbench.py compares the two; not a user's setting
+# How the sessions run: "auto" (processes while there are no more sessions than cores, else threads),
+# or "processes"/"threads" (benchmarks/sql_vs_pgbench.py compares the two; not a user's setting).
+# Measured on 2 cores, synchronous_commit = off (BENCHMARKS.md): 2 sessions as processes ran 1.34x
+# [1.23, 1.66] the transactions of 2 threads (threads wait for each other's interpreter lock); 4 as
+# processes 0.94x [0.87, 1.18] of 4 threads (more processes than cores: no gain shown).
+SESSIONS_AS = "auto"
+
+
+def sessions_as_processes(sessions: int, dialect_can_fork: bool) -> bool:
+    """Run the sessions as forked processes? (SESSIONS_AS, the dialect's fork_sessions, the cores)"""
+    import os
+
+    if not dialect_can_fork or SESSIONS_AS == "threads":
+        return False
+    return SESSIONS_AS == "processes" or sessions <= (os.cpu_count() or 1)
 SESSION_ESCAPE = re.compile(  # what would undo a DSN session's READ ONLY or its search path (refused there)
     r"^(?:begin|start)\b.*\bread\s+write\b"  # BEGIN READ WRITE, START TRANSACTION READ WRITE
     r"|^set\b.*\btransaction\b.*\bread\s+write\b"  # SET [SESSION] TRANSACTION READ WRITE, SET SESSION CHARACTERISTICS ...
@@ -456,7 +470,7 @@ class Sql:
             runner = Runner(self.scripts, {**self.variables, "client_id": i}, self.seed * 1000 + i)
             return plans, runner, Tally(len(self.statements))
 
-        if SESSIONS_AS == "processes" and getattr(dialect, "fork_sessions", False):
+        if sessions_as_processes(len(sessions), dialect.fork_sessions):
             return self._run_processes(sessions, profiler, setup, fail)
         stop = [False]
 
