@@ -37,6 +37,7 @@ from blocklab.engines.postgres import PostgresEngine
 from blocklab.engines.postgres.instance import pg_bin
 from blocklab.spec import DatasetSpec, WorkloadSpec
 from blocklab.workloads import make_workload
+from blocklab.workloads import sql as sql_workload
 from blocklab.workloads.sql import Sql
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "pgbench"
@@ -66,9 +67,15 @@ def main() -> None:
                         help="pgbench's -M and blocklab's workload.protocol, each compared with its like (default: both)")
     parser.add_argument("--commit", default="on,off", help="the synchronous_commit values, in this order")
     parser.add_argument("--no-sample", action="store_true", help="the workload without its wait sampler (sample = false)")
+    parser.add_argument("--sessions-as", default="processes",
+                        help="the workload's sessions as processes (as a cell runs them) or threads (as before), or "
+                             "both (threads,processes: each pair runs both, each compared with the same pgbench run)")
     parser.add_argument("--cache", type=Path, default=Path(os.environ.get("BLOCKLAB_CACHE", "/var/tmp/blocklab-sql-bench")))
     args = parser.parse_args()
     modes = args.modes.split(",")
+    kinds = args.sessions_as.split(",")
+    if not set(kinds) <= {"threads", "processes"}:
+        parser.error(f"--sessions-as: {args.sessions_as!r}: give threads, processes or both")
     for mode in modes:
         if mode not in ("simple", "prepared"):
             parser.error(f"--modes: {mode!r} is not one of simple, prepared")
@@ -90,30 +97,41 @@ def main() -> None:
               f"load average {os.getloadavg()[0]:.1f}", flush=True)
         for commit in args.commit.split(","):
             engine.apply({"pg.synchronous_commit": commit})
-            ratios: dict[str, list[float]] = {m: [] for m in modes}
-            ours: dict[str, list[float]] = {m: [] for m in modes}
+            cells = [(m, k) for m in modes for k in kinds]
+            ratios: dict[tuple[str, str], list[float]] = {c: [] for c in cells}
+            ours: dict[tuple[str, str], list[float]] = {c: [] for c in cells}
             theirs: dict[str, list[float]] = {m: [] for m in modes}
             for pair in range(args.pairs):
-                order = ("blocklab", "pgbench") if pair % 2 == 0 else ("pgbench", "blocklab")
+                # alternate who goes first; with both kinds, also which kind runs first
+                sides = [*(kinds if pair % 4 < 2 else kinds[::-1]), "pgbench"]
+                order = sides if pair % 2 == 0 else sides[::-1]
                 for mode in modes:
                     got: dict[str, float] = {}
                     for which in order:
-                        if which == "blocklab":
-                            got["blocklab"] = workloads[mode].run(engine)["tps"]
-                        else:
+                        if which == "pgbench":
                             got["pgbench"] = run_pgbench(engine, schema, args.sessions, args.seconds, commit, mode)
+                        else:
+                            sql_workload.SESSIONS_AS = which
+                            got[which] = workloads[mode].run(engine)["tps"]
                         time.sleep(0.5)
-                    ratios[mode].append(got["blocklab"] / got["pgbench"])
-                    ours[mode].append(got["blocklab"])
                     theirs[mode].append(got["pgbench"])
-                    print(f"synchronous_commit={commit} {mode} pair {pair + 1} ({order[0]} first): blocklab {got['blocklab']:,.0f} tps, "
-                          f"pgbench {got['pgbench']:,.0f} tps, ratio {ratios[mode][-1]:.3f}; load average {os.getloadavg()[0]:.1f}",
-                          flush=True)
-            for mode in modes:
-                med, lo, hi = median_ci(ratios[mode])
-                print(f"synchronous_commit={commit} {mode}: blocklab / pgbench tps median {med:.3f}, 95% CI [{lo:.3f}, {hi:.3f}] "
-                      f"over {len(ratios[mode])} pairs (blocklab median {statistics.median(ours[mode]):,.0f} tps, pgbench "
+                    for kind in kinds:
+                        ratios[mode, kind].append(got[kind] / got["pgbench"])
+                        ours[mode, kind].append(got[kind])
+                    print(f"synchronous_commit={commit} {mode} pair {pair + 1} ({order[0]} first): "
+                          + ", ".join(f"blocklab {k} {got[k]:,.0f} tps" for k in kinds)
+                          + f", pgbench {got['pgbench']:,.0f} tps, ratio " + ", ".join(f"{ratios[mode, k][-1]:.3f}" for k in kinds)
+                          + f"; load average {os.getloadavg()[0]:.1f}", flush=True)
+            for mode, kind in cells:
+                med, lo, hi = median_ci(ratios[mode, kind])
+                print(f"synchronous_commit={commit} {mode} {kind}: blocklab / pgbench tps median {med:.3f}, 95% CI [{lo:.3f}, {hi:.3f}] "
+                      f"over {len(ratios[mode, kind])} pairs (blocklab median {statistics.median(ours[mode, kind]):,.0f} tps, pgbench "
                       f"{statistics.median(theirs[mode]):,.0f}); load average {os.getloadavg()[0]:.1f}", flush=True)
+            if len(kinds) == 2:
+                for mode in modes:
+                    med, lo, hi = median_ci([p / t for p, t in zip(ours[mode, "processes"], ours[mode, "threads"])])
+                    print(f"synchronous_commit={commit} {mode}: processes / threads tps median {med:.3f}, 95% CI [{lo:.3f}, {hi:.3f}]",
+                          flush=True)
     finally:
         engine.stop()
 

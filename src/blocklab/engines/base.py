@@ -160,7 +160,8 @@ class SessionProfiler(Protocol):
 
         profiler.register(session) for each session, before it starts
         with profiler:
-            t0 = profiler.begin(session); run; t1 = profiler.end(session)   (in each session's thread)
+            t0 = profiler.begin(session); run; t1 = profiler.end(session)   (in each session's thread,
+                or the parent's: end(session, at=t1) once the session's process has ended)
         profiler.metrics("profile")  -> profile.slowest.*, profile.total.*
     """
 
@@ -172,7 +173,8 @@ class SessionProfiler(Protocol):
 
     def begin(self, session: Session) -> float: ...
 
-    def end(self, session: Session) -> float: ...
+    def end(self, session: Session, at: float | None = None) -> float:
+        """`at`: the perf_counter time the session stopped, when it ran elsewhere (a process of its own)."""
 
     def metrics(self, prefix: str = "profile") -> dict[str, float]: ...
 

@@ -60,7 +60,8 @@ from ..spec import DatasetSpec, SpecError
 from .base import Options
 from .pgscript import PREDEFINED, Runner, Script, SetCommand, Statement, after_comments, load_script
 from .pgscript_expr import ScriptError, Value
-from .sql_run import Tally, compile_steps, run_session, tally_metrics
+from .sql_procs import run_processes
+from .sql_run import Flag, Step, Tally, TallyBytes, compile_steps, run_session, tally_bytes, tally_from_bytes, tally_metrics
 from .sql_run import percentiles as percentiles
 from .together import run_together
 
@@ -112,6 +113,10 @@ def bind_by_execute(dialect: SqlDialect, session: Session, statements: Sequence[
 
 class SqlDialect(Protocol):
     """What running the user's scripts needs from an engine."""
+
+    # May a session opened here (sql_session) run its statements in a forked child while the parent keeps it,
+    # cancels it (cancel() from the parent) and closes it once the child has ended? (False: threads)
+    fork_sessions: bool
 
     def placeholder(self, n: int) -> str:
         """The n-th parameter (from 1) as the server sees it ($1, ?): error positions are in that text."""
@@ -215,6 +220,21 @@ class SqlOptions(Options):
 
 
 DEFAULT_DURATION_S = 10.0
+# How the sessions run: "auto" (processes while there are no more sessions than cores, else threads),
+# or "processes"/"threads" (benchmarks/sql_vs_pgbench.py compares the two; not a user's setting).
+# Measured on 2 cores, synchronous_commit = off (BENCHMARKS.md): 2 sessions as processes ran 1.34x
+# [1.23, 1.66] the transactions of 2 threads (threads wait for each other's interpreter lock); 4 as
+# processes 0.94x [0.87, 1.18] of 4 threads (more processes than cores: no gain shown).
+SESSIONS_AS = "auto"
+
+
+def sessions_as_processes(sessions: int, dialect_can_fork: bool) -> bool:
+    """Run the sessions as forked processes? (SESSIONS_AS, the dialect's fork_sessions, the cores)"""
+    import os
+
+    if not dialect_can_fork or SESSIONS_AS == "threads":
+        return False
+    return SESSIONS_AS == "processes" or sessions <= (os.cpu_count() or 1)
 SESSION_ESCAPE = re.compile(  # what would undo a DSN session's READ ONLY or its search path (refused there)
     r"^(?:begin|start)\b.*\bread\s+write\b"  # BEGIN READ WRITE, START TRANSACTION READ WRITE
     r"|^set\b.*\btransaction\b.*\bread\s+write\b"  # SET [SESSION] TRANSACTION READ WRITE, SET SESSION CHARACTERISTICS ...
@@ -437,7 +457,6 @@ class Sql:
         for script in self.scripts:
             offsets.append(offsets[-1] + len(script.statements))
         protocol = self.protocol(dialect)
-        stop = [False]
 
         def fail(index: int, err: Exception) -> NoReturn:
             engine_error = dialect.statement_error(err)
@@ -445,12 +464,19 @@ class Sql:
                 raise err
             raise ScriptError(self.engine_error_text(dialect, index, *engine_error)) from None
 
-        def one(i: int) -> Tally:
-            session = sessions[i]
-            bound = dialect.bind(session, self.statements, protocol)
+        def setup(i: int) -> tuple[list[list[Step]], Runner, Tally]:
+            bound = dialect.bind(sessions[i], self.statements, protocol)
             plans = [compile_steps(script, offsets[k], bound) for k, script in enumerate(self.scripts)]
             runner = Runner(self.scripts, {**self.variables, "client_id": i}, self.seed * 1000 + i)
-            tally = Tally(len(self.statements))
+            return plans, runner, Tally(len(self.statements))
+
+        if sessions_as_processes(len(sessions), dialect.fork_sessions):
+            return self._run_processes(sessions, profiler, setup, fail)
+        stop = [False]
+
+        def one(i: int) -> Tally:
+            session = sessions[i]
+            plans, runner, tally = setup(i)
             t0 = profiler.begin(session) if profiler is not None else time.perf_counter()
             try:
                 run_session(plans, runner, stop, t0 + self.duration_s, self.options.transactions, fail, tally)
@@ -464,6 +490,34 @@ class Sql:
             sessions[i].cancel()
 
         return run_together(len(sessions), one, "blocklab-sql", cancel)
+
+    def _run_processes(self, sessions: list[Session], profiler: SessionProfiler | None,
+                       setup: Callable[[int], tuple[list[list[Step]], Runner, Tally]],
+                       fail: Callable[[int, Exception], NoReturn]) -> list[Tally]:
+        """The sessions as processes (workloads/sql_procs.py): each child runs its session's loop
+        and sends back its tally as bytes; the wait sampler's windows are opened and closed here."""
+        def prepare(i: int, stop: Flag) -> Callable[[float], TallyBytes]:
+            plans, runner, tally = setup(i)
+
+            def go(t0: float) -> TallyBytes:
+                tally.t0 = t0
+                try:
+                    run_session(plans, runner, stop, t0 + self.duration_s, self.options.transactions, fail, tally)
+                finally:
+                    tally.t1 = time.perf_counter()
+                return tally_bytes(tally)
+
+            return go
+
+        def begin(i: int) -> float:
+            return profiler.begin(sessions[i]) if profiler is not None else time.perf_counter()
+
+        def end(i: int, result: TallyBytes) -> None:
+            if profiler is not None:
+                profiler.end(sessions[i], at=result[1])
+
+        results = run_processes(len(sessions), prepare, begin, end, lambda i: sessions[i].cancel())
+        return [tally_from_bytes(r, len(self.statements)) for r in results]
 
     def protocol(self, dialect: SqlDialect) -> str:
         """The protocol the sessions use: the option's, or the engine's default; one it cannot use is refused."""

@@ -18,13 +18,20 @@ import statistics
 import time
 from array import array
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 from .pgscript import Runner, Script, SetCommand, SleepCommand
 from .pgscript_expr import Value
 
 SET, SLEEP, STATEMENT = 0, 1, 2  # the kinds of a compiled script's steps
 Step = tuple[int, Any, Any]
+TallyBytes = tuple[float, float, int, list[bytes], bytes]  # a Tally as a session's process sends it back
+
+
+class Flag(Protocol):
+    """stop[0] true: the loop ends (a list's element in a thread, a shared mmap's byte in a process)."""
+
+    def __getitem__(self, index: int, /) -> Any: ...
 
 
 class Tally:
@@ -35,6 +42,20 @@ class Tally:
         self.transactions: array[float] = array("d")
         self.rows = 0
         self.t0 = self.t1 = 0.0
+
+
+def tally_bytes(tally: Tally) -> TallyBytes:
+    """The tally as bytes (arrays of doubles as they lie in memory): cheap to pickle through a pipe."""
+    return tally.t0, tally.t1, tally.rows, [a.tobytes() for a in tally.latencies], tally.transactions.tobytes()
+
+
+def tally_from_bytes(data: TallyBytes, statements: int) -> Tally:
+    tally = Tally(statements)
+    tally.t0, tally.t1, tally.rows = data[0], data[1], data[2]
+    for values, raw in zip(tally.latencies, data[3]):
+        values.frombytes(raw)
+    tally.transactions.frombytes(data[4])
+    return tally
 
 
 def compile_steps(script: Script, first: int, bound: Sequence[Callable[[dict[str, Value]], int]]) -> list[Step]:
@@ -53,7 +74,7 @@ def compile_steps(script: Script, first: int, bound: Sequence[Callable[[dict[str
     return steps
 
 
-def run_session(plans: list[list[Step]], runner: Runner, stop: list[bool], until: float, count: int | None,
+def run_session(plans: list[list[Step]], runner: Runner, stop: Flag, until: float, count: int | None,
                 fail: Callable[[int, Exception], NoReturn], tally: Tally) -> None:
     """Transactions until `until` (perf_counter) or `count` of them, or stop[0]: a script
     chosen by weight, its steps run in order. `fail(index, err)` raises the error of statement

@@ -78,6 +78,8 @@ class SqlScripts(DialectBase):
             return None
         return f"MariaDB error {err.args[0]}: {err.args[1] if len(err.args) > 1 else err}", None
 
+    fork_sessions = True  # a socket: the child uses it, the parent cancels by KILL QUERY from a connection of its own
+
     def sql_session(self, access: SessionAccess) -> MariadbSession:
         session = self.engine.connect()
         if access.read_only:

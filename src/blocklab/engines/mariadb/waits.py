@@ -342,9 +342,9 @@ class SessionWaitProfiler:
         s.t0 = time.perf_counter()
         return s.t0
 
-    def end(self, session: Session) -> float:
-        """Stop the session's clock, then snapshot its thread; returns t1 (perf_counter)."""
-        t1 = time.perf_counter()
+    def end(self, session: Session, at: float | None = None) -> float:
+        """Stop the session's clock (or take `at` as its stop), then snapshot its thread; returns t1 (perf_counter)."""
+        t1 = time.perf_counter() if at is None else at
         s = self._sessions.get(id(session)) if self.available else None
         if s is None:
             return t1

@@ -110,6 +110,8 @@ class SqlScripts(DialectBase):
         return message, position
 
     # ------------------------------------------------------------------ sessions
+    fork_sessions = True  # a libpq socket: the child uses it, the parent cancels through its own cancel request
+
     def sql_session(self, access: SessionAccess) -> PgSession:
         session = self.engine.connect()
         try:

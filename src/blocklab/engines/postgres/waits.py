@@ -426,8 +426,8 @@ class SessionSampler:
             self.sampler.begin(int(session.backend_id), t0)
         return t0
 
-    def end(self, session: Session) -> float:
-        t1 = time.perf_counter()
+    def end(self, session: Session, at: float | None = None) -> float:
+        t1 = time.perf_counter() if at is None else at
         if self.sampler is not None:
             self.sampler.end(int(session.backend_id), t1)
         return t1

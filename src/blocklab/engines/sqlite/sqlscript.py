@@ -62,6 +62,8 @@ class SqlScripts(DialectBase):
         offset = getattr(err, "error_offset", -1)  # apsw's: where SQLite stopped reading the statement, -1 unknown
         return f"SQLite error: {err}", (int(offset) if isinstance(offset, int) and offset >= 0 else None)
 
+    fork_sessions = False  # SQLite forbids carrying a connection across fork (its locks are per process) and its cancel, interrupt(), works only in-process
+
     def sql_session(self, access: SessionAccess) -> SqliteSession:
         session = self.engine.connect()
         if access.read_only:
