@@ -5,7 +5,7 @@
     script = ["report.sql"]            # or ["tpcb.sql@9", "select.sql@1"]: pgbench's -f FILE@WEIGHT
     setup = "schema.sql"               # optional: the data set's DDL ...
     load = "load.sql"                  # ... and its load, :rows = dataset.rows
-    sessions = 4                       # threads, each its own connection
+    sessions = 4                       # each its own connection (a process while there are cores for it)
     duration_s = 10                    # or transactions = N per session (pgbench -t)
     variables = { scale = 1 }          # pgbench's -D NAME=VALUE
     protocol = "simple"                # or "prepared": pgbench's -M (default: the engine's own)
