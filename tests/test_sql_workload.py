@@ -198,7 +198,7 @@ def _rows(cli_env) -> list[dict]:
 def test_tpcb_like_on_the_embedded_postgresql_with_a_sweep_and_a_cold_cache(cli_env):
     result = _blocklab(cli_env, "run", "--script", str(FIXTURES / "tpcb-like.sql"), "--setup", str(FIXTURES / "schema.sql"),
                        "--load", str(FIXTURES / "load.sql"), "--set", "pg.synchronous_commit=on,off", "--repeats", "1",
-                       "--sessions", "2", "--duration", "1s")
+                       "--sessions", "2", "--duration", "1s", "--protocol", "simple")
     text = _text(result)
     assert result.returncode == 0, text
     assert "Best pg.synchronous_commit is" in text
@@ -217,6 +217,7 @@ def test_tpcb_like_on_the_embedded_postgresql_with_a_sweep_and_a_cold_cache(cli_
     record = json.loads((_run_dir(cli_env) / "workload.json").read_text())
     assert record["scripts"][0]["text"] == (FIXTURES / "tpcb-like.sql").read_text()
     assert record["variables"] == {"scale": 1, "rows": 3_000_000}
+    assert record["protocol"] == "simple"  # as --protocol asked (pgbench -M simple)
     # the report shows the script, its parameters and every statement's latency per setting
     html = (_run_dir(cli_env) / "report.html").read_text()
     assert 'id="scripts"' in html and "UPDATE pgbench_tellers SET tbalance = tbalance + :delta WHERE tid = :tid;" in html
@@ -374,3 +375,18 @@ def test_with_allow_writes_every_cell_starts_from_the_originals_rows(pg15, cli_e
     assert _checksum(pg15) == original
     clean = _blocklab(cli_env, "clean", "--dsn", pg15.dsn)
     assert clean.returncode == 0 and _blocklab_things(pg15) == "", _text(clean)
+
+
+def test_protocol_is_checked_and_goes_with_script(tmp_path):
+    """--protocol: one of pgbench's -M values, and only with --script; refused before anything runs, on stderr."""
+    from click.testing import CliRunner
+
+    from blocklab.cli import main
+
+    script = tmp_path / "q.sql"
+    script.write_text("SELECT 1;\n")
+    bad = CliRunner().invoke(main, ["run", "--script", str(script), "--protocol", "extended"])
+    assert bad.exit_code == 2 and "'extended' is not one of 'simple', 'prepared'" in " ".join(bad.stderr.split())
+    alone = CliRunner().invoke(main, ["run", "mbrc", "--protocol", "simple"])
+    assert alone.exit_code == 2 and "--transactions, --define and --protocol go with --script" in " ".join(alone.stderr.split())
+    assert alone.stdout == ""

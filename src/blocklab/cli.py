@@ -83,6 +83,8 @@ def script_options(func: F) -> F:
         click.option("--duration", type=str, metavar="TIME", help="each cell's time, e.g. 10s, 500ms, 2m (workload.duration_s)"),
         click.option("--transactions", type=click.IntRange(min=1), help="with --script: transactions per session instead of --duration"),
         click.option("-D", "--define", "defines", multiple=True, metavar="NAME=VALUE", help="with --script: a script variable (pgbench -D)"),
+        click.option("--protocol", type=click.Choice(["simple", "prepared"]),
+                     help="with --script: send statements whole or prepared once (pgbench -M; default: the engine's own)"),
         click.option("--allow-writes", is_flag=True, help="on a --dsn server, let a writing script run on copies of the tables it writes"),
     ]
     for option in reversed(options):
@@ -157,7 +159,7 @@ def main() -> None:
 @fleet_run_options  # --fleet, --hosts, --certs, --insecure, --share-disk (cli_fleet.py)
 def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, budget, allow_server_changes, out, resume, no_retry, wait_s,
                 device_twin, cpu_profile, cpu_profile_hz, trace_function, trace_arg, scripts, setup, load, sessions, duration,
-                transactions, defines, allow_writes, explain, **fleet) -> None:
+                transactions, defines, protocol, allow_writes, explain, **fleet) -> None:
     """Run an experiment FILE or built-in RECIPE and print the verdict.
 
     \b
@@ -178,6 +180,7 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, budget, a
     \b
     Your own SQL (pgbench's script language; workload "sql"):
       blocklab run --script q.sql --set pg.io_combine_limit=1,8,16,32 --engine postgres
+      blocklab run --script tpcb.sql --protocol prepared --sessions 2 --set pg.synchronous_commit=on,off
       blocklab run --script tpcb.sql@9 --script select.sql@1 --setup schema.sql --load load.sql --rows 100000 \\
                    --sessions 4 --duration 10s --set pg.synchronous_commit=on,off
       blocklab run --script report.sql --dsn "host=db1 dbname=shop user=me" --set pg.effective_io_concurrency=1,64
@@ -204,13 +207,13 @@ def run_command(target, sets, repeats, rows, engine, dsn, seed, quick, budget, a
                 raise SpecError("--script runs your own SQL instead of an experiment FILE or RECIPE: give one or the other")
             if not scripts:
                 raise SpecError("--setup/--load build the data set of --script: give the script(s) with --script FILE")
-            script_text = ScriptRun(list(scripts), setup, load, transactions=transactions, variables=list(defines)).toml()
+            script_text = ScriptRun(list(scripts), setup, load, transactions=transactions, variables=list(defines), protocol=protocol).toml()
         except SpecError as err:
             fail(make_console(), str(err), EXIT_BAD_INPUT)
         target = "--script " + " ".join(scripts)
-    elif transactions is not None or defines:
-        fail(make_console(), "--transactions and --define go with --script (in an experiment file: workload.transactions, "
-             "workload.variables)", EXIT_BAD_INPUT)
+    elif transactions is not None or defines or protocol:
+        fail(make_console(), "--transactions, --define and --protocol go with --script (in an experiment file: workload.transactions, "
+             "workload.variables, workload.protocol)", EXIT_BAD_INPUT)
     try:
         duration_s = parse_duration(duration) if duration is not None else None
     except SpecError as err:

@@ -38,6 +38,7 @@ class ScriptRun:
     duration: str | None = None
     transactions: int | None = None
     variables: list[str] = field(default_factory=list)  # NAME=VALUE, as pgbench -D
+    protocol: str | None = None  # simple | prepared, as pgbench -M (checked by the workload's options)
 
     def check(self) -> None:
         for text in [*self.scripts, self.setup, self.load]:
@@ -72,6 +73,8 @@ class ScriptRun:
             lines.append(f"duration_s = {parse_duration(self.duration)}")
         if self.transactions is not None:
             lines.append(f"transactions = {self.transactions}")
+        if self.protocol is not None:
+            lines.append(f"protocol = {json.dumps(self.protocol)}")
         if self.variables:
             pairs = [_variable(v) for v in self.variables]
             lines.append("variables = { " + ", ".join(f"{k} = {v}" for k, v in pairs) + " }")

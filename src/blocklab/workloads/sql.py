@@ -276,6 +276,7 @@ class Sql:
         self.seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**31)
         self.facts = ScriptFacts()
         self.access = SessionAccess(read_only=False, schemas=())
+        self.protocol_used: str | None = None  # the option's, or the engine's default once protocol() chose it
         self.statements = [st for script in self.scripts for st in script.statements]
         self.owners = [s for s in self.scripts for _ in s.statements]  # each statement's script
         self.keys = [statement_key(i, s, st) for i, s in enumerate(self.scripts) for st in s.statements]
@@ -410,7 +411,7 @@ class Sql:
             "duration_s": self.duration_s if self.options.transactions is None else None,
             "transactions": self.options.transactions,
             "seed": self.seed,
-            "protocol": self.options.protocol,
+            "protocol": self.protocol_used or self.options.protocol,  # what the sessions sent, not only what was asked
             "allow_writes": self.options.allow_writes,
             "statements": [{"key": k, "script": owner.path, "line": st.where.line, "text": st.first_line}
                            for k, owner, st in zip(self.keys, self.owners, self.statements)],
@@ -527,6 +528,7 @@ class Sql:
             raise SpecError(f"workload.protocol = {chosen!r}: this engine sends statements only as "
                             f"{' or '.join(repr(p) for p in accepted)} ({'; '.join(f'{p}: {PROTOCOLS[p]}' for p in accepted)}); "
                             "leave protocol out or set one of those")
+        self.protocol_used = chosen
         return chosen
 
     def tally_metrics(self, tallies: list[Tally]) -> dict[str, float]:
