@@ -44,6 +44,8 @@ def ensure_service_user(name: str = SERVICE_USER, attempts: int = 5) -> None:
     by the other's useradd), so a failure counts only when the user is still missing, and a
     locked file is tried again."""
     useradd = shutil.which("useradd") or "/usr/sbin/useradd"
+    attempts = max(1, attempts)
+    result: subprocess.CompletedProcess[str] | None = None
     for attempt in range(attempts):
         if _user_exists(name):
             return
@@ -57,6 +59,7 @@ def ensure_service_user(name: str = SERVICE_USER, attempts: int = 5) -> None:
             return
         if attempt + 1 < attempts:
             time.sleep(0.2 * (attempt + 1))
+    assert result is not None  # at least one attempt ran
     raise RuntimeError(f"could not create the system user {name!r} that runs the database servers: "
                        f"{useradd} exited {result.returncode}: {(result.stderr or result.stdout).strip()}")
 
