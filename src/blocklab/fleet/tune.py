@@ -235,7 +235,10 @@ class _Connection:
     def __exit__(self, *exc: object) -> None:
         if self.previous is not None:
             signal.signal(signal.SIGTERM, self.previous)
-        self.fleet.close()
+        try:
+            self.fleet.close()
+        except KeyboardInterrupt:  # Ctrl-C while the labs close (their engines stop): what was written stays; do not wait
+            self.fleet.close(wait=False)
 
 
 def _tune_hosts(fleet: FleetConnection, run_dir: RunDir, seeds: dict[str, int], begin: Callable[[list[str], dict[str, int]], None],
