@@ -40,3 +40,12 @@ def test_it_copies_and_pickles_as_its_name():
     lazy = LazyModule("json")
     for twin in (copy.copy(lazy), pickle.loads(pickle.dumps(lazy))):
         assert isinstance(twin, LazyModule) and twin.dumps({}) == "{}"
+
+
+def test_a_run_imports_it_before_its_first_cell():
+    """An interrupt inside SciPy's first import leaves it half-imported (a fleet run stopped by SIGTERM
+    then failed to write the summary of what it had kept): runs, tunes and fleets import it first."""
+    code = ("import sys, inspect; from blocklab import runner; from blocklab.lazy import import_now; "
+            "import_now(); print('scipy.stats' in sys.modules, 'import_now()' in inspect.getsource(runner.run))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True", "True"]

@@ -35,13 +35,21 @@ def _profile_one(engine, sql: str, before=None, after=None, interval: float = 0.
             sampler.end(pid)
             if after:
                 after()
-    return sampler.profile().sessions[pid]
+    profile = sampler.profile()
+    _GAPS[profile.sessions[pid].pid] = profile.max_gap_s
+    return profile.sessions[pid]
+
+
+_GAPS: dict[int, float] = {}  # session pid -> the longest gap between its sampler's samples
 
 
 def _adds_up(p: SessionProfile, tolerance: float = 0.05) -> None:
     parts = p.parts()
     assert sum(parts.values()) == pytest.approx(p.elapsed_s, rel=1e-9)
-    assert abs(p.unaccounted_s) <= tolerance * p.elapsed_s, p.to_dict()
+    # unaccounted: the window's end after the last sample, at most the longest gap, which a loaded
+    # machine lengthens for the nice-19 sampler (5.9% of 0.86 s was seen beside a second test worker)
+    allowed = max(tolerance * p.elapsed_s, _GAPS.get(p.pid, 0.0) + 0.005)
+    assert abs(p.unaccounted_s) <= allowed, (p.to_dict(), _GAPS.get(p.pid))
 
 
 # ---------------------------------------------------------------------- sessions on a real server

@@ -46,3 +46,12 @@ class LazyModule:
 scipy_stats = LazyModule("scipy.stats")
 scipy_optimize = LazyModule("scipy.optimize")
 scipy_special = LazyModule("scipy.special")
+
+
+def import_now() -> None:
+    """Import them all now: called when a run, a tune or a fleet begins to measure. A Ctrl-C or
+    SIGTERM that lands inside a first import leaves SciPy half-imported, and the summary written
+    after an interruption (what was measured is kept) would then fail; before the cells nothing
+    interrupts it (a fleet run stopped by SIGTERM mid-import failed so on a fresh clone)."""
+    for module in (scipy_stats, scipy_optimize, scipy_special):
+        module._load()

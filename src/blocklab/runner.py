@@ -32,6 +32,7 @@ from .device.twin import measure_run, why_not, write_interleaved
 from .engines.base import Engine, EngineError, KnobError
 from .environment import collect as collect_environment
 from .experiment import Experiment, split_settings
+from .lazy import import_now
 from .owed import keep_owed_restore, put_back_owed, restore_hint
 from .plan import Cell, Plan
 from .probes.cpu_profile import CALL_GRAPH_NAME, CellProfiler, observing
@@ -107,6 +108,7 @@ def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = 
     refused: the plan is finished, each cell ok once. `device_twin` "on" replays
     each cell's I/O with fio right after the cell (device/interleave.py), "off"
     records that it did not; None leaves it out."""
+    import_now()  # SciPy before any cell: an interrupt never lands in its first import (lazy.py)
     plan = _load_or_write_plan(exp, run_dir, resume, reporter)
     if resume:
         check_budget_left(exp, run_dir, plan, retry=retry)

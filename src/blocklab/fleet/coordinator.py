@@ -42,6 +42,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..analysis.fleet import Sweep
+from ..lazy import import_now
 from ..plan import Cell
 from ..report.writer import refresh_report
 from ..results import ENVIRONMENT_FILE, EXPERIMENT_FILE, PLAN_FILE, SPEC_FILE, ResultRow, RunDir
@@ -379,6 +380,7 @@ class FleetConnection:
     # ------------------------------------------------------------------ measuring
     def measure(self, run_dir: RunDir, fplan: FleetPlan, sweep: Sweep, name: str, todo: dict[str, list[Cell]],
                 opened: dict[str, OpenedRun], reporter: FleetReporter) -> FleetOutcome:
+        import_now()  # SciPy before any cell: a SIGTERM never lands in its first import (lazy.py)
         summaries = RunSummaries(sweep, fplan, name, run_dir.rows())
         total = sum(len(c) for c in todo.values())
         estimates = {h: o["estimate"] for h, o in opened.items()}

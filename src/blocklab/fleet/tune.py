@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Final, TypedDict
 
 from ..analysis.paired import BlockCell
 from ..jsonvalue import as_list, as_object
+from ..lazy import import_now
 from ..plan import Cell, Setting
 from ..results import ENVIRONMENT_FILE, EXPERIMENT_FILE, RESULTS_FILE, SPEC_FILE, ResultRow, RunDir, text_digest
 from ..spec import SpecError
@@ -246,6 +247,7 @@ def _tune_hosts(fleet: FleetConnection, run_dir: RunDir, seeds: dict[str, int], 
     """Open the tune on every host (each with its seed), `begin` (the directory is written
     once every host took the tune), run each host's tune (measured, or replayed from its
     rows on a resume), the cross blocks, fleet-tune.json and the report."""
+    import_now()  # SciPy before any cell: an interrupt never lands in its first import (lazy.py)
     stop = threading.Event()
     hosts = list(seeds)
     try:

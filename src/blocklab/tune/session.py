@@ -26,6 +26,7 @@ from .. import recipes
 from ..engines.base import ApplyClass, EngineError, KnobError
 from ..environment import collect as collect_environment
 from ..experiment import Experiment, prepare
+from ..lazy import import_now
 from ..owed import keep_owed_restore
 from ..plan import Cell
 from ..results import ENVIRONMENT_FILE, EXPERIMENT_FILE, RESULTS_FILE, SPEC_FILE, ResultRow, RunDir, text_digest
@@ -190,6 +191,7 @@ def run_tune(setup: TuneSetup, run_dir: RunDir, *, say: Callable[[str], None] = 
     """Search, confirm, write tune.json and the report; returns tune.json's content.
     Progress goes to `say`, a report that could not be written to `warn` (stderr
     unless given). Ctrl-C raises runner.Interrupted with every finished cell kept."""
+    import_now()  # SciPy before any cell: an interrupt never lands in its first import (lazy.py)
     exp = setup.exp
     if not resume:
         try:
