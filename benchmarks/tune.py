@@ -41,6 +41,7 @@ import math
 import random
 import statistics
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -255,7 +256,9 @@ def one_run(i: int, args: argparse.Namespace, optimum: dict[str, Any], budget: i
     text = toml_text(args.rows, budget)
     cache = args.cache
     setup = load_tune("benchmark", seed=seed, cache_dir=cache, text=text, source=f"benchmark-run-{i}")
+    stage(i, "tune")
     state = run_tune(setup, RunDir(out / f"tune-{i}"), say=lambda _: None)
+    stage(i, "held out: the tune's winner, the default, the optimum")
     claim = state["confirmation"]["winner_vs_default"] or {"ratio": 1.0, "low": 1.0, "high": 1.0, "log_se": 0.0, "df": math.inf}
     winner_cfg = state["winner_config"]
     setup = load_tune("benchmark", seed=seed, cache_dir=cache, text=text, source=f"benchmark-heldout-{i}")
@@ -263,8 +266,12 @@ def one_run(i: int, args: argparse.Namespace, optimum: dict[str, Any], budget: i
     held = measure_blocks(setup, names, args.heldout, seed + 1, out / f"heldout-{i}")
     w, d, o = (label_of(setup, c) for c in (winner_cfg, setup.default, optimum))
     to_opt, to_default = paired(held, w, o), paired(held, w, d)
+    # what the verdict recommends: the winner when the confirmation showed it better, else the default
+    rec = w if state["recommended"] == state["winner"] else d
     setup = load_tune("benchmark", seed=seed, cache_dir=cache, text=text, source=f"benchmark-single-{i}")
+    stage(i, "the single-run way")
     sr = single_run(setup, budget, seed, out / f"single-{i}")
+    stage(i, "held out: the single-run winner, the default, the optimum")
     setup = load_tune("benchmark", seed=seed, cache_dir=cache, text=text, source=f"benchmark-single-heldout-{i}")
     sr_held = measure_blocks(setup, {"winner": sr["winner_config"], "default": setup.default, "optimum": optimum}, args.heldout,
                              seed + 2, out / f"single-heldout-{i}")
@@ -273,10 +280,15 @@ def one_run(i: int, args: argparse.Namespace, optimum: dict[str, Any], budget: i
     return {
         "run": i, "seed": seed, "default": d,
         "tune": {"winner": w, "spent_cells": state["spent_cells"], "claim": claim, "heldout_to_optimum": to_opt,
-                 "heldout_to_default": to_default, "rounds": state["rounds"]},
+                 "heldout_to_default": to_default, "rounds": state["rounds"],
+                 "recommended": rec, "heldout_recommended_to_optimum": paired(held, rec, o)},
         "single": {"winner": sw, "spent_cells": sr["spent_cells"], "claim": sr["claim"], "heldout_to_optimum": sr_to_opt,
                    "heldout_to_default": sr_to_default},
     }
+
+
+def stage(run_no: int, what: str) -> None:
+    print(f"  {time.strftime('%H:%M:%S')} run {run_no}: {what}", flush=True)
 
 
 def judge(line: dict[str, Any], sweep_cells: int) -> dict[str, Any]:
@@ -285,6 +297,9 @@ def judge(line: dict[str, Any], sweep_cells: int) -> dict[str, Any]:
     return {
         "tune_within": t["heldout_to_optimum"]["ratio"] >= WITHIN,
         "tune_not_worse": (t["heldout_to_optimum"]["high"] or 0) >= WITHIN,
+        "recommended_within": t["heldout_recommended_to_optimum"]["ratio"] >= WITHIN,
+        "recommended_not_worse": (t["heldout_recommended_to_optimum"]["high"] or 0) >= WITHIN,
+        "recommended_default": t["recommended"] == line["default"],
         "tune_share": t["spent_cells"] / sweep_cells,
         "tune_trivial": claim.get("log_se") == 0.0,  # the winner was the default: the claim is exactly 1
         "tune_holds": holds(claim, held),
@@ -326,7 +341,8 @@ def main() -> None:
             f.write(json.dumps(line) + "\n")
         done.append(line)
         j = judge(line, sweep_cells)
-        print(f"run {i}: tune {line['tune']['winner']} -> {line['tune']['heldout_to_optimum']['ratio']:.3f} of optimum, "
+        print(f"run {i}: tune {line['tune']['winner']} -> {line['tune']['heldout_to_optimum']['ratio']:.3f} of optimum "
+              f"(recommended {line['tune']['recommended']}: {line['tune']['heldout_recommended_to_optimum']['ratio']:.3f}), "
               f"{j['tune_share']:.0%} of the sweep, claim {line['tune']['claim']['ratio']:.3f} held-out "
               f"{line['tune']['heldout_to_default']['ratio']:.3f} holds={j['tune_holds']} strict={j['tune_strict']} "
               f"consistent={j['tune_consistent']}; "
@@ -338,7 +354,10 @@ def main() -> None:
     def count(key: str) -> str:
         return f"{sum(1 for j in judged if j[key])} of {n}"
 
-    print(f"tune: within 3% of the optimum (held-out paired ratio >= {WITHIN}): {count('tune_within')}; not shown worse than "
+    print(f"tune's recommendation (the winner if shown better than the default, else the default; the default "
+          f"{count('recommended_default')}): within 3% of the optimum {count('recommended_within')}; not shown worse than "
+          f"{WITHIN}: {count('recommended_not_worse')}")
+    print(f"tune's search winner: within 3% of the optimum (held-out paired ratio >= {WITHIN}): {count('tune_within')}; not shown worse than "
           f"{WITHIN}: {count('tune_not_worse')}; median share of the sweep's cells {statistics.median(j['tune_share'] for j in judged):.1%} "
           f"(max {max(j['tune_share'] for j in judged):.1%})")
     real = [j for j in judged if not j["tune_trivial"]]

@@ -8,6 +8,7 @@ import subprocess
 import pytest
 
 from blocklab.engines import service_user
+from blocklab.engines.base import EngineError
 
 
 class FakeMachine:
@@ -65,7 +66,7 @@ def test_a_locked_passwd_file_is_tried_again(machine):
 
 def test_a_user_that_cannot_be_made_is_an_error_naming_it_and_why(machine):
     machine(lock_first=99)
-    with pytest.raises(RuntimeError, match=r"could not create the system user 'bl-test'.*exited 10: useradd: cannot lock /etc/passwd"):
+    with pytest.raises(EngineError, match=r"could not create the system user 'bl-test'.*exited 10: useradd: cannot lock /etc/passwd"):
         service_user.ensure_service_user("bl-test", attempts=3)
 
 

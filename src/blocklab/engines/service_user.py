@@ -14,6 +14,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from .base import EngineError
+
 SERVICE_USER = "blocklab"
 
 
@@ -60,7 +62,7 @@ def ensure_service_user(name: str = SERVICE_USER, attempts: int = 5) -> None:
         if attempt + 1 < attempts:
             time.sleep(0.2 * (attempt + 1))
     assert result is not None  # at least one attempt ran
-    raise RuntimeError(f"could not create the system user {name!r} that runs the database servers: "
+    raise EngineError(f"could not create the system user {name!r} that runs the database servers: "
                        f"{useradd} exited {result.returncode}: {(result.stderr or result.stdout).strip()}")
 
 
