@@ -93,8 +93,10 @@ def toml_text(rows: int, budget: int) -> str:
 
 
 # ------------------------------------------------------------------ the sweep
-def sweep(rows: int, repeats: int, out: Path, cache: Path | None) -> tuple[dict[str, Any], int]:
-    """(the reference optimum's configuration, the sweep's cells)."""
+def sweep(rows: int, repeats: int, out: Path, cache: Path | None, blocks: int | None = None) -> tuple[dict[str, Any], int]:
+    """(the reference optimum's configuration, the sweep's cells). With `blocks`, only the
+    sweep's first `blocks` blocks count (a sweep stopped after its last whole block), and the
+    optimum is their block model's best."""
     run_dir = RunDir(out)
     if not (out / "summary.json").exists():
         raw = base(rows)
@@ -102,11 +104,37 @@ def sweep(rows: int, repeats: int, out: Path, cache: Path | None) -> tuple[dict[
         raw["measure"]["seed"] = 7
         exp = prepare(spec_from_dict(raw, "benchmark", {}), "", "benchmark", cache_dir=cache)
         run(exp, run_dir, SilentReporter())
-    summary = json.loads((out / "summary.json").read_text())
-    return summary["best"], len([r for r in run_dir.rows()])
+    if blocks is None:
+        summary = json.loads((out / "summary.json").read_text())
+        return summary["best"], len([r for r in run_dir.rows()])
+    measured = sweep_rows(out, blocks)
+    complete = {r.block for r in measured}
+    if complete != set(range(blocks)) or any(sum(1 for r in measured if r.block == b) < len(configs_of_space()) for b in complete):
+        raise SystemExit(f"--sweep-blocks {blocks}: {out} does not hold {blocks} whole blocks")
+    configs = {str(k): {n: r.settings[n] for n in KNOBS} for r in measured for k in [space_label(r.settings)]}
+    model = fit_blocks([BlockCell(r.block, space_label(r.settings), float(r.metrics[METRIC])) for r in measured
+                        if r.ok and r.metrics.get(METRIC, 0) > 0])
+    best = max(model.levels, key=lambda k: model.levels[k])
+    return configs[str(best)], len(measured)
 
 
-def sharpen(rows: int, sweep_dir: Path, top: int, blocks: int, out: Path, cache: Path | None) -> dict[str, Any]:
+def sweep_rows(sweep_dir: Path, blocks: int | None) -> list[Any]:
+    """The sweep's rows, of its first `blocks` blocks when given."""
+    return [r for r in RunDir(sweep_dir).rows() if blocks is None or r.block < blocks]
+
+
+def configs_of_space() -> list[tuple[Any, ...]]:
+    import itertools
+
+    return list(itertools.product(*KNOBS.values()))
+
+
+def space_label(settings: dict[str, Any]) -> str:
+    return Setting(tuple((k, settings[k]) for k in KNOBS)).label
+
+
+def sharpen(rows: int, sweep_dir: Path, top: int, blocks: int, out: Path, cache: Path | None,
+            sweep_blocks: int | None = None) -> dict[str, Any]:
     """The sweep's best is the luckiest of 108 noisy estimates. Its `top` best by the
     block model, and the default, are measured again in `blocks` fresh blocks on a new
     engine instance; the best of those by their own block model is the reference
@@ -120,7 +148,7 @@ def sharpen(rows: int, sweep_dir: Path, top: int, blocks: int, out: Path, cache:
     names = [d.name for d in setup.dimensions]
     configs: dict[str, dict[str, Any]] = {}
     cells = []
-    for r in RunDir(sweep_dir).rows():
+    for r in sweep_rows(sweep_dir, sweep_blocks):
         if r.ok and r.metrics.get(METRIC, 0) > 0:
             config = {k: r.settings[k] for k in names}
             label = label_of(setup, config)
@@ -319,6 +347,8 @@ def main() -> None:
     parser.add_argument("--heldout", type=int, default=6, help="held-out blocks per run")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--sweep-dir", type=Path, help="an exhaustive sweep already run (its run directory)")
+    parser.add_argument("--sweep-blocks", type=int, help="count only the sweep's first N blocks (a sweep stopped after "
+                        "its Nth whole block): they are the sweep whose cells the budget is a share of")
     parser.add_argument("--cache", type=Path, help="the engine's cache directory (BLOCKLAB_CACHE otherwise)")
     parser.add_argument("--sharpen-top", type=int, default=0,
                         help="measure the sweep's N best and the default again in --sharpen-blocks fresh blocks; the "
@@ -326,11 +356,12 @@ def main() -> None:
     parser.add_argument("--sharpen-blocks", type=int, default=6)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    optimum, sweep_cells = sweep(args.rows, args.repeats, args.sweep_dir or args.out / "sweep", args.cache)
+    optimum, sweep_cells = sweep(args.rows, args.repeats, args.sweep_dir or args.out / "sweep", args.cache, args.sweep_blocks)
     budget = int(SHARE * sweep_cells)
     print(f"sweep: {sweep_cells} cells, optimum {optimum}; tune budget {budget} cells ({SHARE:.0%})", flush=True)
     if args.sharpen_top:
-        optimum = sharpen(args.rows, args.sweep_dir or args.out / "sweep", args.sharpen_top, args.sharpen_blocks, args.out, args.cache)
+        optimum = sharpen(args.rows, args.sweep_dir or args.out / "sweep", args.sharpen_top, args.sharpen_blocks, args.out, args.cache,
+                          args.sweep_blocks)
         print(f"reference optimum after {args.sharpen_blocks} fresh blocks of the sweep's {args.sharpen_top} best and the "
               f"default: {optimum}", flush=True)
     log = args.out / "benchmark.jsonl"

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sstats
 
-from blocklab.analysis.family import Contrast, range_critical, step_down, studentized_range_cdf
+from blocklab.analysis.family import Contrast, df_node, range_critical, step_down, studentized_range_cdf
 
 
 @pytest.mark.parametrize(
@@ -33,6 +33,27 @@ def test_two_settings_are_students_t_and_more_settings_need_more():
         range_critical(1, 10, 0.05)
     with pytest.raises(ValueError):
         range_critical(3, 0, 0.05)
+
+
+@given(st.floats(min_value=1.0, max_value=2e5, allow_nan=False))
+@settings(max_examples=300, deadline=None)
+def test_a_df_node_is_never_above_its_df_and_grows_with_it(df):
+    node = df_node(df)
+    assert 1.0 <= node <= df
+    assert df_node(df * 1.01) >= node
+    assert node == math.floor(df) if df <= 30 else node >= df / 1.05 - 1
+
+
+def test_critical_values_at_the_nodes_are_never_narrower_and_a_growing_sweep_reuses_them():
+    for k in (3, 8, 108):
+        for df in (31.0, 45.5, 107.0, 400.0, 999.0):
+            exact, at_node = range_critical(k, df, 0.05), range_critical(k, df_node(df), 0.05)
+            assert exact <= at_node <= exact * 1.005  # conservative, and by under 0.5%
+    # a 108-setting sweep's pooled df grows by one a cell: from block 2 to 10 its ~900 values fall on
+    # under 60 nodes, each solved once (a solve for every cell cost 0.6 s a cell at 108 settings)
+    assert len({df_node(df) for df in range(107, 1000)}) <= 60
+    judged = step_down([Contrast("a", -0.2, 0.05, 107.0)], 108, 0.05)
+    assert judged["a"].critical == range_critical(108, df_node(107.0), 0.05)
 
 
 def test_step_down_calls_the_clearest_first_and_counts_fewer_settings_in_play():
