@@ -54,6 +54,9 @@ class Experiment:
     on_changed: Callable[[], None] | None = None
     # where each cell's CPU profile is kept (run_dir/profiles), set by the runner; None: not kept
     profile_dir: Path | None = None
+    # the grid's settings by label, for the knobs they were made of (describe_setting runs for
+    # every setting of every verdict after every cell: 108 settings rebuilt the grid 108 times)
+    _labels: tuple[tuple, dict[str, dict[str, object]]] | None = field(default=None, repr=False, compare=False)
 
     def workload_for(self, settings: dict[str, object]) -> Workload:
         """The workload with this cell's swept options (one instance per combination)."""
@@ -98,7 +101,10 @@ class Experiment:
         return info.describe_value(value)
 
     def _settings_by_label(self) -> dict[str, dict[str, object]]:
-        return {s.label: s.as_dict() for s in grid(self.knobs)}
+        key = tuple((k, tuple(map(repr, v))) for k, v in self.knobs.items())
+        if self._labels is None or self._labels[0] != key:
+            self._labels = (key, {s.label: s.as_dict() for s in grid(self.knobs)})
+        return self._labels[1]
 
     def value_bytes(self) -> dict[str, dict[str, int]]:
         """For knobs that are sizes: the bytes each swept value stands for, kept in
