@@ -6,9 +6,10 @@ import json
 
 import pytest
 
+from blocklab import runner
 from blocklab.experiment import prepare
 from blocklab.results import RESULTS_FILE, RunDir
-from blocklab.runner import Interrupted, SilentReporter, run
+from blocklab.runner import Interrupted, SilentReporter, run, summary_due
 from blocklab.spec import spec_from_dict
 
 
@@ -79,6 +80,42 @@ def test_interrupt_then_resume_runs_every_cell_exactly_once(tmp_path):
     ids = [r.cell_id for r in run_dir.rows()]
     assert sorted(ids) == sorted(c.cell_id for c in exp2.plan().cells)
     assert len(ids) == len(set(ids)) == 9
+
+
+def test_the_summary_after_a_cell_takes_at_most_a_tenth_of_the_time(tmp_path):
+    run_dir = RunDir(tmp_path / "throttled")
+    now = [100.0]
+    written = []
+
+    def write(cost):
+        def go():
+            now[0] += cost
+            written.append(now[0])
+        return go
+
+    def clock():
+        return now[0]
+
+    assert summary_due(run_dir, write(0.5), clock)  # the first: always
+    now[0] += 4.0  # 4 s later: under 9x the 0.5 s it cost
+    assert not summary_due(run_dir, write(0.5), clock)
+    now[0] += 0.6  # 4.6 s after it ended: due
+    assert summary_due(run_dir, write(0.01), clock)
+    now[0] += 0.1  # a cheap summary is rewritten after the next cell
+    assert summary_due(run_dir, write(0.01), clock)
+    assert len(written) == 3
+    now[0] += 1.0
+    with pytest.raises(OSError):  # a failing rewrite is not swallowed, and its cost still counts
+        summary_due(run_dir, lambda: (_ for _ in ()).throw(OSError("disk full")), clock)
+
+
+def test_ctrl_c_leaves_the_summary_of_every_saved_row(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner, "_SUMMARY_SHARE", 1e-9)  # after the first cell no rewrite is ever due
+    run_dir = RunDir(tmp_path / "run")
+    with pytest.raises(Interrupted, match="5 of 9 cells are saved"):
+        run(null_experiment(), run_dir, InterruptAfter(5))
+    summary = json.loads(run_dir.file("summary.json").read_text())
+    assert summary["cells_ok"] + summary["cells_failed"] == 5 == len(run_dir.rows())
 
 
 def test_resume_refuses_a_different_experiment(tmp_path):
