@@ -314,7 +314,7 @@ def test_a_report_that_cannot_be_written_is_warned_on_stderr(tmp_path):
     """The tune is kept (tune.json, its verdict on stdout); why its report is missing goes to stderr."""
     out = tmp_path / "run"
     (out / "report.html").mkdir(parents=True)  # report.html cannot be written over a directory
-    result = CliRunner().invoke(main, ["tune", write(tmp_path), "--budget", "30", "--seed", "4", "--out", str(out)])
+    result = CliRunner().invoke(main, ["tune", write(tmp_path), "--budget", "40", "--seed", "4", "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert "the report could not be written: ResultsWriteError: cannot write" in result.stderr
     assert "could not be written" not in result.stdout
