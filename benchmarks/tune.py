@@ -346,6 +346,9 @@ def judge(line: dict[str, Any], sweep_cells: int, pooled: dict[str, dict[str, An
     t, s = line["tune"], line["single"]
     claim, held = t["claim"], t["heldout_to_default"]
     pooled = pooled or {}
+    # lines written before the recommendation was judged: it was the search's winner's figure then
+    t.setdefault("recommended", t["winner"])
+    t.setdefault("heldout_recommended_to_optimum", t["heldout_to_optimum"])
 
     def pooled_within(label: str) -> bool:
         return label in pooled and pooled[label]["ratio"] >= WITHIN

@@ -118,6 +118,32 @@ def test_ctrl_c_leaves_the_summary_of_every_saved_row(tmp_path, monkeypatch):
     assert summary["cells_ok"] + summary["cells_failed"] == 5 == len(run_dir.rows())
 
 
+class FailAfter(InterruptAfter):
+    def cell_done(self, cell, row, line):
+        try:
+            super().cell_done(cell, row, line)
+        except KeyboardInterrupt:
+            raise OSError("the disk went away") from None
+
+
+class InterruptAtStart(SilentReporter):
+    def plan_started(self, *args):
+        raise KeyboardInterrupt
+
+
+def test_an_error_also_leaves_the_summary_of_every_saved_row_and_a_run_stopped_at_once_none(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner, "_SUMMARY_SHARE", 1e-9)
+    run_dir = RunDir(tmp_path / "run")
+    with pytest.raises(OSError, match="the disk went away"):
+        run(null_experiment(), run_dir, FailAfter(6))
+    summary = json.loads(run_dir.file("summary.json").read_text())
+    assert summary["cells_ok"] + summary["cells_failed"] == 6 == len(run_dir.rows())
+    stopped = RunDir(tmp_path / "stopped")
+    with pytest.raises(Interrupted, match="0 of 9 cells are saved"):
+        run(null_experiment(), stopped, InterruptAtStart())
+    assert not stopped.file("summary.json").exists()  # no row, no summary (as before the rewrites were spaced)
+
+
 def test_resume_refuses_a_different_experiment(tmp_path):
     run_dir = RunDir(tmp_path / "run")
     run(null_experiment(), run_dir, SilentReporter())

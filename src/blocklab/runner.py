@@ -176,9 +176,12 @@ def run(exp: Experiment, run_dir: RunDir, reporter: Reporter, *, resume: bool = 
     except KeyboardInterrupt:
         if beside is not None:
             write_interleaved(run_dir, beside)
-        _summary_at_interrupt(exp, run_dir, plan)
+        _summary_if_behind(exp, run_dir, plan)
         refresh_report(run_dir, force=True)
         raise Interrupted(f"interrupted; {len(run_dir.rows())} of {len(plan.cells)} cells are saved") from None
+    except Exception:  # the engine died, a write failed...: the summary of every row saved, then the error
+        _summary_if_behind(exp, run_dir, plan)
+        raise
     finally:
         signal.signal(signal.SIGTERM, previous_sigterm)
         if beside is not None:
@@ -527,6 +530,7 @@ def _load_or_write_plan(exp: Experiment, run_dir: RunDir, resume: bool, reporter
 
 _SUMMARY_SHARE = 0.1  # of a run's time, what rewriting the summary after its cells may take
 _summary_last: dict[str, tuple[float, float]] = {}  # run directory -> (when its last summary ended, what it cost)
+_summary_behind: set[str] = set()  # run directories with rows their summary.json does not count yet
 
 
 def summary_due(run_dir: RunDir, write: Callable[[], object], clock: Callable[[], float] = time.perf_counter) -> bool:
@@ -538,21 +542,28 @@ def summary_due(run_dir: RunDir, write: Callable[[], object], clock: Callable[[]
     now = clock()
     last = _summary_last.get(key)
     if last is not None and now - last[0] < last[1] * (1 - _SUMMARY_SHARE) / _SUMMARY_SHARE:
+        _summary_behind.add(key)
         return False
     try:
         write()
+        _summary_behind.discard(key)
     finally:
         end = clock()
         _summary_last[key] = (end, end - now)
     return True
 
 
-def _summary_at_interrupt(exp: Experiment, run_dir: RunDir, plan: Plan) -> None:
-    """The summary of every row saved, after Ctrl-C (the last rewrite may be a few cells
-    old); a failure here must not hide the interrupt: `blocklab analyse` rewrites it."""
+def _summary_if_behind(exp: Experiment, run_dir: RunDir, plan: Plan) -> None:
+    """After Ctrl-C or an error: the summary of every row saved, when the last rewrite was
+    skipped (a run stopped before its first cell writes none, as before). A failure here
+    must not hide what stopped the run: `blocklab analyse` rewrites the summary."""
+    key = str(run_dir.path.resolve())
+    if key not in _summary_behind:
+        return
     try:
         write_summary(exp, run_dir, plan)
-    except Exception:  # the interrupt is what the user must see
+        _summary_behind.discard(key)
+    except Exception:  # what stopped the run is what the user must see
         pass
 
 
