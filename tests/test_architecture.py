@@ -25,7 +25,7 @@ below it; an import of a higher floor "runs back up"):
  7. views       what people read: report/ (files, figures, and the terminal's tables in
                 report/console_tables.py), console.py (the live progress of a run),
                 importers/ (other tools' output as runs)
- 8. running     runner, experiment, claims, lab, owed: a run, cell by cell
+ 8. running     runner, run_summary, experiment, claims, lab, owed: a run, cell by cell
  9. fleet       a run over several hosts (fleet/)
 10. commands    cli*.py, doctor.py, sql_shortcut.py (--script): the `blocklab` commands
 
@@ -64,7 +64,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("engines", ("blocklab.engines.*",)),
     ("analysis", ("blocklab.analysis", "blocklab.analysis.*", "blocklab.search")),
     ("views", ("blocklab.report", "blocklab.report.*", "blocklab.console", "blocklab.importers", "blocklab.importers.*")),
-    ("running", ("blocklab.runner", "blocklab.experiment", "blocklab.claims", "blocklab.lab", "blocklab.owed",
+    ("running", ("blocklab.runner", "blocklab.run_summary", "blocklab.experiment", "blocklab.claims", "blocklab.lab", "blocklab.owed",
                  "blocklab.tune", "blocklab.tune.*")),
     ("fleet", ("blocklab.fleet", "blocklab.fleet.*")),
     ("commands", ("blocklab.cli", "blocklab.cli_*", "blocklab.doctor", "blocklab.sql_shortcut")),

@@ -6,10 +6,11 @@ import json
 
 import pytest
 
-from blocklab import runner
+from blocklab import run_summary
 from blocklab.experiment import prepare
 from blocklab.results import RESULTS_FILE, RunDir
-from blocklab.runner import Interrupted, SilentReporter, run, summary_due
+from blocklab.run_summary import summary_due
+from blocklab.runner import Interrupted, SilentReporter, run
 from blocklab.spec import spec_from_dict
 
 
@@ -110,7 +111,7 @@ def test_the_summary_after_a_cell_takes_at_most_a_tenth_of_the_time(tmp_path):
 
 
 def test_ctrl_c_leaves_the_summary_of_every_saved_row(tmp_path, monkeypatch):
-    monkeypatch.setattr(runner, "_SUMMARY_SHARE", 1e-9)  # after the first cell no rewrite is ever due
+    monkeypatch.setattr(run_summary, "_SUMMARY_SHARE", 1e-9)  # after the first cell no rewrite is ever due
     run_dir = RunDir(tmp_path / "run")
     with pytest.raises(Interrupted, match="5 of 9 cells are saved"):
         run(null_experiment(), run_dir, InterruptAfter(5))
@@ -132,7 +133,7 @@ class InterruptAtStart(SilentReporter):
 
 
 def test_an_error_also_leaves_the_summary_of_every_saved_row_and_a_run_stopped_at_once_none(tmp_path, monkeypatch):
-    monkeypatch.setattr(runner, "_SUMMARY_SHARE", 1e-9)
+    monkeypatch.setattr(run_summary, "_SUMMARY_SHARE", 1e-9)
     run_dir = RunDir(tmp_path / "run")
     with pytest.raises(OSError, match="the disk went away"):
         run(null_experiment(), run_dir, FailAfter(6))

@@ -6,7 +6,7 @@ A run directory holds:
   plan.json          the cells in order and the random seed
   environment.json   host, kernel, CPU, file system, device, engine version, full parameter set
   results.jsonl      one JSON line per finished cell, appended and flushed (format FORMAT)
-  summary.json       the analysis, rewritten after cells (runner.summary_due) and at the end
+  summary.json       the analysis, rewritten after cells (run_summary.summary_due) and at the end
 
 Every line is complete or absent: a line is written with a single write() and
 fsync'd, and a torn last line (a crash mid-write) is ignored on load.

@@ -1,7 +1,7 @@
 """The report's 'when the run stopped' section (issue 26): the budgeted stopping
 rule, what the run spent of its budget, and, when the budget ended before the
 verdict settled, each undecided pair with the blocks estimated to settle it
-(summary.json's "settle", written by runner.settle_section)."""
+(summary.json's "settle", written by run_summary.settle_section)."""
 
 from __future__ import annotations
 
