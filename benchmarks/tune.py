@@ -379,7 +379,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="blocks of the exhaustive sweep")
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--heldout", type=int, default=6, help="held-out blocks per run")
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--out", type=Path, help="where every step's rows go (required but with --write-space)")
     parser.add_argument("--sweep-dir", type=Path, help="an exhaustive sweep already run (its run directory)")
     parser.add_argument("--sweep-blocks", type=int, help="count only the sweep's first N blocks (a sweep stopped after "
                         "its Nth whole block): they are the sweep whose cells the budget is a share of")
@@ -390,7 +390,16 @@ def main() -> None:
     parser.add_argument("--sharpen-blocks", type=int, default=6)
     parser.add_argument("--default", type=json.loads, help='the configuration to beat as JSON, e.g. \'{"pg.io_method": "sync", '
                         '"multiblock_read": 1}\' (the engine\'s defaults otherwise)')
+    parser.add_argument("--write-space", type=Path, help="write the space as an experiment file of --rows rows and "
+                        "--repeats blocks (for `blocklab run`, or benchmarks/against_commit.py) and stop")
     args = parser.parse_args()
+    if args.write_space:
+        text = toml_text(args.rows, 0).split("[tune]")[0].replace("[measure]", f"[measure]\nrepeats = {args.repeats}\nseed = 7")
+        args.write_space.write_text(text)
+        print(f"written: {args.write_space}")
+        return
+    if args.out is None:
+        parser.error("--out DIR is required (where the benchmark's rows go)")
     args.out.mkdir(parents=True, exist_ok=True)
     optimum, sweep_cells = sweep(args.rows, args.repeats, args.sweep_dir or args.out / "sweep", args.cache, args.sweep_blocks)
     budget = int(SHARE * sweep_cells)
