@@ -23,6 +23,7 @@ from blocklab.runner import Interrupted
 from blocklab.spec import SpecError
 from blocklab.tune.confirm import confirm_winner, predict, verdict
 from blocklab.tune.driver import Accounts, Search, Trial
+from blocklab.tune.race import credible_levels, levels_to
 from blocklab.tune.session import load_saved_tune, load_tune, run_tune
 from blocklab.tune.space import Dimension, TuneSpec, parse_budget, split_raw
 
@@ -228,6 +229,44 @@ def test_the_race_drops_the_clearly_worse_and_restarts_are_paid_from_the_budget(
     assert search.accounts.restart_cells > 0
     assert search.accounts.spent_cells == pytest.approx(search.accounts.cells + search.accounts.restart_cells)
     assert [e for e in found.events if e.get("incumbent")], "the incumbent changed at least once"
+
+
+def _lucky_one_block_cells(noise: float) -> list[BlockCell]:
+    """A default, a leader measured in six blocks at 1.6x it and twenty others
+    (0.8x to 1.45x) in two blocks each, every cell off its truth by +-noise (log
+    scale, alternating); then a newcomer measured in one block whose estimate is
+    5% above the leader's."""
+    truths = {"default": 1.0, "leader": 1.6, **{f"other{i}": 0.8 + 0.65 * i / 19 for i in range(20)}}
+    cells = []
+    for n, (key, truth_) in enumerate(truths.items()):
+        blocks = range(6) if key in ("default", "leader") else (2 * (n % 3), 2 * (n % 3) + 1)
+        cells += [BlockCell(b, key, 1000.0 * truth_ * math.exp(noise * (1 if (b + n) % 2 else -1))) for b in blocks]
+    model = fit_blocks(cells)  # a configuration of one cell has no residual: it leaves this fit as it is
+    return cells + [BlockCell(5, "newcomer", math.exp(model.levels["leader"] + 0.05 + model.block_effects[5]))]
+
+
+@pytest.mark.parametrize("noise, crowned", [(0.14, "leader"), (0.01, "newcomer")])
+def test_a_lucky_single_block_outranks_a_well_measured_leader_only_when_the_noise_is_small(noise, crowned):
+    """What the search crowns: the credible levels shrink each estimate by how little
+    its cells say. At 14% per-cell noise the newcomer's one block, 5% above the
+    leader's six-block estimate, is mostly noise; at 1% it is information."""
+    cells = _lucky_one_block_cells(noise)
+    raw = levels_to(cells, "default", "max")
+    assert max(raw, key=lambda k: raw[k]) == "newcomer"  # the raw estimates crown the newcomer either way
+    credible = credible_levels(cells, "default", "max")
+    assert max(credible, key=lambda k: credible[k]) == crowned, credible
+    assert credible["default"] == 0.0
+
+
+def test_an_earlier_leader_is_raced_again_beside_the_incumbent():
+    """irace's elites: besides the incumbent, the best earlier configuration is
+    measured in every round, so a leader that lost the incumbency to a luckier
+    candidate is measured again, not forgotten."""
+    search, found, _ = synthetic_tune(3)
+    crowned = {e["label"] for e in found.events if e.get("incumbent")}
+    raced_again = [t for t in found.trials.values()
+                   if t.label not in crowned and t.label != found.default and t.blocks > search.spec.max_blocks]
+    assert raced_again, [(t.label, t.blocks) for t in found.trials.values()]
 
 
 # ------------------------------------------------------------------ on the null engine

@@ -1,9 +1,11 @@
 """The tune loop: the optimiser proposes, the race measures and judges, the budget counts.
 
 Round after round: ask the optimiser for `candidates` new configurations, race
-them in blocks beside the incumbent and the default (race.py), tell the
-optimiser each one's within-block ratio to the default, and make the round's
-best the incumbent. Configurations the optimiser proposes again are told what
+them in blocks beside the incumbent, the best earlier configuration (an elite)
+and the default (race.py), tell the optimiser each one's within-block ratio to
+the default, and crown as incumbent the configuration not dropped with the best
+credible level (race.credible_levels: each estimate shrunk by how little its
+cells say, so one lucky block does not outrank a leader measured in six). Configurations the optimiser proposes again are told what
 was measured for them, not measured again. When the budget (less what the
 confirmation needs) cannot pay for another round, the incumbent is the winner;
 the confirmation (confirm.py) measures it afresh.
@@ -35,13 +37,17 @@ from ..engines.base import ApplyClass, KnobInfo
 from ..plan import Cell, Setting, costly_key, order_block
 from ..results import ResultRow
 from .optimiser import Optimiser
-from .race import levels_to, look
+from .race import credible_levels, levels_to, look
 from .space import Dimension, TuneSpec
 
 # How often a slot may draw a configuration already measured before the
 # loop takes an unmeasured one at random (small spaces: TPE repeats itself).
 _REDRAWS = 12
 MIN_BLOCKS = 2  # blocks before the first round's first look (one block of distinct configurations gives no interval)
+# Earlier configurations raced again in every round beside the incumbent (irace's elites): the
+# best of them by the credible levels. A leader that lost the incumbency to a luckier candidate
+# is measured again instead of forgotten (BENCHMARKS.md, tune v6 run 2 and v8).
+ELITES = 1
 
 Measure = Callable[[Cell, dict[str, object]], list[ResultRow]]
 
@@ -212,7 +218,7 @@ class Search:
         levels = levels_to(self.cells, self.default_label, self.goal)
         return SearchResult(
             winner=self.incumbent,
-            runner_up=self.runner_up(levels),
+            runner_up=self.runner_up(credible_levels(self.cells, self.default_label, self.goal)),
             default=self.default_label,
             trials=self.trials,
             events=self.events,
@@ -268,7 +274,7 @@ class Search:
         and the default's from earlier rounds too: the block model's pooled noise then
         has degrees of freedom from the first block of a round on, so a clearly worse
         candidate costs one cell, not two)."""
-        entrants = list(dict.fromkeys([self.incumbent, self.default_label, *candidates]))
+        entrants = list(dict.fromkeys([self.incumbent, self.default_label, *self.elites(), *candidates]))
         alive = list(entrants)
         self.say(f"round {round_no + 1}: racing {', '.join(candidates)} against the incumbent {self.incumbent}" +
                  ("" if self.incumbent == self.default_label else f" and the default {self.default_label}"))
@@ -297,7 +303,14 @@ class Search:
                 self.say(f"  dropped {gone}: {ratio[0]:.3f}x the best [{ratio[1]:.3f}, {ratio[2]:.3f}] after {blocks} block(s)")
             if len([a for a in alive if a != self.default_label]) <= 1:
                 break
-        self._finish_round(round_no, candidates, alive)
+        self._finish_round(round_no, candidates)
+
+    def elites(self) -> list[str]:
+        """The best ELITES earlier configurations by their credible levels, the incumbent,
+        the default and those the race dropped aside."""
+        credible = credible_levels(self.cells, self.default_label, self.goal)
+        others = [k for k in credible if k not in (self.incumbent, self.default_label) and self.trials[str(k)].dropped_at is None]
+        return [str(k) for k in sorted(others, key=lambda k: -credible[k])[:ELITES]]
 
     def first_look(self) -> int:
         """Blocks a round needs before its first judgement: two in the first round
@@ -323,10 +336,10 @@ class Search:
         ok = [r for r in rows if r.ok and r.metrics.get(self.metric, 0) > 0]
         return float(ok[-1].metrics[self.metric]) if ok else None
 
-    def _finish_round(self, round_no: int, candidates: list[str], alive: list[str]) -> None:
+    def _finish_round(self, round_no: int, candidates: list[str]) -> None:
         """Tell the optimiser each candidate's level against the default (from every
-        race cell: one scale for all rounds), and make the best still in the race the
-        incumbent."""
+        race cell: one scale for all rounds), and crown the configuration not dropped
+        with the best credible level."""
         levels = levels_to(self.cells, self.default_label, self.goal)
         for label in candidates:
             trial = self.trials[label]
@@ -335,9 +348,12 @@ class Search:
                 self.optimiser.tell(trial.number, trial.value)
             elif trial.value is not None:
                 self.optimiser.add_known(trial.config, trial.value)
-        measured_alive = [a for a in alive if a in levels]
-        if measured_alive:
-            best = max(measured_alive, key=lambda k: levels[k])
+        credible = credible_levels(self.cells, self.default_label, self.goal)
+        # any configuration not dropped may be crowned, an earlier round's too, by its credible level:
+        # a candidate's one lucky block does not outrank a leader measured in five
+        contenders = [k for k in credible if self.trials[str(k)].dropped_at is None]
+        if contenders:
+            best = str(max(contenders, key=lambda k: credible[k]))
             if best != self.incumbent:
                 self.say(f"round {round_no + 1}: new incumbent {best}")
                 self.events.append({"round": round_no + 1, "block": self.next_block - 1, "label": best, "incumbent": True,
@@ -348,7 +364,8 @@ class Search:
         self.on_round()
 
     def runner_up(self, levels: dict[Hashable, float]) -> str | None:
-        """The best of the others measured in at least MIN_BLOCKS blocks (the default aside)."""
+        """The best of the others by `levels` (the credible ones) measured in at least
+        MIN_BLOCKS blocks (the default aside)."""
         others = [k for k in levels if k not in (self.incumbent, self.default_label) and self.trials[str(k)].blocks >= MIN_BLOCKS]
         if not others:
             others = [k for k in levels if k not in (self.incumbent, self.default_label)]
