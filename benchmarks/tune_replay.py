@@ -32,7 +32,7 @@ from blocklab.plan import Cell, Setting
 from blocklab.results import ResultRow, RunDir
 from blocklab.tune.confirm import confirm_winner
 from blocklab.tune.driver import Accounts, Search
-from blocklab.tune.space import CONFIRM_BLOCKS, Dimension, TuneSpec, parse_budget
+from blocklab.tune.space import Dimension, TuneSpec, parse_budget
 
 KNOBS: dict[str, list[Any]] = {
     "pg.io_method": ["sync", "worker"],
@@ -122,14 +122,14 @@ def simulated_engine(seed: int, levels: dict[str, float], noise: float, drift_sd
 
 
 def one_tune(seed: int, budget: int, default: dict[str, Any], levels: dict[str, float], noise: float, drift_sd: float,
-             cell_s: float, restart_s: float) -> dict[str, Any]:
+             cell_s: float, restart_s: float, confirm_blocks: int | None = None) -> dict[str, Any]:
     dims = [Dimension(k, values=tuple(v)) for k, v in KNOBS.items()]
-    spec = TuneSpec(dims, parse_budget(budget), candidates=6, max_blocks=3, confirm_blocks=CONFIRM_BLOCKS)
+    spec = TuneSpec(dims, parse_budget(budget), candidates=6, max_blocks=3, confirm_blocks=confirm_blocks)
     search = Search(spec=spec, dimensions=dims, default=default, goal="max", metric=METRIC, seed=seed,
                     restart_knobs=["pg.io_method"], measure=simulated_engine(seed, levels, noise, drift_sd, cell_s, restart_s),
                     accounts=Accounts(declared_restart_s=restart_s, estimate_cell_s=cell_s))
     found = search.run()
-    confirmation = confirm_winner(search, found, blocks=spec.confirm_blocks, missing=lambda _: True,
+    confirmation = confirm_winner(search, found, blocks=found.confirm_blocks, missing=lambda _: True,
                                   new_instance=lambda: "a simulated new instance")
     best = max(levels.values())
     adv = confirmation["winner_vs_default"]
@@ -137,7 +137,7 @@ def one_tune(seed: int, budget: int, default: dict[str, Any], levels: dict[str, 
     return {"seed": seed, "winner": found.winner, "recommended": confirmation["recommended"],
             "winner_to_optimum": math.exp(levels[found.winner] - best),
             "recommended_to_optimum": math.exp(levels[str(confirmation["recommended"])] - best),
-            "winner_blocks": search.trials[found.winner].blocks, "trials": len(search.trials), "rounds": found.rounds,
+            "winner_blocks": search.trials[found.winner].blocks, "confirm_blocks": found.confirm_blocks, "trials": len(search.trials), "rounds": found.rounds,
             "spent": search.accounts.spent_cells, "restart_cells": search.accounts.restart_cells,
             "claim_holds": adv is None or (adv["low"] is not None and adv["low"] <= true_adv <= adv["high"])}
 
@@ -148,6 +148,8 @@ def main() -> None:
     parser.add_argument("--sweep-blocks", type=int, default=None, help="count only the sweep's first N blocks")
     parser.add_argument("--budget-blocks", type=int, default=5, help="the budget is 20%% of a sweep of this many blocks (default 5)")
     parser.add_argument("--seeds", type=int, default=100)
+    parser.add_argument("--confirm-blocks", type=int, default=None,
+                        help="the confirmation's blocks (default: sized by the noise, as blocklab tune does)")
     parser.add_argument("--default", default=None, help="the default configuration's changes, JSON (the engine's default otherwise)")
     parser.add_argument("--cell-s", type=float, default=0.33, help="a cell's seconds (the sweep's median cell)")
     parser.add_argument("--restart-s", type=float, default=1.5, help="what a restart adds to a cell, seconds")
@@ -170,7 +172,7 @@ def main() -> None:
     print(f"surface: {len(levels)} configurations, optimum {best}, {near} within 3% of it; the default at "
           f"{math.exp(levels[label(default)] - levels[best]):.3f}; noise sd {noise:.3f}, drift sd {drift_sd:.3f}; budget {budget} cells",
           file=sys.stderr)
-    out = [one_tune(s, budget, default, levels, noise, drift_sd, args.cell_s, args.restart_s) for s in range(1, args.seeds + 1)]
+    out = [one_tune(s, budget, default, levels, noise, drift_sd, args.cell_s, args.restart_s, args.confirm_blocks) for s in range(1, args.seeds + 1)]
     n = len(out)
 
     def share(key: str) -> str:
@@ -180,6 +182,8 @@ def main() -> None:
         "recommended_within": share("recommended_to_optimum"), "winner_within": share("winner_to_optimum"),
         "recommended_median": round(statistics.median(o["recommended_to_optimum"] for o in out), 3),
         "recommended_min": round(min(o["recommended_to_optimum"] for o in out), 3),
+        "confirm_blocks_median": statistics.median(o["confirm_blocks"] for o in out),
+        "recommended_default": sum(1 for o in out if o["recommended"] != o["winner"]),
         "claims_held": f"{sum(o['claim_holds'] for o in out)}/{n}",
         "one_block_winners": sum(1 for o in out if o["winner_blocks"] <= 1),
         "trials_median": statistics.median(o["trials"] for o in out), "rounds_median": statistics.median(o["rounds"] for o in out),

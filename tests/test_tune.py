@@ -25,7 +25,7 @@ from blocklab.tune.confirm import confirm_winner, predict, verdict
 from blocklab.tune.driver import Accounts, Search, Trial
 from blocklab.tune.race import credible_levels, levels_to
 from blocklab.tune.session import load_saved_tune, load_tune, run_tune
-from blocklab.tune.space import Dimension, TuneSpec, parse_budget, split_raw
+from blocklab.tune.space import CONFIRM_BLOCKS, CONFIRM_MIN, Dimension, TuneSpec, parse_budget, split_raw
 
 # ------------------------------------------------------------------ the space
 
@@ -83,7 +83,7 @@ OPTIMUM = truth({"io": 16, "mode": "z", "depth": 20})
 DEFAULT = {"io": 1, "mode": "x", "depth": 0}
 
 
-def synthetic_measure(seed: int):
+def synthetic_measure(seed: int, noise: float = NOISE):
     """Cells of 1 s; a change of mode restarts the engine: its apply takes 2 s more."""
     rng = random.Random(seed)
     drift: dict[int, float] = {}
@@ -92,7 +92,7 @@ def synthetic_measure(seed: int):
     def measure(cell: Cell, tag: dict[str, Any]) -> list[ResultRow]:
         config = cell.setting.as_dict()
         factor = drift.setdefault(cell.block, 1.0 + rng.uniform(-0.1, 0.1))
-        value = truth(config) * factor * math.exp(rng.gauss(0.0, NOISE))
+        value = truth(config) * factor * math.exp(rng.gauss(0.0, noise))
         apply_s = 2.01 if config["mode"] != mode[0] else 0.01
         mode[0] = config["mode"]
         return [ResultRow(cell=0, block=cell.block, settings=config, applied={}, metrics={"score": value},
@@ -130,6 +130,37 @@ def test_the_search_finds_the_optimum_and_its_stated_interval_holds():
     assert min(ratios) >= 0.96, f"a tune far from the optimum: {ratios}"
     assert holds >= 9, f"the stated interval held in {holds} of 10"
     assert max(spent) <= 150, spent
+
+
+def test_the_confirmation_is_sized_by_the_noise_the_race_measured():
+    """Without [tune] confirm_blocks, the fewest blocks that would show the incumbent's
+    advantage with 90% power: at 5% noise the smallest confirmation, at 18% (a cold scan on
+    a virtual disk) more than the fixed 6 that told a third of such tunes to keep the
+    default; within a third of the budget, restarts counted, and the budget still holds."""
+    sizes = {}
+    for noise, budget in ((0.05, 150), (0.18, 300)):  # at 150 cells a third holds 6 blocks and their restarts (2 cells each)
+        spec = TuneSpec(DIMS, parse_budget(budget), candidates=6, max_blocks=3)
+        assert spec.confirm_blocks is None
+        search = Search(spec=spec, dimensions=DIMS, default=DEFAULT, goal="max", metric="score", seed=1, restart_knobs=["mode"],
+                        measure=synthetic_measure(1, noise), accounts=Accounts(declared_restart_s=2.0, estimate_cell_s=1.0))
+        found = search.run()
+        confirmation = confirm_winner(search, found, blocks=found.confirm_blocks, missing=lambda _: True,
+                                      new_instance=lambda: "a new instance")
+        sizes[noise] = found.confirm_blocks
+        assert confirmation["blocks"] == found.confirm_blocks
+        assert search.accounts.spent_cells <= budget, (noise, search.accounts.spent_cells)
+        assert search.confirmation_cells() <= budget / 3, (noise, search.confirmation_cells())
+    assert sizes[0.05] == CONFIRM_MIN, sizes
+    assert sizes[0.18] > CONFIRM_BLOCKS, sizes
+
+
+def test_a_confirmation_size_the_experiment_names_is_kept(tmp_path):
+    _, spec = split_raw({"knobs": {"a": [1, 2]}, "tune": {"budget": 60, "confirm_blocks": 5}}, "t.toml", None)
+    assert spec.confirm_blocks == 5
+    _, spec = split_raw({"knobs": {"a": [1, 2]}, "tune": {"budget": 60}}, "t.toml", None)
+    assert spec.confirm_blocks is None
+    with pytest.raises(SpecError, match=r"tune.confirm_blocks: 2 is not accepted: an integer from 3 to 30"):
+        split_raw({"knobs": {"a": [1, 2]}, "tune": {"budget": 60, "confirm_blocks": 2}}, "t.toml", None)
 
 
 def heldout_ratio(seed: int, winner: dict[str, Any], blocks: int) -> float:

@@ -270,7 +270,7 @@ def _tune_hosts(fleet: FleetConnection, run_dir: RunDir, seeds: dict[str, int], 
         distinct = list(dict.fromkeys(winners.values()))
         if len(distinct) > 1:
             entrants = [t.setting_of(t.search_config(t.winner)) for t in _one_per_winner(tunes, distinct)]
-            blocks = opened[hosts[0]]["spec"].confirm_blocks
+            blocks = max(t.found.confirm_blocks for t in tunes.values() if t.found is not None)  # the largest confirmation's
             say(f"the hosts' winners differ: {blocks} fresh blocks of {', '.join(distinct)} on every host")
             _in_threads({h: t.cross_job(entrants, blocks, cross) for h, t in tunes.items()}, stop)
         agreement = judge(winners, cross, opened[hosts[0]]["goal"])
@@ -460,7 +460,7 @@ class _HostTune:
             with self.lock:
                 return str(self.call("restart"))
 
-        confirmation = confirm_winner(search, found, blocks=o["spec"].confirm_blocks, missing=self.missing,
+        confirmation = confirm_winner(search, found, blocks=found.confirm_blocks, missing=self.missing,
                                       new_instance=new_instance, say=self.say)
         self.state = write_state(self.run_dir, o["head"], search, found, confirmation, self.lines)
         write_report(self.run_dir, self.lines_to.warn)
@@ -491,7 +491,8 @@ class _HostTune:
     def cross(self, entrants: list[Setting], blocks: int) -> list[BlockCell]:
         """Fresh blocks of every host's winner on this host, numbered after its confirmation's."""
         assert self.search is not None
-        first = self.search.next_block + self.opened["spec"].confirm_blocks
+        assert self.found is not None
+        first = self.search.next_block + self.found.confirm_blocks
         cells = []
         for cell in cross_plan(entrants, self.opened["restart_knobs"], self.opened["seed"], first, blocks):
             rows = self.measure(cell, {"phase": "cross"})

@@ -32,13 +32,15 @@ import time
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 
-from ..analysis.paired import BlockCell
+from ..analysis.paired import BlockCell, fit_blocks
 from ..engines.base import ApplyClass, KnobInfo
+from ..lazy import scipy_stats
 from ..plan import Cell, Setting, costly_key, order_block
 from ..results import ResultRow
+from .confirm import CONFIDENCE
 from .optimiser import Optimiser
 from .race import credible_levels, levels_to, look
-from .space import Dimension, TuneSpec
+from .space import CONFIRM_BLOCKS, CONFIRM_MAX, CONFIRM_MIN, Dimension, TuneSpec
 
 # How often a slot may draw a configuration already measured before the
 # loop takes an unmeasured one at random (small spaces: TPE repeats itself).
@@ -48,6 +50,12 @@ MIN_BLOCKS = 2  # blocks before the first round's first look (one block of disti
 # best of them by the credible levels. A leader that lost the incumbency to a luckier candidate
 # is measured again instead of forgotten (BENCHMARKS.md, tune v6 run 2 and v8).
 ELITES = 1
+# The confirmation's size, when the race has measured the noise: the fewest blocks whose
+# interval would show the incumbent's credible advantage with this power (90%), and the
+# race's pooled noise needs this many degrees of freedom before it is trusted.
+CONFIRM_POWER_Z = 1.2816
+CONFIRM_NOISE_DF = 10
+CONFIRM_GAIN_RISK = 1.0
 
 Measure = Callable[[Cell, dict[str, object]], list[ResultRow]]
 
@@ -83,6 +91,7 @@ class SearchResult:
     rounds: int
     stop_reason: str
     levels: dict[Hashable, float] = field(default_factory=dict)
+    confirm_blocks: int = CONFIRM_BLOCKS  # the confirmation's size, fixed when the search ended
 
 
 class Accounts:
@@ -148,13 +157,13 @@ class Search:
         self.accounts = accounts
         self.say = say
         self.rng = random.Random(seed * 7919 + 17)
+        self.cells: list[BlockCell] = []
+        self.default_label = self.label(default)
+        self.incumbent = self.default_label
         expected = max(4, int(self._search_budget_cells() / max(1, 2 * (spec.candidates + 2))) * spec.candidates)
         self.optimiser = Optimiser(dimensions, seed, startup=max(3, min(10, expected // 3)))
-        self.default_label = self.label(default)
         self.trials: dict[str, Trial] = {self.default_label: Trial(self.default_label, dict(default), 0, None, value=0.0)}
         self.optimiser.add_known(default, 0.0)
-        self.incumbent = self.default_label
-        self.cells: list[BlockCell] = []
         self.events: list[dict[str, object]] = []
         self.trace: list[dict[str, object]] = []
         self.next_block = 0
@@ -173,8 +182,61 @@ class Search:
         """What the confirmation will cost: its blocks of three and, with restart knobs,
         the worst case of restarts: two a block (three configurations, grouped, the
         block starting with the group the previous one ended on) and the new instance."""
-        restarts = (2 * self.spec.confirm_blocks + 1) if self.restart_knobs else 0
-        return 3 * self.spec.confirm_blocks + restarts * self.accounts.restart_in_cells()
+        blocks = self.confirm_blocks()
+        restarts = (2 * blocks + 1) if self.restart_knobs else 0
+        return 3 * blocks + restarts * self.accounts.restart_in_cells()
+
+    def confirm_blocks(self) -> int:
+        """The confirmation's blocks: [tune] confirm_blocks when given, else sized by the
+        noise the race measured. Its claim on the winner is a paired t interval at
+        1 - 0.05/6 (three claims) over n blocks, each block's log ratio of two cells
+        (sd = the race's residual sd * sqrt 2); the size is the fewest n from CONFIRM_MIN
+        whose interval would lie above 1 with 90% power if the incumbent's shrunk
+        advantage a is true: (t + z) * sd / sqrt(n) <= a; when none can, the most
+        there is room for. Capped at CONFIRM_MAX and at a third of the budget, restarts
+        counted. Before the noise is measured, or with the default as incumbent,
+        CONFIRM_BLOCKS (or the cap if smaller). Why: a fixed 6 blocks
+        told a third of the tunes at 18% cell noise to keep a default the winner beat
+        by 1.4-1.7x (benchmarks/tune_replay.py), while at 5% noise 4 blocks show it."""
+        if self.spec.confirm_blocks is not None:
+            return self.spec.confirm_blocks
+        restart = self.accounts.restart_in_cells() if self.restart_knobs else 0.0
+        # a third of the budget at most, its restarts counted (confirmation_cells)
+        cap = max(CONFIRM_MIN, min(CONFIRM_MAX, int((self._budget_cells() / 3 - restart) / (3 + 2 * restart))))
+        fallback = min(CONFIRM_BLOCKS, cap)
+        if self.incumbent == self.default_label or len(self.cells) < 3:
+            return fallback
+        model = fit_blocks(self.cells)
+        if model.df < CONFIRM_NOISE_DF or not math.isfinite(model.residual_sd):
+            return fallback
+        gain = credible_levels(self.cells, self.default_label, self.goal, risk=CONFIRM_GAIN_RISK).get(self.incumbent, 0.0)
+        spread = model.residual_sd * math.sqrt(2.0)
+        tail = 1.0 - (1.0 - CONFIDENCE) / 3 / 2
+
+        def reach(n: int, z: float) -> bool:
+            return (float(scipy_stats.t.ppf(tail, n - 1)) + z) * spread / math.sqrt(n) <= gain
+
+        for n in range(CONFIRM_MIN, cap + 1):
+            if reach(n, CONFIRM_POWER_Z):
+                return n
+        return cap
+
+    def final_confirm_blocks(self) -> int:
+        """The confirmation's size when the search has ended: as sized now, but no more
+        than the budget has left (the size the search reserved while it ran may have
+        been smaller than what the final incumbent and noise ask for)."""
+        blocks = self.confirm_blocks()
+        if self.spec.confirm_blocks is not None:
+            return blocks
+        restart = self.accounts.restart_in_cells() if self.restart_knobs else 0.0
+        left = self._budget_cells() - self.accounts.spent_cells
+        affordable = int((left - restart) / (3 + 2 * restart)) if self.restart_knobs else int(left / 3)
+        return max(CONFIRM_MIN, min(blocks, affordable))
+
+    def _budget_cells(self) -> float:
+        """The whole budget in cells (a duration converted at the median cell)."""
+        budget = self.spec.budget
+        return float(budget.cells) if budget.cells is not None else (budget.seconds or 0.0) / self.accounts.cell_seconds()
 
     def _search_budget_cells(self) -> float:
         budget = self.spec.budget
@@ -228,6 +290,7 @@ class Search:
             rounds=rounds,
             stop_reason=stop,
             levels=levels,
+            confirm_blocks=self.final_confirm_blocks(),
         )
 
     def propose(self, round_no: int) -> list[str]:

@@ -90,10 +90,10 @@ _MIN_SPREAD = 0.01
 RISK = 0.5
 
 
-def credible_levels(cells: Sequence[BlockCell], anchor: Hashable, goal: str) -> dict[Hashable, float]:
+def credible_levels(cells: Sequence[BlockCell], anchor: Hashable, goal: str, risk: float = RISK) -> dict[Hashable, float]:
     """Each configuration's level against the anchor (log ratio, larger is better),
-    shrunk toward the mean of all measured by how little its cells say, less RISK
-    times what remains uncertain: empirical Bayes, with tau^2 the spread of the true
+    shrunk toward the mean of all measured by how little its cells say, less `risk`
+    times what remains uncertain (RISK when crowning; 0 gives the shrunk estimate itself): empirical Bayes, with tau^2 the spread of the true
     levels (the levels' variance less their mean se^2) and se_k the standard error
     of level_k - level_anchor,
         m + (level_k - m) * tau^2 / (tau^2 + se_k^2) - RISK * sqrt(tau^2 se_k^2 / (tau^2 + se_k^2)).
@@ -121,7 +121,7 @@ def credible_levels(cells: Sequence[BlockCell], anchor: Hashable, goal: str) -> 
     out = dict(raw)
     for k in usable:
         weight = tau2 / (tau2 + se2[k])
-        out[k] = mean + (raw[k] - mean) * weight - RISK * math.sqrt(se2[k] * weight)
+        out[k] = mean + (raw[k] - mean) * weight - risk * math.sqrt(se2[k] * weight)
     return out
 
 

@@ -34,7 +34,7 @@ from ..runner import Interrupted, engine_stopped_at_exit, measure_cell, raise_in
 from ..spec import SpecError, read_experiment_text, spec_from_dict
 from .confirm import confirm_winner
 from .driver import MIN_BLOCKS, Accounts, Search, SearchResult, restart_knobs_of
-from .space import Dimension, TuneSpec, check_default, split_raw
+from .space import CONFIRM_MIN, Dimension, TuneSpec, check_default, split_raw
 
 TUNE_FILE = "tune.json"
 TUNE_SPEC_FILE = "tune-spec.json"
@@ -103,10 +103,11 @@ def _canonical(exp: Experiment, config: Mapping[str, object], source: str) -> di
 
 
 def _check_budget(spec: TuneSpec, source: str) -> None:
-    need = spec.confirm_blocks * 3 + MIN_BLOCKS * (1 + spec.candidates)
+    confirm = spec.confirm_blocks if spec.confirm_blocks is not None else CONFIRM_MIN
+    need = confirm * 3 + MIN_BLOCKS * (1 + spec.candidates)
     if spec.budget.cells is not None and spec.budget.cells < need:
         raise SpecError(f"--budget {spec.budget.cells}: too small for one round and the confirmation; give at least {need} cells "
-                        f"({spec.confirm_blocks} confirmation blocks of 3 and {MIN_BLOCKS} race blocks of {1 + spec.candidates})")
+                        f"({confirm} confirmation blocks of 3 and {MIN_BLOCKS} race blocks of {1 + spec.candidates})")
 
 
 def load_saved_tune(run_path: Path, cache_dir: Path | None = None) -> TuneSetup:
@@ -255,7 +256,7 @@ def _confirm(setup: TuneSetup, found: SearchResult, search: Search, cells: _Cell
         exp.engine.apply(exp.fixed)
         return "a restarted engine instance"
 
-    return confirm_winner(search, found, blocks=setup.spec.confirm_blocks, missing=cells.missing,
+    return confirm_winner(search, found, blocks=found.confirm_blocks, missing=cells.missing,
                           new_instance=new_instance, say=say)
 
 

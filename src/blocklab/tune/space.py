@@ -15,6 +15,7 @@ the engine refuses is refused like any knob value.
     candidates = 6                 # new configurations raced per round
     max_blocks = 3                 # blocks a round races at most before it picks on the estimates
     confirm_blocks = 6             # fresh blocks of winner, runner-up and default at the end
+                                   # (default: sized by the noise the race measured, 4 to 12)
 """
 
 from __future__ import annotations
@@ -31,12 +32,16 @@ from ..spec import Scalar
 # the fields of [tune] and of a range table: anything else is refused with these lists
 TUNE_FIELDS = ("budget", "default", "candidates", "max_blocks", "confirm_blocks")
 RANGE_FIELDS = ("min", "max", "log")
-# Fresh blocks of the confirmation, by default. Its three claims share the 5%, so each
+# Fresh blocks of the confirmation before the race has measured its noise, and when no
+# affordable size would show the leader's advantage. Its three claims share the 5%, so each
 # interval takes t at 1 - 0.05/6 with n - 1 degrees of freedom: 4.85 at 4 blocks, 3.53 at 6.
 # With 4 blocks, a cell noise of 14% (a cold scan on a shared virtual disk) left a winner
 # measured 1.56x the default "not shown better" (BENCHMARKS.md, tune v6): the interval's
 # half-width was ~0.49 on the log scale; 6 blocks bring it to ~0.29 for 6 more cells.
+# Unless [tune] confirm_blocks names a number, the search sizes the confirmation by the
+# noise it measured (driver.Search.confirm_blocks), from CONFIRM_MIN to CONFIRM_MAX blocks.
 CONFIRM_BLOCKS = 6
+CONFIRM_MIN, CONFIRM_MAX = 4, 12
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
 
@@ -98,7 +103,7 @@ class TuneSpec:
     default: dict[str, object] = field(default_factory=dict)  # as given in [tune] default (may be partial)
     candidates: int = 6
     max_blocks: int = 3
-    confirm_blocks: int = CONFIRM_BLOCKS
+    confirm_blocks: int | None = None  # None: sized by the noise the race measures
 
     def size(self) -> int:
         return math.prod(d.size() for d in self.dimensions)
@@ -168,10 +173,15 @@ def split_raw(raw: dict[str, object], source: str, budget_option: str | None) ->
     spec = TuneSpec(dimensions, budget, dict(default),
                     candidates=_count(table, "candidates", 6, 1, 12, source),
                     max_blocks=_count(table, "max_blocks", 3, 2, 30, source),
-                    confirm_blocks=_count(table, "confirm_blocks", CONFIRM_BLOCKS, 3, 30, source))
+                    confirm_blocks=_optional_count(table, "confirm_blocks", 3, 30, source))
     if spec.size() < 2:
         raise SpecError(f"{source}: knobs: the space holds one configuration; give at least two values to choose from")
     return raw, spec
+
+
+def _optional_count(table: Mapping[str, object], name: str, low: int, high: int, source: str) -> int | None:
+    """The count if given (checked as _count does), else None."""
+    return _count(table, name, 0, low, high, source) if name in table else None
 
 
 def _count(table: Mapping[str, object], name: str, default: int, low: int, high: int, source: str) -> int:
