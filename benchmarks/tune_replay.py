@@ -55,6 +55,9 @@ def surface(sweep_dir: Path, blocks: int | None) -> tuple[dict[str, float], dict
     if not rows:
         raise SystemExit(f"--sweep-dir {sweep_dir}: no valid rows")
     configs = {label(r.settings): {k: r.settings[k] for k in KNOBS} for r in rows}
+    if len(configs) < math.prod(len(v) for v in KNOBS.values()):
+        raise SystemExit(f"--sweep-dir {sweep_dir}: {len(configs)} of the space's configurations have a valid cell; "
+                         "the replay needs every one (a whole block at least)")
     cells = [BlockCell(r.block, label(r.settings), float(r.metrics[METRIC])) for r in rows]
     model = fit_blocks(cells)
     levels = {str(k): float(v) for k, v in model.levels.items()}

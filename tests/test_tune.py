@@ -4,6 +4,7 @@ stated interval holds), and the whole tune on the null engine (report, resume)."
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import random
@@ -22,7 +23,7 @@ from blocklab.results import ResultRow, RunDir
 from blocklab.runner import Interrupted
 from blocklab.spec import SpecError
 from blocklab.tune.confirm import confirm_winner, predict, verdict
-from blocklab.tune.driver import Accounts, Search, Trial
+from blocklab.tune.driver import SEARCH_VERSION, Accounts, Search, Trial
 from blocklab.tune.race import credible_levels, levels_to
 from blocklab.tune.session import load_saved_tune, load_tune, run_tune
 from blocklab.tune.space import CONFIRM_BLOCKS, CONFIRM_MIN, Dimension, TuneSpec, parse_budget, split_raw
@@ -138,18 +139,20 @@ def test_the_confirmation_is_sized_by_the_noise_the_race_measured():
     a virtual disk) more than the fixed 6 that told a third of such tunes to keep the
     default; within a third of the budget, restarts counted, and the budget still holds."""
     sizes = {}
-    for noise, budget in ((0.05, 150), (0.18, 300)):  # at 150 cells a third holds 6 blocks and their restarts (2 cells each)
+    budget = 300  # a third holds 12 blocks and their restarts (2 cells each) in the worst case
+    for noise in (0.05, 0.18):
         spec = TuneSpec(DIMS, parse_budget(budget), candidates=6, max_blocks=3)
         assert spec.confirm_blocks is None
         search = Search(spec=spec, dimensions=DIMS, default=DEFAULT, goal="max", metric="score", seed=1, restart_knobs=["mode"],
                         measure=synthetic_measure(1, noise), accounts=Accounts(declared_restart_s=2.0, estimate_cell_s=1.0))
         found = search.run()
+        sizes[noise] = found.confirm_blocks
+        restart = search.accounts.restart_in_cells()
+        assert 3 * found.confirm_blocks + (2 * found.confirm_blocks + 1) * restart <= budget / 3, (noise, found.confirm_blocks)
         confirmation = confirm_winner(search, found, blocks=found.confirm_blocks, missing=lambda _: True,
                                       new_instance=lambda: "a new instance")
-        sizes[noise] = found.confirm_blocks
         assert confirmation["blocks"] == found.confirm_blocks
         assert search.accounts.spent_cells <= budget, (noise, search.accounts.spent_cells)
-        assert search.confirmation_cells() <= budget / 3, (noise, search.confirmation_cells())
     assert sizes[0.05] == CONFIRM_MIN, sizes
     assert sizes[0.18] > CONFIRM_BLOCKS, sizes
 
@@ -161,6 +164,25 @@ def test_a_confirmation_size_the_experiment_names_is_kept(tmp_path):
     assert spec.confirm_blocks is None
     with pytest.raises(SpecError, match=r"tune.confirm_blocks: 2 is not accepted: an integer from 3 to 30"):
         split_raw({"knobs": {"a": [1, 2]}, "tune": {"budget": 60, "confirm_blocks": 2}}, "t.toml", None)
+
+
+@pytest.mark.parametrize("confirm_blocks", [None, 4])
+def test_the_budget_holds_whatever_the_round_size_and_the_confirmation_s(confirm_blocks):
+    """Every round's entrants (an elite among them) and the confirmation (sized at the end,
+    or named) stay within the budget: 40 tunes, budgets 30-93 cells, 2 or 6 candidates a
+    round, with and without a restart knob."""
+    over = []
+    for budget in range(30, 94, 16):
+        for candidates, restart_knobs, seed in itertools.product((2, 6), ([], ["mode"]), range(2)):
+            spec = TuneSpec(DIMS, parse_budget(budget), candidates=candidates, max_blocks=3, confirm_blocks=confirm_blocks)
+            search = Search(spec=spec, dimensions=DIMS, default=DEFAULT, goal="max", metric="score", seed=seed,
+                            restart_knobs=restart_knobs, measure=synthetic_measure(seed),
+                            accounts=Accounts(declared_restart_s=2.0, estimate_cell_s=1.0))
+            found = search.run()
+            confirm_winner(search, found, blocks=found.confirm_blocks, missing=lambda _: True, new_instance=lambda: "new")
+            if search.accounts.spent_cells > budget:
+                over.append((budget, candidates, restart_knobs, seed, round(search.accounts.spent_cells, 2)))
+    assert over == []
 
 
 def heldout_ratio(seed: int, winner: dict[str, Any], blocks: int) -> float:
@@ -378,6 +400,20 @@ def test_an_interrupted_tune_resumes_where_it_stopped(tmp_path):
     assert ids[:26] == whole_ids[:26]
     assert resumed["done"] and whole["done"]
     assert json.loads((tmp_path / "cut" / "tune.json").read_text())["confirmation"] is not None
+
+
+def test_a_tune_started_under_other_search_rules_is_refused_on_resume_and_left_as_it_is(tmp_path):
+    with pytest.raises(Interrupted):
+        run_tune(load_tune(write(tmp_path), seed=8), RunDir(tmp_path / "cut"), say=CutAfter(10))
+    spec_file = tmp_path / "cut" / "tune-spec.json"
+    saved = json.loads(spec_file.read_text())
+    assert saved["search_version"] == SEARCH_VERSION
+    del saved["search_version"]  # as a tune started before the version was recorded
+    spec_file.write_text(json.dumps(saved))
+    rows = (tmp_path / "cut" / "results.jsonl").read_text()
+    with pytest.raises(SpecError, match=r"search rules differ \(search version 1, this one 2\).*start a new tune"):
+        load_saved_tune(tmp_path / "cut")
+    assert (tmp_path / "cut" / "results.jsonl").read_text() == rows
 
 
 def test_a_report_that_cannot_be_written_is_warned_on_stderr(tmp_path):

@@ -18,7 +18,6 @@ from fleet_procs import Fleet
 from test_tune import NULL_TOML, null_score
 
 from blocklab.cli import main
-from blocklab.tune.space import CONFIRM_MAX, CONFIRM_MIN
 
 pytestmark = [pytest.mark.engine]
 
@@ -58,7 +57,6 @@ def test_each_host_tunes_and_the_report_says_whether_they_agree(fleet, tmp_path)
         assert len({r["cell_id"] for r in rows}) == len(rows), "a cell measured twice"
         phases = Counter(r["notes"]["tune"]["phase"] for r in rows)
         assert phases["confirm"] == tune["confirmation"]["blocks"] * 3 and phases["race"] > 0
-        assert CONFIRM_MIN <= tune["confirmation"]["blocks"] <= CONFIRM_MAX  # sized by the noise the race measured
         assert (out / "hosts" / host / "report.html").exists()
     agreement = state["agreement"]
     assert agreement["verdict"] in proc.stdout

@@ -49,8 +49,8 @@ from ..results import ENVIRONMENT_FILE, EXPERIMENT_FILE, RESULTS_FILE, SPEC_FILE
 from ..spec import SpecError
 from ..tune.agree import Agreement, cross_plan, judge
 from ..tune.confirm import confirm_winner
-from ..tune.driver import Accounts, Search, SearchResult
-from ..tune.session import TUNE_SPEC_FILE, to_stderr, write_report, write_state
+from ..tune.driver import SEARCH_VERSION, Accounts, Search, SearchResult
+from ..tune.session import TUNE_SPEC_FILE, check_search_version, to_stderr, write_report, write_state
 from . import FleetError, FleetInputError
 from .coordinator import POLL_S, FleetConnection, FleetInterrupted, FleetRequest, HostGone, check_fleet_spec
 from .plan import host_seed
@@ -321,6 +321,10 @@ def _check_as_recorded(run_dir: RunDir, opened: dict[str, OpenedTune]) -> None:
         if not spec_file.exists():
             continue  # interrupted before this host's tune directory was written: it starts afresh
         saved = json.loads(spec_file.read_text())
+        try:
+            check_search_version(saved, f"{HOSTS_DIR}/{host}")
+        except SpecError as err:
+            raise FleetInputError("--resume", str(err)) from None
         if saved.get("tune") != json.loads(json.dumps(facts["spec"].to_dict())) or saved.get("seed") != facts["seed"]:
             raise FleetInputError("--resume", f"host {host} takes the tune otherwise than when it started (its space or seed "
                                   f"differ from {HOSTS_DIR}/{host}/{TUNE_SPEC_FILE}: another engine version?); start a new tune")
@@ -397,6 +401,7 @@ class _HostTune:
         run_dir.create()
         run_dir.write_text(EXPERIMENT_FILE, exp.text)
         run_dir.write_json(TUNE_SPEC_FILE, {"source": exp.source, "budget": exp.budget, "seed": opened["seed"], "host": host,
+                                            "search_version": SEARCH_VERSION,
                                             "experiment_sha256": text_digest(exp.text), "tune": opened["spec"].to_dict()})
         run_dir.write_json(ENVIRONMENT_FILE, opened["environment"])
 

@@ -42,6 +42,11 @@ from .optimiser import Optimiser
 from .race import credible_levels, levels_to, look
 from .space import CONFIRM_BLOCKS, CONFIRM_MAX, CONFIRM_MIN, Dimension, TuneSpec
 
+# The search's rules, recorded in tune-spec.json: a resumed tune replays its decisions from
+# its rows, which only the rules that took them can do. 2: elites, credible crowning and a
+# confirmation sized by the noise (session 5); 1 (or none recorded): before.
+SEARCH_VERSION = 2
+
 # How often a slot may draw a configuration already measured before the
 # loop takes an unmeasured one at random (small spaces: TPE repeats itself).
 _REDRAWS = 12
@@ -53,7 +58,7 @@ ELITES = 1
 # The confirmation's size, when the race has measured the noise: the fewest blocks whose
 # interval would show the incumbent's credible advantage with this power (90%), and the
 # race's pooled noise needs this many degrees of freedom before it is trusted.
-CONFIRM_POWER_Z = 1.2816
+CONFIRM_POWER = 0.9
 CONFIRM_NOISE_DF = 10
 # The advantage the size is computed for: the incumbent's credible level less one posterior
 # sd (race.credible_levels). The crowned estimate is flattered (the winner's curse): sized for
@@ -196,9 +201,9 @@ class Search:
         noise the race measured. Its claim on the winner is a paired t interval at
         1 - 0.05/6 (three claims) over n blocks, each block's log ratio of two cells
         (sd = the race's residual sd * sqrt 2); the size is the fewest n from CONFIRM_MIN
-        whose interval would lie above 1 with 90% power if the incumbent's advantage a
-        (conservatively shrunk: CONFIRM_GAIN_RISK) is true: (t + z) * sd / sqrt(n) <= a; when none can, the most
-        there is room for. Capped at CONFIRM_MAX and at a third of the budget, restarts
+        whose interval would lie above 1 with 90% power (the noncentral t, the sd
+        estimated from the n blocks) if the incumbent's advantage a (conservatively
+        shrunk: CONFIRM_GAIN_RISK) is true; when none can, the most there is room for. Capped at CONFIRM_MAX and at a third of the budget, restarts
         counted. Before the noise is measured, or with the default as incumbent,
         CONFIRM_BLOCKS (or the cap if smaller). Why: a fixed 6 blocks
         told a third of the tunes at 18% cell noise to keep a default the winner beat
@@ -229,7 +234,8 @@ class Search:
         if gain <= 0.0:  # nothing to show: no reason to spend more than usual
             return fallback
         for n in range(CONFIRM_MIN, cap + 1):
-            if (float(scipy_stats.t.ppf(tail, n - 1)) + CONFIRM_POWER_Z) * spread / math.sqrt(n) <= gain:
+            # the claim's t statistic is noncentral t with n - 1 df: its sd is estimated too
+            if 1.0 - float(scipy_stats.nct.cdf(scipy_stats.t.ppf(tail, n - 1), n - 1, gain * math.sqrt(n) / spread)) >= CONFIRM_POWER:
                 return n
         return cap
 
@@ -241,8 +247,8 @@ class Search:
         if self.spec.confirm_blocks is not None:
             return blocks
         restart = self.accounts.restart_in_cells() if self.restart_knobs else 0.0
-        left = self._budget_cells() - self.accounts.spent_cells
-        affordable = int((left - restart) / (3 + 2 * restart)) if self.restart_knobs else int(left / 3)
+        room = self.left_cells() + self.confirmation_cells()  # what the search left, in cells (a duration converted)
+        affordable = int((room - restart) / (3 + 2 * restart))
         return max(CONFIRM_MIN, min(blocks, affordable))
 
     def _budget_cells(self) -> float:
@@ -274,7 +280,7 @@ class Search:
         rounds = 0
         stop = ""
         while True:
-            entrants_min = 2 + self.spec.candidates if self.incumbent != self.default_label else 1 + self.spec.candidates
+            entrants_min = len({self.incumbent, self.default_label, *self.elites()}) + self.spec.candidates
             # a block's switches between restart groups, priced once a cell has been measured (before
             # that the price is the engine's declared restart over the workload's own guess of a cell)
             restarts = min(entrants_min, 3) - 1 if self.restart_knobs and self.accounts.cells else 0
@@ -351,7 +357,9 @@ class Search:
         candidate costs one cell, not two)."""
         entrants = list(dict.fromkeys([self.incumbent, self.default_label, *self.elites(), *candidates]))
         alive = list(entrants)
+        elites = [e for e in entrants if e not in (self.incumbent, self.default_label, *candidates)]
         self.say(f"round {round_no + 1}: racing {', '.join(candidates)} against the incumbent {self.incumbent}" +
+                 (f", the best earlier {', '.join(elites)}" if elites else "") +
                  ("" if self.incumbent == self.default_label else f" and the default {self.default_label}"))
         need = self.first_look()
         blocks = 0
@@ -423,6 +431,9 @@ class Search:
                 self.optimiser.tell(trial.number, trial.value)
             elif trial.value is not None:
                 self.optimiser.add_known(trial.config, trial.value)
+        for trial in self.trials.values():  # the incumbent and the elite were measured again: tune.json shows it
+            if trial.label not in candidates and trial.label in levels:
+                trial.value = levels[trial.label]
         credible = credible_levels(self.cells, self.default_label, self.goal)
         # any configuration not dropped may be crowned, an earlier round's too, by its credible level:
         # a candidate's one lucky block does not outrank a leader measured in five

@@ -33,7 +33,7 @@ from ..results import ENVIRONMENT_FILE, EXPERIMENT_FILE, RESULTS_FILE, SPEC_FILE
 from ..runner import Interrupted, engine_stopped_at_exit, measure_cell, raise_interrupt
 from ..spec import SpecError, read_experiment_text, spec_from_dict
 from .confirm import confirm_winner
-from .driver import MIN_BLOCKS, Accounts, Search, SearchResult, restart_knobs_of
+from .driver import MIN_BLOCKS, SEARCH_VERSION, Accounts, Search, SearchResult, restart_knobs_of
 from .space import CONFIRM_MIN, Dimension, TuneSpec, check_default, split_raw
 
 TUNE_FILE = "tune.json"
@@ -110,12 +110,22 @@ def _check_budget(spec: TuneSpec, source: str) -> None:
                         f"({confirm} confirmation blocks of 3 and {MIN_BLOCKS} race blocks of {1 + spec.candidates})")
 
 
+def check_search_version(saved: Mapping[str, object], where: str) -> None:
+    """A tune started under other search rules cannot be replayed by these: refused, its rows kept."""
+    version = saved.get("search_version", 1)
+    if version != SEARCH_VERSION:
+        raise SpecError(f"{where}: this tune was started by a blocklab whose search rules differ (search version {version}, "
+                        f"this one {SEARCH_VERSION}), so its decisions cannot be replayed from its rows; start a new tune "
+                        f"(the directory and its rows are left as they are)")
+
+
 def load_saved_tune(run_path: Path, cache_dir: Path | None = None) -> TuneSetup:
     """The tune a run directory was started with (for --resume)."""
     run_dir = RunDir(run_path)
     if not run_dir.file(TUNE_SPEC_FILE).exists():
         raise SpecError(f"--resume {run_path}: not a blocklab tune directory (no {TUNE_SPEC_FILE})")
     saved = run_dir.read_json(TUNE_SPEC_FILE)
+    check_search_version(saved, f"--resume {run_path}")
     text = run_dir.file(EXPERIMENT_FILE).read_text()
     if saved.get("experiment_sha256") != text_digest(text):
         raise SpecError(f"--resume {run_path}: experiment.toml was edited after the tune started; put it back, or start a new tune")
@@ -243,6 +253,7 @@ def _start_dir(setup: TuneSetup, run_dir: RunDir) -> None:
     run_dir.write_json(SPEC_FILE, {"source": setup.source, "spec": exp.spec.model_dump(), "options": {"budget": setup.budget_option},
                                    "experiment_sha256": text_digest(setup.text)})
     run_dir.write_json(TUNE_SPEC_FILE, {"source": setup.source, "budget": setup.budget_option, "seed": exp.seed,
+                                        "search_version": SEARCH_VERSION,
                                         "experiment_sha256": text_digest(setup.text), "tune": setup.spec.to_dict()})
 
 
