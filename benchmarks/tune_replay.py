@@ -125,14 +125,17 @@ def simulated_engine(seed: int, levels: dict[str, float], noise: float, drift_sd
 
 
 def one_tune(seed: int, budget: int, default: dict[str, Any], levels: dict[str, float], noise: float, drift_sd: float,
-             cell_s: float, restart_s: float, confirm_blocks: int | None = None) -> dict[str, Any]:
+             cell_s: float, restart_s: float, confirm_blocks: int | None = None, candidates: int = 6,
+             max_blocks: int = 3) -> dict[str, Any]:
     dims = [Dimension(k, values=tuple(v)) for k, v in KNOBS.items()]
-    spec = TuneSpec(dims, parse_budget(budget), candidates=6, max_blocks=3, confirm_blocks=confirm_blocks)
+    spec = TuneSpec(dims, parse_budget(budget), candidates=candidates, max_blocks=max_blocks, confirm_blocks=confirm_blocks)
     search = Search(spec=spec, dimensions=dims, default=default, goal="max", metric=METRIC, seed=seed,
                     restart_knobs=["pg.io_method"], measure=simulated_engine(seed, levels, noise, drift_sd, cell_s, restart_s),
                     accounts=Accounts(declared_restart_s=restart_s, estimate_cell_s=cell_s))
     found = search.run()
-    confirmation = confirm_winner(search, found, blocks=found.confirm_blocks, missing=lambda _: True,
+    # a commit before the confirmation was sized has no found.confirm_blocks (--confirm-blocks names it)
+    blocks = getattr(found, "confirm_blocks", spec.confirm_blocks)
+    confirmation = confirm_winner(search, found, blocks=blocks, missing=lambda _: True,
                                   new_instance=lambda: "a simulated new instance")
     best = max(levels.values())
     adv = confirmation["winner_vs_default"]
@@ -140,7 +143,7 @@ def one_tune(seed: int, budget: int, default: dict[str, Any], levels: dict[str, 
     return {"seed": seed, "winner": found.winner, "recommended": confirmation["recommended"],
             "winner_to_optimum": math.exp(levels[found.winner] - best),
             "recommended_to_optimum": math.exp(levels[str(confirmation["recommended"])] - best),
-            "winner_blocks": search.trials[found.winner].blocks, "confirm_blocks": found.confirm_blocks, "trials": len(search.trials), "rounds": found.rounds,
+            "winner_blocks": search.trials[found.winner].blocks, "confirm_blocks": blocks, "trials": len(search.trials), "rounds": found.rounds,
             "spent": search.accounts.spent_cells, "restart_cells": search.accounts.restart_cells,
             "claim_holds": adv is None or (adv["low"] is not None and adv["low"] <= true_adv <= adv["high"])}
 
@@ -151,6 +154,8 @@ def main() -> None:
     parser.add_argument("--sweep-blocks", type=int, default=None, help="count only the sweep's first N blocks")
     parser.add_argument("--budget-blocks", type=int, default=5, help="the budget is 20%% of a sweep of this many blocks (default 5)")
     parser.add_argument("--seeds", type=int, default=100)
+    parser.add_argument("--candidates", type=int, default=6, help="new configurations a round (default 6)")
+    parser.add_argument("--max-blocks", type=int, default=3, help="blocks a round races at most (default 3)")
     parser.add_argument("--confirm-blocks", type=int, default=None,
                         help="the confirmation's blocks (default: sized by the noise, as blocklab tune does)")
     parser.add_argument("--default", default=None, help="the default configuration's changes, JSON (the engine's default otherwise)")
@@ -175,7 +180,8 @@ def main() -> None:
     print(f"surface: {len(levels)} configurations, optimum {best}, {near} within 3% of it; the default at "
           f"{math.exp(levels[label(default)] - levels[best]):.3f}; noise sd {noise:.3f}, drift sd {drift_sd:.3f}; budget {budget} cells",
           file=sys.stderr)
-    out = [one_tune(s, budget, default, levels, noise, drift_sd, args.cell_s, args.restart_s, args.confirm_blocks) for s in range(1, args.seeds + 1)]
+    out = [one_tune(s, budget, default, levels, noise, drift_sd, args.cell_s, args.restart_s, args.confirm_blocks,
+                   args.candidates, args.max_blocks) for s in range(1, args.seeds + 1)]
     n = len(out)
 
     def share(key: str) -> str:
