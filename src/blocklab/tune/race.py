@@ -85,8 +85,9 @@ def levels_to(cells: Sequence[BlockCell], anchor: Hashable, goal: str) -> dict[H
 _MIN_SPREAD = 0.01
 # How many posterior standard deviations a credible level gives up: between two
 # configurations whose shrunk estimates are close, the better measured one is crowned.
-# On the synthetic surface of tests/test_tune.py (100 seeded tunes) 0.5 found the
-# optimum within 3% in 80, 0 in 78 (one tune at 0.875), 1.0 in 77.
+# On the synthetic surface of tests/test_tune.py (100 seeded tunes, benchmarks/tune_synthetic.py)
+# 0.5 found the optimum within 3% in 80, 0 in 78 (one tune at 0.875), 1.0 in 77, measured with
+# the contrast's se in the weights (34ab381); with each level's own se (now), 83.
 RISK = 0.5
 
 
