@@ -136,7 +136,7 @@ def test_the_search_finds_the_optimum_and_its_stated_interval_holds():
 def test_the_confirmation_is_sized_by_the_noise_the_race_measured():
     """Without [tune] confirm_blocks, the fewest blocks that would show the incumbent's
     advantage with 90% power: at 5% noise the smallest confirmation, at 18% (a cold scan on
-    a virtual disk) more than the fixed 6 that told a third of such tunes to keep the
+    a virtual disk) more than the fixed 6 that told a quarter of such tunes to keep the
     default; within a third of the budget, restarts counted, and the budget still holds."""
     sizes = {}
     budget = 300  # a third holds 12 blocks and their restarts (2 cells each) in the worst case

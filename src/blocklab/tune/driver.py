@@ -206,7 +206,7 @@ class Search:
         shrunk: CONFIRM_GAIN_RISK) is true; when none can, the most there is room for. Capped at CONFIRM_MAX and at a third of the budget, restarts
         counted. Before the noise is measured, or with the default as incumbent,
         CONFIRM_BLOCKS (or the cap if smaller). Why: a fixed 6 blocks
-        told a third of the tunes at 18% cell noise to keep a default the winner beat
+        told a quarter of the tunes (53 of 200 replayed) at 18% cell noise to keep a default the winner beat
         by 1.4-1.7x (benchmarks/tune_replay.py), while at 5% noise 4 blocks show it."""
         if self.spec.confirm_blocks is not None:
             return self.spec.confirm_blocks
